@@ -1,0 +1,30 @@
+package sema
+
+import "errors"
+
+// Errors returned by this package, wrapped with the semaphore or key they
+// concern. Test them with errors.Is.
+var (
+	// ErrBadName: the name does not match [A-Za-z0-9][A-Za-z0-9._-]{0,127} (D4).
+	ErrBadName = errors.New("invalid semaphore name")
+	// ErrBadMax: the capacity is not an integer in 1..10000 (D4).
+	ErrBadMax = errors.New("invalid capacity")
+	// ErrNoSlot: Acquire with Nonblock found every slot taken; our key is
+	// gone again (D3, status 75).
+	ErrNoSlot = errors.New("no free slot")
+	// ErrTimeout: the wait ended (the context passed to Acquire expired)
+	// while etcd answered; our key is gone (D3, status 75).
+	ErrTimeout = errors.New("timed out waiting for a slot")
+	// ErrUnavailable: etcd did not answer: at start within the connect
+	// timeout, or when the wait ended during an outage (D3, status 69).
+	ErrUnavailable = errors.New("etcd unavailable")
+	// ErrLeaseLost: the server reports our lease expired or revoked (D7).
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrFenced: no keep-alive was confirmed in time, so the lease cannot be
+	// proven alive past the fencing point (D7 self-fencing).
+	ErrFenced = errors.New("lease not confirmable before its deadline")
+	// ErrKeyDeleted: our key was deleted by someone else, e.g. an operator (D7).
+	ErrKeyDeleted = errors.New("key deleted")
+	// ErrReleased: the holder was released by its owner.
+	ErrReleased = errors.New("released")
+)

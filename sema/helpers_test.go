@@ -1,0 +1,80 @@
+package sema
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const testTimeout = 60 * time.Second
+
+func newSem(t *testing.T, c *clientv3.Client, name string, max int, opts Options) *Semaphore {
+	t.Helper()
+	if opts.TTL == 0 {
+		opts.TTL = 5 * time.Second
+	}
+	if opts.FenceMargin == 0 {
+		opts.FenceMargin = time.Second
+	}
+	s, err := New(c, name, max, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustAcquire(t *testing.T, s *Semaphore) *Holder {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	h, err := s.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire %s: %v", s.name, err)
+	}
+	return h
+}
+
+// acquireAsync starts Acquire in a goroutine; the result arrives on the channel.
+func acquireAsync(ctx context.Context, s *Semaphore) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		h, err := s.Acquire(ctx)
+		ch <- acquired{h, err}
+	}()
+	return ch
+}
+
+type acquired struct {
+	h   *Holder
+	err error
+}
+
+// waitQueued polls until the semaphore has n keys.
+func waitQueued(t *testing.T, c *clientv3.Client, s *Semaphore, n int) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for time.Now().Before(deadline) {
+		resp, err := c.Get(t.Context(), s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && resp.Count == int64(n) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never had %d keys", s.prefix, n)
+}
+
+func startEtcd(t *testing.T) (*etcdtest.Server, *clientv3.Client) {
+	t.Helper()
+	srv := etcdtest.Start(t)
+	return srv, srv.Client(t)
+}
+
+func release(t *testing.T, h *Holder) {
+	t.Helper()
+	if err := h.Release(t.Context()); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+}

@@ -1,0 +1,108 @@
+package sema
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Holder is a held slot. Its Context ends when the slot is lost, and
+// context.Cause tells why (D7): ErrLeaseLost, ErrFenced (the lease could not
+// be confirmed alive before deadline - FenceMargin), ErrKeyDeleted, or
+// ErrReleased after Release. The caller must call Release exactly once.
+type Holder struct {
+	s      *Semaphore
+	l      *lease
+	key    string
+	rev    int64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// newHolder switches the lease to the holding cadence and starts the two
+// supervisors: one waits for the lease to be lost, one watches our key for
+// DELETE from watchRev+1. Both stop in Release.
+func (s *Semaphore) newHolder(l *lease, key string, rev, watchRev int64) *Holder {
+	l.hold(s.opts.FenceMargin)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	wctx, stop := context.WithCancel(context.Background())
+	h := &Holder{s: s, l: l, key: key, rev: rev, ctx: ctx, cancel: cancel, stop: stop}
+	h.wg.Add(2)
+	go func() {
+		defer h.wg.Done()
+		select {
+		case <-l.Done():
+			cancel(fmt.Errorf("%w: %s", l.Err(), key))
+		case <-wctx.Done():
+		}
+	}()
+	go func() {
+		defer h.wg.Done()
+		h.watchKey(wctx, watchRev)
+	}()
+	return h
+}
+
+// watchKey cancels the holder when our key is deleted. A failed watch
+// (e.g. ErrCompacted) re-reads the key and watches again from that read.
+func (h *Holder) watchKey(ctx context.Context, rev int64) {
+	for ctx.Err() == nil {
+		wch := h.s.c.Watch(ctx, h.key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		for wr := range wch {
+			if wr.Err() != nil {
+				break
+			}
+			if len(wr.Events) > 0 {
+				h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		resp, err := h.s.c.Get(ctx, h.key)
+		switch {
+		case err != nil:
+			if !sleepCtx(ctx, time.Second) {
+				return
+			}
+		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
+			h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+			return
+		default:
+			rev = resp.Header.Revision
+		}
+	}
+}
+
+// Context ends when the slot is lost or released; context.Cause(ctx) says why.
+func (h *Holder) Context() context.Context { return h.ctx }
+
+// Rev is the create revision of our key: the fencing token (CONCH_REV).
+func (h *Holder) Rev() int64 { return h.rev }
+
+// Lease is the ID of the lease our key is bound to (CONCH_LEASE, D5).
+func (h *Holder) Lease() clientv3.LeaseID { return h.l.id }
+
+// TTL is the lease TTL the server granted.
+func (h *Holder) TTL() time.Duration { return h.l.ttl }
+
+// Key is our key under the semaphore's prefix.
+func (h *Holder) Key() string { return h.key }
+
+// Release gives the slot back: it stops the supervisors and revokes the
+// lease, which deletes our key (D2: one request). It blocks at most
+// min(TTL, 5 s) on etcd and ignores ctx's cancellation (STYLE 6). If etcd does
+// not answer, the key goes at lease expiry and the error says so.
+func (h *Holder) Release(ctx context.Context) error {
+	h.stop()
+	err := h.l.revoke(ctx)
+	h.cancel(ErrReleased)
+	h.wg.Wait()
+	return err
+}

@@ -1,0 +1,277 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Keep-alive cadence (D7). While waiting, a late keep-alive only costs our
+// place in the queue, so the stock TTL/3 is enough. While holding, conch
+// keeps the lease on its own clock: a keep-alive every TTL/6, at least once a
+// second, so it learns early that the lease can no longer be proven alive.
+const (
+	waitKeepAliveDivisor = 3
+	holdKeepAliveDivisor = 6
+	maxHoldKeepAlive     = time.Second
+)
+
+// lease is an etcd lease kept alive by conch's own keep-alive stream rather
+// than clientv3's Lease.KeepAlive, whose TTL/3 cadence and whose "done"
+// signal (after the server already expired the lease) are too late for
+// self-fencing (D7).
+//
+// The deadline is tracked on the local monotonic clock: the send time of the
+// last keep-alive the server confirmed, plus the granted TTL. The server
+// cannot expire the lease before that instant.
+type lease struct {
+	id  clientv3.LeaseID
+	ttl time.Duration // as granted, whole seconds (D4)
+	c   *clientv3.Client
+
+	mu        sync.Mutex
+	confirmed time.Time     // send time of the last confirmed keep-alive
+	margin    time.Duration // fence this long before the deadline; 0 while waiting
+	holding   bool
+	changed   chan struct{} // poked when holding/margin change
+
+	done   chan struct{} // closed when the lease is lost or stopped
+	cause  error
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// grantLease grants a lease of ttl (rounded up to whole seconds) and starts
+// keeping it alive in the waiting cadence. The goroutines it starts end on
+// stop or when the lease is lost. Errors are the server's or ctx's.
+func grantLease(ctx context.Context, c *clientv3.Client, ttl time.Duration) (*lease, error) {
+	secs := int64((ttl + time.Second - 1) / time.Second)
+	sent := time.Now()
+	resp, err := c.Grant(ctx, secs)
+	if err != nil {
+		return nil, fmt.Errorf("cannot grant lease: %w", err)
+	}
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l := &lease{
+		id:        resp.ID,
+		ttl:       time.Duration(resp.TTL) * time.Second,
+		c:         c,
+		confirmed: sent,
+		changed:   make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		cancel:    cancel,
+	}
+	l.wg.Add(1)
+	go l.run(lctx)
+	return l, nil
+}
+
+// Done is closed when the lease is lost (Err says why) or stopped.
+func (l *lease) Done() <-chan struct{} { return l.done }
+
+// Err returns why Done was closed: ErrLeaseLost, ErrFenced or ErrReleased.
+func (l *lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cause
+}
+
+// hold switches to the holding cadence and starts fencing margin before the
+// deadline (D7: kill-after + 1 s, so the child is gone before the server can
+// hand the slot on).
+func (l *lease) hold(margin time.Duration) {
+	l.mu.Lock()
+	l.holding, l.margin = true, margin
+	l.mu.Unlock()
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (l *lease) interval() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return keepAliveInterval(l.ttl, l.holding)
+}
+
+func keepAliveInterval(ttl time.Duration, holding bool) time.Duration {
+	if !holding {
+		return ttl / waitKeepAliveDivisor
+	}
+	return min(ttl/holdKeepAliveDivisor, maxHoldKeepAlive)
+}
+
+// fenceDelay is how long after a confirmed keep-alive's send time the lease
+// counts as unconfirmable. When the margin leaves less than two keep-alive
+// intervals, conch fences at the first failed keep-alive (D7).
+func fenceDelay(ttl, margin time.Duration, holding bool) time.Duration {
+	if !holding {
+		return ttl
+	}
+	d := ttl - margin
+	if iv := keepAliveInterval(ttl, true); d < 2*iv {
+		d = 2 * iv
+	}
+	return d
+}
+
+// FenceTooLate reports whether a --kill-after of killAfter is too long for a
+// lease of ttl to be fenced before it expires (D7: conch then warns at start
+// and fences at the first failed keep-alive). ttl is rounded up to seconds.
+func FenceTooLate(ttl, killAfter time.Duration) bool {
+	ttl = (ttl + time.Second - 1) / time.Second * time.Second
+	return ttl-killAfter-time.Second < 2*keepAliveInterval(ttl, true)
+}
+
+func (l *lease) fenceAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.confirmed.Add(fenceDelay(l.ttl, l.margin, l.holding))
+}
+
+func (l *lease) fail(err error) {
+	l.mu.Lock()
+	if l.cause == nil {
+		l.cause = err
+		close(l.done)
+	}
+	l.mu.Unlock()
+}
+
+type kaResult struct {
+	gen int
+	ttl int64
+	err error
+}
+
+// run owns the keep-alive stream. It returns when ctx ends or the lease is lost.
+func (l *lease) run(ctx context.Context) {
+	defer l.wg.Done()
+	lc := clientv3.RetryLeaseClient(l.c)
+	results := make(chan kaResult, 8)
+	var (
+		stream       pb.Lease_LeaseKeepAliveClient
+		streamCancel context.CancelFunc
+		gen          int
+		pending      []time.Time // send times, answered in order on one stream
+	)
+	drop := func() {
+		if streamCancel != nil {
+			streamCancel()
+		}
+		stream, streamCancel, pending = nil, nil, nil
+		gen++
+	}
+	defer drop()
+	tick := time.NewTimer(l.interval())
+	defer tick.Stop()
+	fence := time.NewTimer(time.Until(l.fenceAt()))
+	defer fence.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			l.fail(ErrReleased)
+			return
+		case <-l.changed:
+			tick.Reset(0)
+			fence.Reset(time.Until(l.fenceAt()))
+		case <-fence.C:
+			if time.Now().Before(l.fenceAt()) { // confirmed meanwhile
+				fence.Reset(time.Until(l.fenceAt()))
+				continue
+			}
+			l.mu.Lock()
+			holding := l.holding
+			l.mu.Unlock()
+			if holding {
+				l.fail(ErrFenced)
+			} else {
+				l.fail(ErrLeaseLost)
+			}
+			return
+		case <-tick.C:
+			tick.Reset(l.interval())
+			if stream == nil {
+				sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+				s, err := lc.LeaseKeepAlive(sctx)
+				if err != nil {
+					cancel()
+					continue
+				}
+				stream, streamCancel = s, cancel
+				l.wg.Add(1)
+				go l.recv(ctx, s, gen, results)
+			}
+			pending = append(pending, time.Now())
+			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(l.id)}); err != nil {
+				drop()
+			}
+		case r := <-results:
+			if r.gen != gen {
+				continue
+			}
+			if r.err != nil || len(pending) == 0 {
+				drop()
+				continue
+			}
+			sent := pending[0]
+			pending = pending[1:]
+			if r.ttl <= 0 {
+				l.fail(ErrLeaseLost)
+				return
+			}
+			l.mu.Lock()
+			if sent.After(l.confirmed) {
+				l.confirmed = sent
+			}
+			l.mu.Unlock()
+			fence.Reset(time.Until(l.fenceAt()))
+		}
+	}
+}
+
+func (l *lease) recv(ctx context.Context, s pb.Lease_LeaseKeepAliveClient, gen int, out chan<- kaResult) {
+	defer l.wg.Done()
+	for {
+		resp, err := s.Recv()
+		r := kaResult{gen: gen, err: err}
+		if err == nil {
+			r.ttl = resp.TTL
+		}
+		select {
+		case out <- r:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// stop ends the keep-alive loop and waits for its goroutines.
+func (l *lease) stop() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+// revoke stops keeping the lease alive and revokes it, which deletes every
+// key bound to it (D2: clean release is one LeaseRevoke). It uses a fresh
+// context bounded by min(TTL, 5 s), so it works after ctx was cancelled
+// (STYLE 6); if it fails the key still goes at lease expiry.
+func (l *lease) revoke(ctx context.Context) error {
+	l.stop()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(l.ttl, 5*time.Second))
+	defer cancel()
+	if _, err := l.c.Revoke(rctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("cannot revoke lease %x: %w", int64(l.id), err)
+	}
+	return nil
+}

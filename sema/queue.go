@@ -1,0 +1,160 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// queue runs one life of our key on lease l: enqueue, wait for our turn,
+// become a holder (04_sema.md steps 1-4 with D1's wake-up rule).
+// Errors: ErrNoSlot (Nonblock), ErrKeyDeleted, the lease's ErrLeaseLost,
+// ctx's error, or etcd errors wrapping errEtcd.
+func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
+	key := leaseKey(s.prefix, l.id)
+	rec := s.opts.Record
+	rec.Version, rec.Since, rec.HeldSince = RecordVersion, time.Now().UTC().Truncate(time.Second), nil
+	myRev, r, err := s.enqueue(ctx, key, l, rec.encode())
+	if err != nil {
+		return nil, err
+	}
+	s.emit(Event{Kind: Enqueued, Rank: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others})
+	if r.held { // held at once: no rewrite, D2's three requests
+		s.emit(Event{Kind: Held, Rank: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl})
+		return s.newHolder(l, key, myRev, r.rev), nil
+	}
+	if s.opts.Nonblock {
+		return nil, ErrNoSlot
+	}
+	ahead := r.rank - s.max + 1
+	for {
+		var t turn
+		if r.held {
+			t = turnPromoted
+		} else {
+			s.emit(Event{Kind: Waiting, Rank: r.rank, Ahead: ahead, Rev: myRev, Lease: l.id, TTL: l.ttl})
+			t = s.watchTurn(ctx, l, key, r)
+		}
+		switch t {
+		case turnPromoted:
+			now := time.Now().UTC().Truncate(time.Second)
+			rec.HeldSince = &now
+			rev, err := s.promote(ctx, key, myRev, l, rec.encode())
+			if err != nil {
+				return nil, err
+			}
+			s.emit(Event{Kind: Held, Rank: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl})
+			return s.newHolder(l, key, myRev, rev), nil
+		case turnKeyDeleted:
+			return nil, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+		case turnLeaseLost:
+			return nil, l.Err()
+		case turnCtx:
+			return nil, ctx.Err()
+		}
+		if r, err = s.rerankRetry(ctx, l, key, myRev); err != nil {
+			return nil, err
+		}
+		switch {
+		case r.rank >= 0:
+			ahead = r.rank - s.max + 1
+		case ahead > 2: // behind the head: at least one key ahead left
+			ahead--
+		}
+	}
+}
+
+// rerankRetry re-ranks, retrying etcd errors with backoff while ctx and the
+// lease live.
+func (s *Semaphore) rerankRetry(ctx context.Context, l *lease, key string, myRev int64) (ranking, error) {
+	backoff := retryMin
+	for {
+		_, r, err := s.rerank(ctx, key, myRev)
+		if err == nil || !errors.Is(err, errEtcd) {
+			return r, err
+		}
+		select {
+		case <-l.Done():
+			return r, l.Err()
+		case <-ctx.Done():
+			return r, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, retryMax)
+	}
+}
+
+type turn int
+
+const (
+	turnRerank     turn = iota // something ahead changed, or a watch failed: read again
+	turnPromoted               // a holder left while we are the head (D1: no re-read)
+	turnKeyDeleted             // our own key was deleted
+	turnLeaseLost
+	turnCtx
+)
+
+// watchTurn blocks until something can change our position. The head of the
+// queue (rank == max) watches the max holder keys for DELETE: any one proves
+// its promotion. Every other waiter watches only its predecessor, for DELETE
+// or PUT (the PUT of a promoted head). So one release wakes at most two
+// waiters whatever max and the queue length (D1). Every watch starts at the
+// ranking read's revision + 1, so no event between read and watch is lost;
+// a failed watch (ErrCompacted, leader lost) means re-rank. Our own key is
+// watched for DELETE only (PUTs filtered server-side). The watch goroutines
+// are cancelled and joined before watchTurn returns.
+func (s *Semaphore) watchTurn(ctx context.Context, l *lease, key string, r ranking) turn {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	out := make(chan turn, 1)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	watch := func(k string, onEvent turn, opts ...clientv3.OpOption) {
+		wch := s.c.Watch(wctx, k, append(opts, clientv3.WithRev(r.rev+1))...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := turnRerank
+		loop:
+			for wr := range wch {
+				if wr.Err() != nil {
+					break
+				}
+				for _, ev := range wr.Events {
+					if onEvent == turnPromoted && ev.Type != mvccpb.DELETE {
+						continue
+					}
+					res = onEvent
+					break loop
+				}
+			}
+			select {
+			case out <- res:
+			default:
+			}
+		}()
+	}
+	if r.holders != nil {
+		for _, h := range r.holders {
+			watch(h, turnPromoted, clientv3.WithFilterPut())
+		}
+	} else {
+		watch(r.pred, turnRerank)
+	}
+	watch(key, turnKeyDeleted, clientv3.WithFilterPut())
+	var t turn
+	select {
+	case t = <-out:
+	case <-l.Done():
+		t = turnLeaseLost
+	case <-ctx.Done():
+	}
+	if ctx.Err() != nil {
+		return turnCtx
+	}
+	return t
+}

@@ -1,0 +1,129 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errEtcd marks an etcd request that failed (as opposed to a decision of the
+// recipe), so Acquire can tell an outage (ErrUnavailable) from a plain wait
+// that ran out (ErrTimeout).
+var errEtcd = errors.New("etcd request failed")
+
+// ranking is what one ranking read tells us about our key.
+type ranking struct {
+	rev     int64    // header revision of the read: watches start at rev+1 (D1)
+	rank    int      // exact 0-based rank, or -1 when only "behind the head" is known
+	held    bool     // fewer than max keys are ahead of ours
+	holders []string // head of the queue only: the max keys ahead of ours
+	pred    string   // other waiters: the key just ahead of ours
+	others  int64    // keys under the same name with another capacity (D6)
+}
+
+var (
+	byCreateAsc  = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
+	byCreateDesc = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)
+)
+
+// enqueue writes our key and ranks it in one Txn (D2): put-if-absent bound to
+// the lease, the count of keys (ours is the newest, so rank = count-1), the
+// first max keys, the two newest keys (ours and our predecessor) and the count
+// under the whole name. It returns O(max) keys, never the whole queue.
+func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value string) (myRev int64, r ranking, err error) {
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+	).Then(
+		clientv3.OpPut(key, value, clientv3.WithLease(l.id)),
+		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max))),
+		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(2)),
+		clientv3.OpGet(NamePrefix(s.name), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return 0, r, fmt.Errorf("%w: cannot enqueue %s: %w", errEtcd, key, err)
+	}
+	if !resp.Succeeded { // a fresh lease's key cannot exist: someone wrote it
+		return 0, r, fmt.Errorf("%w: %s existed before we wrote it", ErrKeyDeleted, key)
+	}
+	myRev = resp.Header.Revision
+	count := resp.Responses[1].GetResponseRange().Count
+	first := resp.Responses[2].GetResponseRange().Kvs
+	newest := resp.Responses[3].GetResponseRange().Kvs
+	r = ranking{rev: myRev, rank: int(count - 1)}
+	r.others = resp.Responses[4].GetResponseRange().Count - count
+	switch {
+	case r.rank < s.max:
+		r.held = true
+	case r.rank == s.max:
+		for _, kv := range first {
+			r.holders = append(r.holders, string(kv.Key))
+		}
+	default:
+		if len(newest) != 2 || string(newest[0].Key) != key {
+			return s.rerank(ctx, key, myRev)
+		}
+		r.pred = string(newest[1].Key)
+	}
+	return myRev, r, nil
+}
+
+// rerank re-reads our position (04_sema.md step 2) in one read-only Txn that
+// fails if our key is gone: the first max+1 keys by create revision and our
+// predecessor, O(max) keys. Errors: ErrKeyDeleted, or an etcd error.
+func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (int64, ranking, error) {
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", myRev),
+	).Then(
+		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max+1))),
+		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(1), clientv3.WithMaxCreateRev(myRev-1)),
+	).Commit()
+	if err != nil {
+		return myRev, ranking{}, fmt.Errorf("%w: cannot rank %s: %w", errEtcd, key, err)
+	}
+	if !resp.Succeeded {
+		return myRev, ranking{}, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+	}
+	r := ranking{rev: resp.Header.Revision, rank: -1}
+	first := resp.Responses[0].GetResponseRange().Kvs
+	for i, kv := range first {
+		if string(kv.Key) != key {
+			continue
+		}
+		r.rank = i
+		if i < s.max {
+			r.held = true
+			return myRev, r, nil
+		}
+		for _, h := range first[:s.max] {
+			r.holders = append(r.holders, string(h.Key))
+		}
+		return myRev, r, nil
+	}
+	pred := resp.Responses[1].GetResponseRange().Kvs
+	if len(pred) != 1 { // cannot happen: max+1 keys are ahead of ours
+		return myRev, r, fmt.Errorf("%w: no predecessor for %s", errEtcd, key)
+	}
+	r.pred = string(pred[0].Key)
+	return myRev, r, nil
+}
+
+// promote rewrites our key as HELD, keeping its lease, only if it is still
+// the key we created (D1). The PUT wakes the waiter behind us. It returns the
+// revision of the write. Errors: ErrKeyDeleted, or an etcd error.
+func (s *Semaphore) promote(ctx context.Context, key string, myRev int64, l *lease, value string) (int64, error) {
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", myRev),
+	).Then(
+		clientv3.OpPut(key, value, clientv3.WithLease(l.id)),
+	).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("%w: cannot mark %s held: %w", errEtcd, key, err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+	}
+	return resp.Header.Revision, nil
+}

@@ -1,0 +1,186 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults (04_sema.md "Flags", D3, D7).
+const (
+	DefaultTTL            = 10 * time.Second
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultFenceMargin    = 6 * time.Second // default --kill-after 5 s + 1 s (D7)
+	retryMin              = 100 * time.Millisecond
+	retryMax              = 2 * time.Second
+)
+
+// Options tune a Semaphore. The zero value of each field means its default.
+type Options struct {
+	// TTL is the lease TTL requested; etcd leases are whole seconds, so it
+	// is rounded up, and the server may raise it to its minimum (D4).
+	TTL time.Duration
+	// ConnectTimeout bounds the very first request: if etcd does not answer
+	// within it, Acquire returns ErrUnavailable whatever its ctx says (D3).
+	ConnectTimeout time.Duration
+	// FenceMargin is how long before the lease deadline a holder's context
+	// is cancelled with ErrFenced: the child's stop grace + 1 s (D7).
+	FenceMargin time.Duration
+	// Nonblock makes Acquire give up with ErrNoSlot instead of waiting
+	// (--nonblock, flock -n style).
+	Nonblock bool
+	// Record is the template of the value written under our key; Version
+	// and Since are filled in by Acquire (D6).
+	Record Record
+	// OnEvent, if set, is called synchronously from Acquire's goroutine on
+	// every queue transition, for logging and sd_notify STATUS= (D10).
+	OnEvent func(Event)
+}
+
+// EventKind says what happened in the queue.
+type EventKind int
+
+// Event kinds, in the order they usually happen.
+const (
+	// Enqueued: our key is written; Rank is exact; OtherCapacities counts
+	// keys under the same name with another --max (D6 warning).
+	Enqueued EventKind = iota
+	// Waiting: we wait; Ahead is how many must leave before we hold
+	// (exact at enqueue and at the head of the queue, an upper bound
+	// otherwise: ranking reads return O(N) keys, D2).
+	Waiting
+	// Held: we hold a slot; Rev is the fencing token.
+	Held
+	// Reentering: our key or lease was lost while queued (Err says
+	// which); we start over at the back of the queue (04_sema.md,
+	// "Failure behavior").
+	Reentering
+)
+
+// Event describes one queue transition.
+type Event struct {
+	Kind            EventKind
+	Rank            int // 0-based position by create revision; -1 if unknown
+	Ahead           int // waiters' count of keys that must leave first
+	Rev             int64
+	Lease           clientv3.LeaseID
+	TTL             time.Duration // granted lease TTL
+	OtherCapacities int64
+	Err             error
+}
+
+// Semaphore is the counting semaphore (name, max) on one etcd client. It is
+// safe for one Acquire at a time.
+type Semaphore struct {
+	c      *clientv3.Client
+	name   string
+	max    int
+	prefix string
+	opts   Options
+}
+
+// New returns the semaphore (name, max) using client c, which the caller
+// keeps and closes. It validates name and max (D4) and makes no request:
+// errors wrap ErrBadName or ErrBadMax.
+func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if max < 1 || max > MaxCapacity {
+		return nil, fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.FenceMargin <= 0 {
+		opts.FenceMargin = DefaultFenceMargin
+	}
+	return &Semaphore{c: c, name: name, max: max, prefix: Prefix(name, max), opts: opts}, nil
+}
+
+// Name returns the semaphore's name; Max its capacity.
+func (s *Semaphore) Name() string { return s.name }
+
+// Max returns the semaphore's capacity.
+func (s *Semaphore) Max() int { return s.max }
+
+// Acquire enqueues and blocks until a slot is held, then returns the Holder,
+// whose Release the caller must call. ctx bounds the wait only (--wait); the
+// Holder outlives it.
+//
+// Errors: ErrUnavailable if the first request gets no answer within
+// ConnectTimeout, or ctx ends while etcd does not answer; ErrTimeout if ctx
+// ends while etcd answers; ErrNoSlot with Nonblock when no slot is free. In
+// each case our key is deleted before Acquire returns (best effort when etcd
+// is down: then it goes at lease expiry). A lost lease or a deleted key while
+// queued re-enters at the back of the queue (Reentering event) while ctx
+// allows (04_sema.md "Failure behavior"; D7 for operator deletes).
+func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
+	first := true
+	backoff := retryMin
+	for {
+		gctx, cancel := ctx, context.CancelFunc(func() {})
+		if first {
+			gctx, cancel = context.WithTimeout(ctx, s.opts.ConnectTimeout)
+		}
+		l, err := grantLease(gctx, s.c, s.opts.TTL)
+		cancel()
+		if err != nil {
+			if first || ctx.Err() != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
+			}
+			if !sleepCtx(ctx, backoff) {
+				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
+			}
+			backoff = min(2*backoff, retryMax)
+			continue
+		}
+		first = false
+		h, err := s.queue(ctx, l)
+		if err == nil {
+			return h, nil
+		}
+		revokeErr := l.revoke(ctx)
+		switch {
+		case errors.Is(err, ErrNoSlot):
+			return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
+		case ctx.Err() != nil:
+			if revokeErr != nil || errors.Is(err, errEtcd) {
+				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
+			}
+			return nil, fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
+		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):
+			s.emit(Event{Kind: Reentering, Rank: -1, Err: err})
+			backoff = retryMin
+		default: // etcd errors while queued: retry
+			if !sleepCtx(ctx, backoff) {
+				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
+			}
+			backoff = min(2*backoff, retryMax)
+		}
+	}
+}
+
+func (s *Semaphore) emit(e Event) {
+	if s.opts.OnEvent != nil {
+		s.opts.OnEvent(e)
+	}
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,329 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+func TestAcquireReleaseCapacity(t *testing.T) {
+	_, c := startEtcd(t)
+	s := newSem(t, c, "cap", 2, Options{})
+	h1, h2 := mustAcquire(t, s), mustAcquire(t, s)
+	if h1.Rev() >= h2.Rev() {
+		t.Fatalf("fencing tokens not increasing: %d, %d", h1.Rev(), h2.Rev())
+	}
+	s3 := newSem(t, c, "cap", 2, Options{Nonblock: true})
+	if _, err := s3.Acquire(t.Context()); !errors.Is(err, ErrNoSlot) {
+		t.Fatalf("third acquire with 2 held: %v, want ErrNoSlot", err)
+	}
+	waitQueued(t, c, s, 2) // the nonblock key is gone (D3)
+	release(t, h1)
+	h3, err := s3.Acquire(t.Context())
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	release(t, h2)
+	release(t, h3)
+	waitQueued(t, c, s, 0)
+	if cause := context.Cause(h3.Context()); !errors.Is(cause, ErrReleased) {
+		t.Fatalf("cause after release = %v", cause)
+	}
+}
+
+// D1's counter-example: N=2, A and B hold, C and D wait; the YOUNGER holder
+// B releases. C must start while A still holds.
+func TestD1YoungerHolderReleasesFirst(t *testing.T) {
+	_, c := startEtcd(t)
+	s := newSem(t, c, "d1", 2, Options{})
+	a, b := mustAcquire(t, s), mustAcquire(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	cch := acquireAsync(ctx, newSem(t, c, "d1", 2, Options{}))
+	waitQueued(t, c, s, 3)
+	dch := acquireAsync(ctx, newSem(t, c, "d1", 2, Options{}))
+	waitQueued(t, c, s, 4)
+	release(t, b)
+	r := <-cch
+	if r.err != nil {
+		t.Fatalf("C did not acquire while A holds: %v", r.err)
+	}
+	select {
+	case d := <-dch:
+		t.Fatalf("D acquired with A and C holding: %v", d.err)
+	case <-time.After(300 * time.Millisecond): // negative check: D must keep waiting
+	}
+	if a.Context().Err() != nil {
+		t.Fatal("A lost its slot")
+	}
+	release(t, a)
+	if d := <-dch; d.err != nil {
+		t.Fatalf("D after A released: %v", d.err)
+	} else {
+		release(t, d.h)
+	}
+	release(t, r.h)
+}
+
+// Every release order must promote the right waiters: release holders and
+// waiters in all orders for N=3 and check that each waiter holds as soon as
+// fewer than N keys are ahead of it (D1).
+func TestD1AnyReleaseOrder(t *testing.T) {
+	_, c := startEtcd(t)
+	const n = 3
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}, {2, 0, 1}} {
+		s := newSem(t, c, "order", n, Options{})
+		var holders []*Holder
+		for range n {
+			holders = append(holders, mustAcquire(t, s))
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		var waiters []<-chan acquired
+		for i := range n {
+			waiters = append(waiters, acquireAsync(ctx, newSem(t, c, "order", n, Options{})))
+			waitQueued(t, c, s, n+i+1)
+		}
+		for i, idx := range order {
+			release(t, holders[idx])
+			r := <-waiters[i] // the i-th oldest waiter must get the freed slot
+			if r.err != nil {
+				t.Fatalf("order %v: waiter %d: %v", order, i, r.err)
+			}
+			holders[idx] = r.h
+		}
+		for _, h := range holders {
+			release(t, h)
+		}
+		cancel()
+	}
+}
+
+func TestWaitTimeoutRemovesKey(t *testing.T) {
+	_, c := startEtcd(t)
+	s := newSem(t, c, "to", 1, Options{})
+	h := mustAcquire(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := newSem(t, c, "to", 1, Options{}).Acquire(ctx); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("acquire with wait 500ms: %v, want ErrTimeout", err)
+	}
+	waitQueued(t, c, s, 1)
+	release(t, h)
+}
+
+func TestUnavailableAtStart(t *testing.T) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := newSem(t, c, "down", 1, Options{ConnectTimeout: 500 * time.Millisecond})
+	start := time.Now()
+	if _, err := s.Acquire(t.Context()); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("acquire with etcd down: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("gave up after %v, far past the connect timeout", d)
+	}
+}
+
+func TestOperatorDeleteOfHolderKey(t *testing.T) { // D7
+	_, c := startEtcd(t)
+	s := newSem(t, c, "del", 1, Options{})
+	h := mustAcquire(t, s)
+	if _, err := c.Delete(t.Context(), h.Key()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Context().Done():
+	case <-time.After(testTimeout):
+		t.Fatal("holder not told its key was deleted")
+	}
+	if cause := context.Cause(h.Context()); !errors.Is(cause, ErrKeyDeleted) {
+		t.Fatalf("cause = %v, want ErrKeyDeleted", cause)
+	}
+	h.Release(t.Context())
+}
+
+func TestLeaseRevokedWhileHolding(t *testing.T) { // D7
+	_, c := startEtcd(t)
+	s := newSem(t, c, "rev", 1, Options{})
+	h := mustAcquire(t, s)
+	if _, err := c.Revoke(t.Context(), h.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Context().Done():
+	case <-time.After(testTimeout):
+		t.Fatal("holder not told its lease was revoked")
+	}
+	cause := context.Cause(h.Context())
+	if !errors.Is(cause, ErrLeaseLost) && !errors.Is(cause, ErrKeyDeleted) {
+		t.Fatalf("cause = %v, want ErrLeaseLost or ErrKeyDeleted", cause)
+	}
+	h.Release(t.Context())
+}
+
+// With etcd gone, a holder fences itself before the server could expire its
+// lease: at confirmed + TTL - margin (D7), not at Session.Done() time.
+func TestSelfFencingBeforeDeadline(t *testing.T) {
+	srv, c := startEtcd(t)
+	s := newSem(t, c, "fence", 1, Options{TTL: 4 * time.Second, FenceMargin: 2 * time.Second})
+	h := mustAcquire(t, s)
+	stopped := time.Now()
+	go srv.Stop() // Close waits for gRPC streams to drain; HardStop is at once
+	select {
+	case <-h.Context().Done():
+	case <-time.After(testTimeout):
+		t.Fatal("holder never fenced")
+	}
+	elapsed := time.Since(stopped)
+	if cause := context.Cause(h.Context()); !errors.Is(cause, ErrFenced) {
+		t.Fatalf("cause = %v, want ErrFenced", cause)
+	}
+	// the last confirmed keep-alive was sent before the stop, so the lease
+	// deadline is < stopped + TTL; fencing must come margin before that.
+	if elapsed >= h.TTL()-time.Second {
+		t.Fatalf("fenced %v after etcd stopped, want before TTL - margin/2 (%v)", elapsed, h.TTL()-time.Second)
+	}
+	h.Release(t.Context())
+}
+
+// A waiter whose key an operator deletes re-enters at the back (D7) and
+// still gets the slot later.
+func TestWaiterKeyDeletedReenters(t *testing.T) {
+	_, c := startEtcd(t)
+	s := newSem(t, c, "reenter", 1, Options{})
+	h := mustAcquire(t, s)
+	var mu sync.Mutex
+	var events []Event
+	w := newSem(t, c, "reenter", 1, Options{OnEvent: func(e Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}})
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	ch := acquireAsync(ctx, w)
+	waitQueued(t, c, s, 2)
+	resp, err := c.Get(t.Context(), s.prefix, append(clientv3.WithLastCreate(), clientv3.WithPrefix())...)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("newest key: %v", err)
+	}
+	first := string(resp.Kvs[0].Key)
+	if _, err := c.Delete(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued(t, c, s, 2) // re-entered with a new key
+	release(t, h)
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("re-entered waiter: %v", r.err)
+	}
+	if r.h.Key() == first {
+		t.Fatal("re-entered with the deleted key")
+	}
+	mu.Lock()
+	var reentered bool
+	for _, e := range events {
+		reentered = reentered || (e.Kind == Reentering && errors.Is(e.Err, ErrKeyDeleted))
+	}
+	mu.Unlock()
+	if !reentered {
+		t.Fatalf("no Reentering event: %+v", events)
+	}
+	release(t, r.h)
+}
+
+// A waiter that vanishes without cleaning up (its lease simply expires, as
+// after SIGKILL) blocks the queue no longer than its TTL.
+func TestCrashedWaiterExpires(t *testing.T) {
+	_, c := startEtcd(t)
+	s := newSem(t, c, "crash", 1, Options{})
+	h := mustAcquire(t, s)
+	// the "crashed" waiter: a lease with no keep-alive and a key as Acquire writes it
+	lr, err := c.Grant(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(t.Context(), leaseKey(s.prefix, lr.ID), `{"v":1}`, clientv3.WithLease(lr.ID)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	ch := acquireAsync(ctx, newSem(t, c, "crash", 1, Options{}))
+	waitQueued(t, c, s, 3)
+	release(t, h)
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("waiter behind a crashed one: %v", r.err)
+	}
+	release(t, r.h)
+}
+
+func TestListCapacities(t *testing.T) { // D6
+	_, c := startEtcd(t)
+	s2 := newSem(t, c, "who", 2, Options{Record: Record{Host: "n1", PID: 42}})
+	a, b := mustAcquire(t, s2), mustAcquire(t, s2)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	ch := acquireAsync(ctx, newSem(t, c, "who", 2, Options{Record: Record{Host: "n2", PID: 7}}))
+	waitQueued(t, c, s2, 3)
+	var others int64
+	s1 := newSem(t, c, "who", 1, Options{OnEvent: func(e Event) {
+		if e.Kind == Enqueued {
+			others = e.OtherCapacities
+		}
+	}})
+	o := mustAcquire(t, s1)
+	if others != 3 {
+		t.Fatalf("OtherCapacities = %d, want 3", others)
+	}
+	es, err := List(t.Context(), c, "who")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		max, rank int
+		held      bool
+		host      string
+	}
+	var got []row
+	for _, e := range es {
+		got = append(got, row{e.Max, e.Rank, e.Held, e.Record.Host})
+	}
+	want := []row{{1, 0, true, ""}, {2, 0, true, "n1"}, {2, 1, true, "n1"}, {2, 2, false, "n2"}}
+	if len(got) != len(want) {
+		t.Fatalf("List = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("List = %+v, want %+v", got, want)
+		}
+	}
+	if es[1].Rev != a.Rev() || es[1].Lease != int64(a.Lease()) || es[1].Record.PID != 42 {
+		t.Fatalf("entry %+v does not match holder rev %d lease %x", es[1], a.Rev(), a.Lease())
+	}
+	release(t, a)
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	es, _ = List(t.Context(), c, "who")
+	for _, e := range es {
+		if e.Key == r.h.Key() && (e.Record.HeldSince == nil || !e.Held) {
+			t.Fatalf("promoted waiter record %+v lacks held_since", e)
+		}
+	}
+	release(t, b)
+	release(t, r.h)
+	release(t, o)
+	if es, _ := List(t.Context(), c, "who"); len(es) != 0 {
+		t.Fatalf("keys left: %+v", es)
+	}
+}

@@ -1,0 +1,63 @@
+package sema
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Entry is one key of a semaphore as --who shows it (D6).
+type Entry struct {
+	Name  string
+	Max   int
+	Rank  int  // 0-based rank by create revision within (Name, Max)
+	Held  bool // derived from rank (Rank < Max), never from the stored value
+	Key   string
+	Rev   int64 // create revision: the holder's fencing token
+	Lease int64
+	// Record is the stored value; RecordErr is set when it is not valid JSON
+	// (e.g. written by hand), in which case Record is zero.
+	Record    Record
+	RecordErr error
+}
+
+// List reads every key under NamePrefix(name), all capacities, in one range
+// request, and returns them sorted by capacity then create revision, with
+// rank and state derived per capacity (D6). Keys that do not follow the
+// schema are skipped. It returns an etcd error wrapping ErrUnavailable when
+// the request fails.
+func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	resp, err := c.Get(ctx, NamePrefix(name), clientv3.WithPrefix(), byCreateAsc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrUnavailable, NamePrefix(name), err)
+	}
+	var out []Entry
+	for _, kv := range resp.Kvs {
+		max, lease, ok := parseKey(name, string(kv.Key))
+		if !ok {
+			continue
+		}
+		rec, rerr := decodeRecord(kv.Value)
+		out = append(out, Entry{Name: name, Max: max, Key: string(kv.Key), Rev: kv.CreateRevision,
+			Lease: lease, Record: rec, RecordErr: rerr})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Max != out[j].Max {
+			return out[i].Max < out[j].Max
+		}
+		return out[i].Rev < out[j].Rev
+	})
+	rank := map[int]int{}
+	for i := range out {
+		e := &out[i]
+		e.Rank = rank[e.Max]
+		e.Held = e.Rank < e.Max
+		rank[e.Max]++
+	}
+	return out, nil
+}
