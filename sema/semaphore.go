@@ -151,8 +151,10 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		case errors.Is(err, ErrNoSlot):
 			return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
 		case ctx.Err() != nil:
-			if revokeErr != nil || errors.Is(err, errEtcd) {
-				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
+			// the wait ran out: an outage if etcd cannot even take our
+			// key back, a plain time-out otherwise (D3: 69 vs 75)
+			if revokeErr != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, revokeErr)
 			}
 			return nil, fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):

@@ -1,0 +1,44 @@
+package sema
+
+import (
+	"context"
+	"testing"
+)
+
+// TestHerdFreeLongQueue queues 60 waiters behind 3 holders and releases one
+// holder at a time: each release must wake at most 2 waiters, so the server
+// sends at most 3 watch events per release whatever the queue length (D1).
+// A recount-on-every-delete design would send about 60 per release.
+func TestHerdFreeLongQueue(t *testing.T) {
+	srv, c := startEtcd(t)
+	const n, w = 3, 60
+	s := newSem(t, c, "herd", n, Options{})
+	var holders []*Holder
+	for range n {
+		holders = append(holders, mustAcquire(t, s))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	var waiters []<-chan acquired
+	for i := range w {
+		waiters = append(waiters, acquireAsync(ctx, newSem(t, c, "herd", n, Options{})))
+		waitQueued(t, c, s, n+i+1)
+	}
+	before := serverEvents(t, srv)
+	for i := range w {
+		release(t, holders[0])
+		r := <-waiters[i] // strictly in queue order
+		if r.err != nil {
+			t.Fatalf("waiter %d: %v", i, r.err)
+		}
+		holders = append(holders[1:], r.h)
+	}
+	events := serverEvents(t, srv) - before
+	t.Logf("%d watch events for %d releases with %d..1 waiters queued (%.2f per release)", events, w, w, float64(events)/w)
+	if events > 3*w {
+		t.Fatalf("%d watch events for %d releases: more than 3 per release (D1)", events, w)
+	}
+	for _, h := range holders {
+		release(t, h)
+	}
+}
