@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
+)
+
+// errSignal is the cancellation cause when conch gets SIGTERM, SIGINT or
+// SIGHUP: it stops the child, releases, then re-raises (D3, D7).
+type errSignal struct{ sig syscall.Signal }
+
+func (e errSignal) Error() string { return "received " + e.sig.String() }
+
+// acquire is the main job: wait for a slot, run the command while the slot
+// is safely held, release. It returns the exit status (D3) or the signal to
+// re-raise.
+func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
+	rep := &reporter{w: c.stderr, verbose: c.Verbose, name: j.name, max: j.max}
+	ctx, stopSignals := signalContext()
+	defer stopSignals()
+	signalled := func() syscall.Signal {
+		var es errSignal
+		if errors.As(context.Cause(ctx), &es) {
+			return es.sig
+		}
+		return 0
+	}
+
+	client, err := newClient(j.conn)
+	if err != nil {
+		rep.errorf("", "%v", err)
+		return exitUsage, 0
+	}
+	defer client.Close()
+	killAfter := c.KillAfter.d
+	if killAfter <= 0 {
+		killAfter = unitrun.DefaultKillAfter
+	}
+	if sema.FenceTooLate(c.TTL.d, killAfter) {
+		rep.line("", false, "WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease expires; conch will stop it at the first failed keep-alive (D7)", killAfter, c.TTL.d)
+	}
+	host, _ := os.Hostname()
+	s, err := sema.New(client, j.name, j.max, sema.Options{
+		TTL:            c.TTL.d,
+		ConnectTimeout: j.conn.DialTimeout,
+		FenceMargin:    killAfter + time.Second, // D7
+		Nonblock:       c.Nonblock || (j.waitSet && j.wait == 0),
+		Record:         sema.Record{Host: host, PID: os.Getpid()},
+		OnEvent:        rep.onEvent,
+	})
+	if err != nil {
+		rep.errorf("", "%v", err)
+		return exitUsage, 0
+	}
+
+	waitCtx, cancelWait := ctx, context.CancelFunc(func() {})
+	if j.waitSet && j.wait > 0 {
+		waitCtx, cancelWait = context.WithTimeout(ctx, j.wait)
+	}
+	h, err := s.Acquire(waitCtx)
+	cancelWait()
+	if err != nil {
+		if sig := signalled(); sig != 0 {
+			rep.errorf(stateTimeout, "%v while waiting: left the queue", sig)
+			return 0, sig
+		}
+		switch {
+		case errors.Is(err, sema.ErrNoSlot):
+			rep.errorf(stateTimeout, "no free slot (--nonblock): all %d held", j.max)
+			return c.Conflict, 0
+		case errors.Is(err, sema.ErrTimeout):
+			rep.errorf(stateTimeout, "no slot within --wait %v", j.wait)
+			return c.Conflict, 0
+		default:
+			rep.errorf(stateTimeout, "cannot reach etcd: %v", err)
+			return exitUnavailable, 0
+		}
+	}
+
+	runCtx, stopChild := context.WithCancelCause(ctx)
+	defer stopChild(nil)
+	context.AfterFunc(h.Context(), func() { stopChild(context.Cause(h.Context())) })
+	heldAt := time.Now()
+	res, runErr := unitrun.Run(runCtx, unitrun.Spec{
+		Path:       j.path,
+		Args:       c.command,
+		Env:        childEnv(os.Environ(), j.name, j.max, h.Rev(), int64(h.Lease())),
+		Stdin:      os.Stdin,
+		Stdout:     os.Stdout,
+		Stderr:     os.Stderr,
+		KillAfter:  killAfter,
+		RuntimeMax: c.RuntimeMax.d,
+	})
+	lost := h.Context().Err() != nil
+	lostCause := context.Cause(h.Context())
+	if err := h.Release(context.Background()); err != nil {
+		rep.line("", false, "could not release (the key goes at lease expiry, %v): %v", h.TTL(), err)
+	}
+	return c.outcome(rep, res, runErr, lost, lostCause, signalled(), heldAt)
+}
+
+// outcome maps how the child ended to conch's exit (D3).
+func (c *semaCmd) outcome(rep *reporter, res unitrun.Result, runErr error, lost bool, lostCause error, sig syscall.Signal, heldAt time.Time) (int, syscall.Signal) {
+	switch {
+	case runErr != nil && !res.Started:
+		rep.errorf(stateReleased, "%v", runErr)
+		switch {
+		case errors.Is(runErr, unitrun.ErrNotFound):
+			return exitNotFound, 0
+		case errors.Is(runErr, unitrun.ErrNotExecutable):
+			return exitCannotExec, 0
+		case sig != 0:
+			return 0, sig
+		}
+		return exitUnavailable, 0
+	case sig != 0 && res.Stopped:
+		rep.errorf(stateReleased, "%v: stopped the child and released the slot", sig)
+		return 0, sig
+	case lost && res.Stopped:
+		rep.errorf(stateLost, "slot lost while the child ran (%v): child stopped", lostCause)
+		return exitSlotLost, 0
+	case res.RuntimeExceeded:
+		rep.errorf(stateReleased, "child ran past --runtime-max %v: stopped", c.RuntimeMax.d)
+		return exitRuntimeMax, 0
+	case runErr != nil:
+		rep.errorf(stateReleased, "%v", runErr)
+	}
+	rep.released(res.ExitStatus, time.Since(heldAt))
+	if sig != 0 { // the child ended on its own just as the signal came
+		return 0, sig
+	}
+	if res.ExitStatus < 0 {
+		return exitUnavailable, 0
+	}
+	return res.ExitStatus, 0
+}
+
+// signalContext returns a context cancelled, with cause errSignal, by the
+// first SIGTERM, SIGINT or SIGHUP. Later ones are absorbed: conch is already
+// stopping. stop ends the watching goroutine.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case s := <-ch:
+			cancel(errSignal{s.(syscall.Signal)})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		wg.Wait()
+		// keep absorbing: the signal is re-raised only after Reset in main
+		cancel(nil)
+	}
+}

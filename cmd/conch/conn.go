@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jessevdk/go-flags"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+const (
+	defaultEndpoint    = "127.0.0.1:2379"
+	defaultDialTimeout = 5 * time.Second // D3
+	defaultConfigPath  = "/etc/conch/conch.conf"
+)
+
+// fileConfig is /etc/conch/conch.conf: an INI file read with go-flags' INI
+// parser, whose [etcd] section takes the connection settings (D9).
+type fileConfig struct {
+	Etcd connOptions `group:"etcd"`
+}
+
+// connSettings are the resolved connection settings.
+type connSettings struct {
+	Endpoints   []string
+	CACert      string
+	Cert        string
+	Key         string
+	User        string
+	Password    string
+	DialTimeout time.Duration
+}
+
+// resolveConn applies D9's precedence to each setting: flags > CONCH_*
+// environment (both already in flagged, by go-flags' env tags) > ETCDCTL_*
+// environment > the config file > the default. configPath is read if it
+// exists; explicit means the operator named it, so a missing file is an
+// error. Errors are usage errors (exit 64).
+func resolveConn(flagged connOptions, getenv func(string) string, configPath string, explicit bool) (connSettings, error) {
+	var file fileConfig
+	if err := readConfig(configPath, explicit, &file); err != nil {
+		return connSettings{}, err
+	}
+	pick := func(flag, etcdctl, fromFile string) string {
+		for _, v := range []string{flag, getenv("ETCDCTL_" + etcdctl), fromFile} {
+			if v = strings.TrimSpace(v); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	var s connSettings
+	eps := pick(flagged.Endpoints, "ENDPOINTS", file.Etcd.Endpoints)
+	if eps == "" {
+		eps = defaultEndpoint
+	}
+	for _, e := range strings.Split(eps, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			s.Endpoints = append(s.Endpoints, e)
+		}
+	}
+	s.CACert = pick(flagged.CACert, "CACERT", file.Etcd.CACert)
+	s.Cert = pick(flagged.Cert, "CERT", file.Etcd.Cert)
+	s.Key = pick(flagged.Key, "KEY", file.Etcd.Key)
+	s.User = pick(flagged.User, "USER", file.Etcd.User)
+	if (s.Cert == "") != (s.Key == "") {
+		return s, errors.New("--cert and --key must be given together")
+	}
+	// etcdctl accepts --user name:password; so does ETCDCTL_USER.
+	var userPass string
+	if name, pass, ok := strings.Cut(s.User, ":"); ok {
+		s.User, userPass = name, pass
+	}
+	// the password: a password file given as flag or CONCH_*, then
+	// ETCDCTL_PASSWORD (or ETCDCTL_USER's :password), then the config file's.
+	switch {
+	case strings.TrimSpace(flagged.PasswordFile) != "":
+		p, err := readPassword(flagged.PasswordFile)
+		if err != nil {
+			return s, err
+		}
+		s.Password = p
+	case getenv("ETCDCTL_PASSWORD") != "":
+		s.Password = getenv("ETCDCTL_PASSWORD")
+	case userPass != "":
+		s.Password = userPass
+	case strings.TrimSpace(file.Etcd.PasswordFile) != "":
+		p, err := readPassword(file.Etcd.PasswordFile)
+		if err != nil {
+			return s, err
+		}
+		s.Password = p
+	}
+	if s.Password != "" && s.User == "" {
+		return s, errors.New("a password was given without --user")
+	}
+	s.DialTimeout = defaultDialTimeout
+	if v := pick(flagged.DialTimeout, "DIAL_TIMEOUT", file.Etcd.DialTimeout); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return s, fmt.Errorf("--dial-timeout: %w", err)
+		}
+		if d <= 0 {
+			return s, errors.New("--dial-timeout must be positive")
+		}
+		s.DialTimeout = d
+	}
+	return s, nil
+}
+
+func readConfig(path string, explicit bool, into *fileConfig) error {
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && !explicit {
+		return nil
+	}
+	p := flags.NewNamedParser("conch.conf", flags.None)
+	if _, err := p.AddGroup("etcd", "", &into.Etcd); err != nil {
+		return err
+	}
+	if err := flags.NewIniParser(p).ParseFile(path); err != nil {
+		return fmt.Errorf("cannot read config %s: %w", path, err)
+	}
+	return nil
+}
+
+func readPassword(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot read password file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimRight(line, "\r"), nil
+}
+
+// newClient builds an etcd client from s. It does not contact etcd: the
+// first request, bounded by s.DialTimeout, does (D3). Errors (bad TLS files)
+// are usage errors.
+func newClient(s connSettings) (*clientv3.Client, error) {
+	cfg := clientv3.Config{
+		Endpoints:   s.Endpoints,
+		DialTimeout: s.DialTimeout,
+		Username:    s.User,
+		Password:    s.Password,
+		Logger:      zap.NewNop(),
+	}
+	tlsNeeded := s.CACert != "" || s.Cert != ""
+	for _, e := range s.Endpoints {
+		tlsNeeded = tlsNeeded || strings.HasPrefix(e, "https://")
+	}
+	if tlsNeeded {
+		info := transport.TLSInfo{CertFile: s.Cert, KeyFile: s.Key, TrustedCAFile: s.CACert}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("cannot set up TLS: %w", err)
+		}
+		cfg.TLS = tc
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create etcd client for %s: %w", strings.Join(s.Endpoints, ","), err)
+	}
+	return c, nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// D9: flags > CONCH_* > ETCDCTL_* > config file > default, per setting.
+func TestResolveConnPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "conch.conf")
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(pw, []byte("s3cret\nignored\n"), 0o600)
+	os.WriteFile(conf, []byte("[etcd]\nendpoints = file:1,file:2\ndial-timeout = 7s\nuser = fileuser\npassword-file = "+pw+"\n"), 0o644)
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+	s, err := resolveConn(connOptions{}, env(nil), conf, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s.Endpoints, ",") != "file:1,file:2" || s.DialTimeout != 7*time.Second || s.User != "fileuser" || s.Password != "s3cret" {
+		t.Fatalf("from file: %+v", s)
+	}
+	s, _ = resolveConn(connOptions{}, env(map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1", "ETCDCTL_USER": "bob:pw2", "ETCDCTL_DIAL_TIMEOUT": "2s"}), conf, true)
+	if strings.Join(s.Endpoints, ",") != "ctl:1" || s.User != "bob" || s.Password != "pw2" || s.DialTimeout != 2*time.Second {
+		t.Fatalf("ETCDCTL over file: %+v", s)
+	}
+	// flagged holds flags and CONCH_* (go-flags env tags): it wins
+	s, _ = resolveConn(connOptions{Endpoints: "flag:1", DialTimeout: "3"}, env(map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}), conf, true)
+	if strings.Join(s.Endpoints, ",") != "flag:1" || s.DialTimeout != 3*time.Second {
+		t.Fatalf("flag over ETCDCTL: %+v", s)
+	}
+	s, _ = resolveConn(connOptions{}, env(nil), filepath.Join(dir, "absent.conf"), false)
+	if strings.Join(s.Endpoints, ",") != defaultEndpoint || s.DialTimeout != defaultDialTimeout || s.User != "" {
+		t.Fatalf("defaults: %+v", s)
+	}
+	for name, tc := range map[string]struct {
+		o    connOptions
+		path string
+	}{
+		"missing explicit config": {connOptions{}, filepath.Join(dir, "absent.conf")},
+		"cert without key":        {connOptions{Cert: "c.pem"}, ""},
+		"password without user":   {connOptions{PasswordFile: pw}, ""},
+		"bad dial timeout":        {connOptions{DialTimeout: "-1s"}, ""},
+		"unreadable password":     {connOptions{User: "u", PasswordFile: filepath.Join(dir, "nope")}, ""},
+	} {
+		if _, err := resolveConn(tc.o, env(nil), tc.path, tc.path != ""); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	bad := filepath.Join(dir, "bad.conf")
+	os.WriteFile(bad, []byte("[etcd]\nendpoint = typo:1\n"), 0o644)
+	if _, err := resolveConn(connOptions{}, env(nil), bad, true); err == nil || !strings.Contains(err.Error(), "endpoint") {
+		t.Errorf("unknown key in config: %v, want an error naming it", err)
+	}
+}
+
+// CONCH_* environment reaches the connection flags through go-flags; the
+// semaphore's own settings are never read from the environment (D5).
+func TestEnvOnlyForConnection(t *testing.T) {
+	t.Setenv("CONCH_ENDPOINTS", "envhost:1")
+	t.Setenv("CONCH_MAX", "3")
+	t.Setenv("CONCH_WAIT", "1s")
+	var g globalOptions
+	s := semaCmd{getenv: os.Getenv, dashdash: true, command: []string{"true"}}
+	if _, err := newParser(&g, &s).ParseArgs([]string{"sema", "x", "--config", ""}); err == nil {
+		t.Fatal("--max was taken from CONCH_MAX")
+	}
+	s = semaCmd{getenv: os.Getenv, dashdash: true, command: []string{"true"}}
+	if _, err := newParser(&g, &s).ParseArgs([]string{"sema", "x", "--max", "1", "--config", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Conn.Endpoints != "envhost:1" || s.Wait.set {
+		t.Fatalf("endpoints %q, wait set %v", s.Conn.Endpoints, s.Wait.set)
+	}
+}
+
+func TestChildEnvUnit(t *testing.T) { // D5
+	got := childEnv([]string{"A=1", "CONCH_REV=9", "NOTIFY_SOCKET=/x", "WATCHDOG_USEC=5", "WATCHDOG_PID=3", "B=2"}, "n", 2, 42, 0xabc)
+	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=abc"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("childEnv = %q, want %q", got, want)
+	}
+}
+
+func TestParseDuration(t *testing.T) { // D4
+	for in, want := range map[string]time.Duration{"10": 10 * time.Second, "500ms": 500 * time.Millisecond, "1m30s": 90 * time.Second, "0": 0} {
+		if got, err := parseDuration(in); err != nil || got != want {
+			t.Errorf("parseDuration(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"-1", "-1s", "soon", "", "1.5"} {
+		if _, err := parseDuration(in); err == nil {
+			t.Errorf("parseDuration(%q) accepted", in)
+		}
+	}
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// childEnv returns the child's environment (D5): the caller's, less
+// conch's own systemd plumbing (NOTIFY_SOCKET, WATCHDOG_*), with CONCH_REV,
+// CONCH_SEMA, CONCH_MAX and CONCH_LEASE set last so they override inherited
+// values (e.g. from an outer conch).
+func childEnv(base []string, name string, max int, rev, lease int64) []string {
+	set := map[string]string{
+		"CONCH_REV":   strconv.FormatInt(rev, 10),
+		"CONCH_SEMA":  name,
+		"CONCH_MAX":   strconv.Itoa(max),
+		"CONCH_LEASE": fmt.Sprintf("%x", lease),
+	}
+	out := make([]string, 0, len(base)+len(set))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ours := set[k]; ours || k == "NOTIFY_SOCKET" || strings.HasPrefix(k, "WATCHDOG_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, k := range []string{"CONCH_REV", "CONCH_SEMA", "CONCH_MAX", "CONCH_LEASE"} {
+		out = append(out, k+"="+set[k])
+	}
+	return out
+}

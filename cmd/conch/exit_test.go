@@ -1,0 +1,217 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/sema"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// D3, row "child's own status": the child's exit code, 128+n for signal n.
+func TestExitChildStatus(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("sema", "st", "--max", "1", "--", "sh", "-c", "exit 3"); r.status != 3 {
+		t.Fatalf("exit 3: %v", r)
+	}
+	if r := e.run("sema", "st", "--max", "1", "--", "sh", "-c", "kill -USR1 $$"); r.status != 128+int(syscall.SIGUSR1) {
+		t.Fatalf("child killed by SIGUSR1: %v", r)
+	}
+	if r := e.run("sema", "st", "--max", "1", "--", "true"); r.status != 0 || r.stderr != "" {
+		t.Fatalf("true: %v (want silence on success without -v)", r)
+	}
+	if n := e.keys(sema.NamePrefix("st")); n != 0 {
+		t.Fatalf("%d keys left after the jobs", n)
+	}
+}
+
+// D3 rows 75 and -E: --nonblock and --wait with the slot taken; the child
+// never starts and the key is gone.
+func TestExitConflict(t *testing.T) {
+	e := newEnv(t)
+	holder := e.start("sema", "cf", "--max", "1", "--", "sh", "-c", "touch "+e.path("held")+"; sleep 60")
+	waitFor(t, "holder to start", func() bool { return exists(e.path("held")) })
+	ran := e.path("ran")
+	r := e.run("sema", "cf", "--max", "1", "--nonblock", "--", "touch", ran)
+	if r.status != 75 || !strings.Contains(r.stderr, "cf[1]") {
+		t.Fatalf("--nonblock: %v", r)
+	}
+	r = e.run("sema", "cf", "--max", "1", "-E", "3", "--wait", "300ms", "--", "touch", ran)
+	if r.status != 3 {
+		t.Fatalf("-E 3 --wait 300ms: %v", r)
+	}
+	r = e.run("sema", "cf", "--max", "1", "--wait", "0", "--", "touch", ran)
+	if r.status != 75 {
+		t.Fatalf("--wait 0: %v", r)
+	}
+	if exists(ran) {
+		t.Fatal("the child ran without a slot")
+	}
+	if n := e.keys(sema.Prefix("cf", 1)); n != 1 {
+		t.Fatalf("%d keys, want only the holder's (the waiters' keys must be gone)", n)
+	}
+	holder.cmd.Process.Signal(syscall.SIGTERM)
+	holder.wait(t)
+}
+
+// A waiter whose --wait expires removes its key, and the next one queues fine.
+func TestWaitExpiryRemovesKey(t *testing.T) {
+	e := newEnv(t)
+	holder := e.start("sema", "we", "--max", "1", "--", "sh", "-c", "touch "+e.path("held")+"; sleep 60")
+	waitFor(t, "holder", func() bool { return exists(e.path("held")) })
+	w := e.start("sema", "we", "--max", "1", "--wait", "2s", "--", "true")
+	waitFor(t, "waiter to enqueue", func() bool { return e.keys(sema.Prefix("we", 1)) == 2 })
+	if r := w.wait(t); r.status != 75 || !strings.Contains(r.stderr, "no slot within --wait") {
+		t.Fatalf("waiter: %v", r)
+	}
+	if n := e.keys(sema.Prefix("we", 1)); n != 1 {
+		t.Fatalf("%d keys after the waiter gave up, want 1", n)
+	}
+	holder.cmd.Process.Signal(syscall.SIGTERM)
+	holder.wait(t)
+}
+
+// D3 row 64 and D4: bad usage is refused before any etcd call.
+func TestExitUsage(t *testing.T) {
+	e := newEnv(t)
+	rev := e.srv.Revision()
+	long := strings.Repeat("x", 129)
+	for _, args := range [][]string{
+		{"sema", "bad/name", "--max", "1", "--", "true"},
+		{"sema", "-x", "--max", "1", "--", "true"},
+		{"sema", long, "--max", "1", "--", "true"},
+		{"sema", "u", "--max", "0", "--", "true"},
+		{"sema", "u", "--max", "+1", "--", "true"},
+		{"sema", "u", "--max", "10001", "--", "true"},
+		{"sema", "u", "--max", "1"},
+		{"sema", "u", "--", "true"},
+		{"sema", "u", "--max", "1", "true"},
+		{"sema", "u", "--max", "1", "--ttl", "-3s", "--", "true"},
+		{"sema", "u", "--max", "1", "--wait", "soon", "--", "true"},
+		{"sema", "u", "--max", "1", "--nonblock", "--wait", "1s", "--", "true"},
+		{"sema", "u", "--max", "1", "--bogus", "--", "true"},
+		{"sema", "u", "--max", "1", "--json", "--", "true"},
+		{"sema", "u", "--who", "--", "true"},
+		{"sema", "u", "--max", "1", "--spread", "--", "true"},
+		{"sema", "u", "--max", "1", "--scope", "sometimes", "--", "true"},
+		{"sema", "u", "--max", "1", "--cert", "/x.pem", "--", "true"},
+		{"sema", "u", "--max", "1", "--config", "/nonexistent/conch.conf", "--", "true"},
+		{"sema"},
+	} {
+		r := e.run(args...)
+		if r.status != 64 || r.stderr == "" {
+			t.Errorf("conch %q: %v, want 64 with a reason", args, r)
+		}
+	}
+	if got := e.srv.Revision(); got != rev {
+		t.Fatalf("bad usage wrote to etcd: revision %d -> %d", rev, got)
+	}
+	if r := e.run("sema", "--help"); r.status != 0 || !strings.Contains(r.stdout, "Exit status") || !strings.Contains(r.stdout, "--kill-after") {
+		t.Fatalf("--help: %v", r)
+	}
+	if r := e.run("--version"); r.status != 0 || !strings.HasPrefix(r.stdout, "conch ") {
+		t.Fatalf("--version: %v", r)
+	}
+}
+
+// D3 rows 126/127: reported before queueing.
+func TestExitCannotExec(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("sema", "x", "--max", "1", "--", "no-such-command-here"); r.status != 127 || !strings.Contains(r.stderr, "no-such-command-here") {
+		t.Fatalf("not found: %v", r)
+	}
+	if r := e.run("sema", "x", "--max", "1", "--", "/etc/hostname"); r.status != 126 {
+		t.Fatalf("not executable: %v", r)
+	}
+}
+
+// D3 row 69: etcd unreachable at start gives 69 within --dial-timeout,
+// whatever --wait says.
+func TestExitUnavailable(t *testing.T) {
+	e := newEnv(t)
+	dead := etcdtest.UnusedEndpoint(t)
+	for _, args := range [][]string{
+		{"sema", "un", "--max", "1", "--endpoints", dead, "--dial-timeout", "1s", "--", "true"},
+		{"sema", "un", "--max", "1", "--endpoints", dead, "--dial-timeout", "1s", "--wait", "1h", "--", "true"},
+		{"sema", "un", "--who", "--endpoints", dead, "--dial-timeout", "1s"},
+	} {
+		start := time.Now()
+		r := e.run(args...)
+		took := time.Since(start)
+		if r.status != 69 || !strings.Contains(r.stderr, "un") {
+			t.Errorf("%q: %v, want 69", args, r)
+		}
+		if took > 8*time.Second {
+			t.Errorf("%q took %v with --dial-timeout 1s", args, took)
+		}
+	}
+}
+
+// D3 row 70 and D7: an operator deleting the holder's key stops the child.
+func TestExitSlotLostOnOperatorDelete(t *testing.T) {
+	e := newEnv(t)
+	p := e.start("sema", "lost", "--max", "1", "--kill-after", "1s", "--", "sh", "-c", "echo $$ > "+e.path("pid")+"; exec sleep 60")
+	pid := readPID(t, e.path("pid"))
+	if _, err := e.c.Delete(t.Context(), sema.Prefix("lost", 1), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if r.status != 70 || !strings.Contains(r.stderr, "slot lost") {
+		t.Fatalf("after del: %v", r)
+	}
+	if pidAlive(pid) {
+		t.Fatalf("child %d still alive after conch exited 70", pid)
+	}
+}
+
+// D3 row 124 (D7): --runtime-max stops an overlong child.
+func TestExitRuntimeMax(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	r := e.run("sema", "rt", "--max", "1", "--runtime-max", "1s", "--kill-after", "1s", "--", "sleep", "60")
+	if r.status != 124 || !strings.Contains(r.stderr, "runtime-max") {
+		t.Fatalf("runtime-max: %v", r)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if n := e.keys(sema.NamePrefix("rt")); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+}
+
+// D5: the child's environment.
+func TestChildEnvironment(t *testing.T) {
+	e := newEnv(t)
+	e.vars = append(e.vars, "CONCH_REV=outer", "NOTIFY_SOCKET=/run/nothing", "WATCHDOG_USEC=1")
+	out := e.path("env")
+	r := e.run("sema", "envy", "--max", "3", "--", "sh", "-c", "env > "+out)
+	if r.status != 0 {
+		t.Fatal(r)
+	}
+	got := readFile(t, out)
+	for _, want := range []string{"CONCH_SEMA=envy\n", "CONCH_MAX=3\n", "CONCH_LEASE="} {
+		if !strings.Contains(got, want) {
+			t.Errorf("child env lacks %q", want)
+		}
+	}
+	if strings.Contains(got, "CONCH_REV=outer") || !strings.Contains(got, "CONCH_REV=") {
+		t.Error("CONCH_REV not overridden")
+	}
+	if strings.Contains(got, "NOTIFY_SOCKET") || strings.Contains(got, "WATCHDOG_") {
+		t.Error("child inherited conch's NOTIFY_SOCKET or WATCHDOG_*")
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"io"
+	"syscall"
+
+	"github.com/jessevdk/go-flags"
+)
+
+// connOptions are the etcd connection settings (D9). Each is also read from
+// CONCH_* (env tags here), then ETCDCTL_*, then /etc/conch/conch.conf, then
+// the default: see resolveConn. They are the only settings read from the
+// environment (D5).
+type connOptions struct {
+	Endpoints    string `long:"endpoints" env:"CONCH_ENDPOINTS" value-name:"URLS" ini-name:"endpoints" description:"etcd endpoints, comma-separated host:port or URLs (default 127.0.0.1:2379)"`
+	CACert       string `long:"cacert" env:"CONCH_CACERT" value-name:"FILE" ini-name:"cacert" description:"CA bundle to verify etcd's TLS certificate"`
+	Cert         string `long:"cert" env:"CONCH_CERT" value-name:"FILE" ini-name:"cert" description:"TLS client certificate"`
+	Key          string `long:"key" env:"CONCH_KEY" value-name:"FILE" ini-name:"key" description:"TLS client key"`
+	User         string `long:"user" env:"CONCH_USER" value-name:"NAME" ini-name:"user" description:"etcd user (the password comes from --password-file or ETCDCTL_PASSWORD, never argv)"`
+	PasswordFile string `long:"password-file" env:"CONCH_PASSWORD_FILE" value-name:"FILE" ini-name:"password-file" description:"file holding the etcd password (first line)"`
+	DialTimeout  string `long:"dial-timeout" env:"CONCH_DIAL_TIMEOUT" value-name:"D" ini-name:"dial-timeout" description:"give up when no endpoint answers within D at start (exit 69) (default 5s)"`
+}
+
+// semaCmd is `conch sema` (04_sema.md "Synopsis"). The semaphore's own
+// settings have no env tags: a conch started inside a job must not inherit
+// the outer job's --max, --ttl or --wait (D5).
+type semaCmd struct {
+	Max        string   `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who)"`
+	TTL        duration `long:"ttl" value-name:"D" default:"10s" description:"lease TTL; a crashed holder's slot frees after this (whole seconds, rounded up)"`
+	Wait       duration `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); default: wait forever"`
+	Nonblock   bool     `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
+	Conflict   int      `short:"E" long:"conflict-exit-code" value-name:"N" default:"75" description:"exit status when no slot was had (for commands whose own status may be 75)"`
+	KillAfter  duration `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
+	RuntimeMax duration `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default: no limit"`
+	Spread     bool     `long:"spread" description:"at most one slot per node (reserved for the scheduler; not implemented yet)"`
+	Who        bool     `long:"who" description:"list holders and waiters of the semaphore instead of running a command"`
+	JSON       bool     `long:"json" description:"with --who: print one JSON document"`
+	Verbose    bool     `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
+	Scope      string   `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"run the child in a transient systemd scope: auto (when systemd is PID 1 and the bus answers), always (exit 69 without systemd), never"`
+	Property   []string `short:"p" long:"property" value-name:"NAME=VALUE" description:"set a property on the child's scope, as systemd-run -p (e.g. MemoryMax=1G, CPUQuota=50%, KillSignal=SIGINT, RuntimeMaxSec=1h); implies --scope=always"`
+	Slice      string   `long:"slice" value-name:"SLICE" description:"put the child's scope in SLICE; implies --scope=always"`
+	Config     string   `long:"config" value-name:"FILE" env:"CONCH_CONFIG" default:"/etc/conch/conch.conf" description:"INI file with an [etcd] section for the connection settings"`
+
+	Conn connOptions `group:"etcd connection"`
+
+	// command is everything after "--", untouched (STYLE 13).
+	command  []string
+	dashdash bool
+	stdout   io.Writer
+	stderr   io.Writer
+	getenv   func(string) string
+	// run is what Execute decided to do; it returns the exit status or a
+	// signal to re-raise.
+	run func() (int, syscall.Signal)
+}
+
+type globalOptions struct {
+	Version bool `long:"version" description:"print the version and exit"`
+}
+
+const semaLong = `Run a command while holding one of N slots of a cluster-wide counting semaphore kept in etcd. At most N processes with the same <name> and --max, on any node, run at once; --max 1 is a lock.
+
+conch enqueues a key bound to its lease under /conch/v1/sema/<name>/<max>/, waits its turn (waking only when a slot can be its own: no thundering herd), runs the command with CONCH_REV (the fencing token), CONCH_SEMA, CONCH_MAX and CONCH_LEASE in its environment, and releases the slot when it ends. If the slot is lost while the command runs, the command is stopped (its stop signal, then SIGKILL after --kill-after) and conch exits 70. A crashed holder's slot frees at lease expiry (--ttl).
+
+The capacity is part of the name: nodes using different --max for the same <name> are different semaphores; --who shows both and warns.`
+
+// semaEpilog follows the generated help verbatim (go-flags reflows
+// descriptions, which would mangle the table and the examples).
+const semaEpilog = `Synopsis:
+  conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
+             [--kill-after 5s] [--runtime-max D] -- <cmd...>
+  conch sema <name> [--max N] --who [--json]
+
+` + exitTable + `
+
+Examples:
+  # classic lock around a mutating script
+  conch sema certs-renew --max 1 --nonblock -- ./renew.sh || echo "already running elsewhere"
+
+  # at most 2 nodes run heavy tasks concurrently
+  conch sema heavy-jobs --max 2 -- /usr/local/bin/run-job.sh
+
+  # inspect
+  conch sema heavy-jobs --max 2 --who
+`
+
+// Usage implements go-flags' Usage interface: the command's synopsis line.
+func (c *semaCmd) Usage() string {
+	return "<name> --max N [OPTIONS] -- <cmd...>"
+}
+
+// newParser builds the go-flags parser, fresh for each call (STYLE 13).
+func newParser(g *globalOptions, s *semaCmd) *flags.Parser {
+	p := flags.NewNamedParser("conch", flags.HelpFlag|flags.PassDoubleDash)
+	p.ShortDescription = "cluster-wide counting semaphore on etcd, with systemd supervision"
+	p.LongDescription = "conch runs commands under cluster-wide limits kept in etcd. See `conch sema --help`."
+	if _, err := p.AddGroup("Global options", "", g); err != nil {
+		panic(err)
+	}
+	c, err := p.AddCommand("sema", "run a command while holding one of N cluster-wide slots", semaLong, s)
+	if err != nil {
+		panic(err)
+	}
+	c.ArgsRequired = false
+	return p
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+	"golang.org/x/sys/unix"
+)
+
+// D3/D7: SIGTERM to a holder stops the child, removes the key, and conch
+// dies of SIGTERM itself.
+func TestSIGTERMToHolder(t *testing.T) {
+	e := newEnv(t)
+	p := e.start("sema", "term", "--max", "1", "--", "sh", "-c", "echo $$ > "+e.path("pid")+"; exec sleep 60")
+	pid := readPID(t, e.path("pid"))
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	r := p.wait(t)
+	if r.signal != syscall.SIGTERM || !strings.Contains(r.stderr, "SIGTERM") && !strings.Contains(r.stderr, "terminated") {
+		t.Fatalf("conch after SIGTERM: %v, want death by SIGTERM with a reason", r)
+	}
+	if pidAlive(pid) {
+		t.Fatalf("child %d outlived conch", pid)
+	}
+	if n := e.keys(sema.NamePrefix("term")); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+}
+
+// SIGINT and SIGHUP to a waiting conch remove its key and re-raise.
+func TestSignalToWaiter(t *testing.T) {
+	e := newEnv(t)
+	pre := sema.Prefix("sw", 1)
+	holder := e.start("sema", "sw", "--max", "1", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+		w := e.start("sema", "sw", "--max", "1", "--", "touch", e.path("ran"))
+		waitFor(t, "waiter queued", func() bool { return e.keys(pre) == 2 })
+		w.cmd.Process.Signal(sig)
+		if r := w.wait(t); r.signal != sig {
+			t.Fatalf("waiter after %v: %v", sig, r)
+		}
+		if n := e.keys(pre); n != 1 {
+			t.Fatalf("after %v to the waiter: %d keys, want 1", sig, n)
+		}
+	}
+	if exists(e.path("ran")) {
+		t.Fatal("a signalled waiter ran its command")
+	}
+	e.open("h")
+	holder.wait(t)
+}
+
+// D7: SIGKILL to conch ends its child and a grandchild that left the process
+// group with setsid, within --kill-after plus a margin.
+func TestSIGKILLToConchEndsTree(t *testing.T) {
+	e := newEnv(t)
+	script := fmt.Sprintf(`echo $$ > %s; setsid sh -c 'echo $$ > %s; trap "" TERM; while :; do sleep 0.1; done' & trap "" TERM; while :; do sleep 0.1; done`,
+		e.path("child"), e.path("grandchild"))
+	p := e.start("sema", "sk", "--max", "1", "--ttl", "2s", "--kill-after", "1s", "--", "sh", "-c", script)
+	child, grand := readPID(t, e.path("child")), readPID(t, e.path("grandchild"))
+	if sid, _ := unix.Getsid(grand); sid != grand {
+		t.Fatalf("grandchild did not leave the session (sid %d)", sid)
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+	killed := time.Now()
+	waitFor(t, "child and grandchild to end", func() bool { return !pidAlive(child) && !pidAlive(grand) })
+	if d := time.Since(killed); d > 1*time.Second+3*time.Second {
+		t.Fatalf("tree ended %v after SIGKILL, want within --kill-after 1s + 3s", d)
+	}
+	waitFor(t, "slot to free at lease expiry", func() bool { return e.keys(sema.NamePrefix("sk")) == 0 })
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
+)
+
+// job is a validated `conch sema` invocation.
+type job struct {
+	name    string
+	max     int // 0 with --who and no --max
+	conn    connSettings
+	path    string // resolved command
+	wait    time.Duration
+	waitSet bool
+}
+
+// Execute validates the invocation (go-flags calls it after parsing) and
+// sets c.run. Every check that can fail happens here, before any etcd call
+// (D3: 64 means nothing was written; D4). A command that is not found or not
+// executable is reported before queueing too (127/126): no point waiting
+// for a slot to run nothing.
+func (c *semaCmd) Execute(args []string) error {
+	if len(args) == 0 {
+		return usagef("missing <name>: conch sema <name> --max N -- <cmd...>")
+	}
+	if len(args) > 1 {
+		if c.dashdash {
+			return usagef("expected one <name>, got %q", args)
+		}
+		return usagef("expected one <name>, got %q: put the command after --, as in: conch sema %s --max N -- %s",
+			args, args[0], strings.Join(args[1:], " "))
+	}
+	j := job{name: args[0]}
+	if err := sema.ValidateName(j.name); err != nil {
+		return usageError{err.Error()}
+	}
+	if c.Max != "" {
+		m, err := sema.ParseMax(c.Max)
+		if err != nil {
+			return usageError{"--max: " + err.Error()}
+		}
+		j.max = m
+	}
+	conn, err := resolveConn(c.Conn, c.getenv, c.Config, c.Config != defaultConfigPath)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	j.conn = conn
+	if c.Spread {
+		return usagef("--spread is reserved for the scheduler and not implemented yet (04_sema.md)")
+	}
+	if c.Who {
+		if c.dashdash {
+			return usagef("--who takes no command")
+		}
+		c.run = func() (int, syscall.Signal) { return c.who(j), 0 }
+		return nil
+	}
+	if c.JSON {
+		return usagef("--json goes with --who")
+	}
+	if j.max == 0 {
+		return usagef("--max N is required: the capacity is part of the semaphore's name")
+	}
+	if !c.dashdash || len(c.command) == 0 {
+		return usagef("missing command: conch sema %s --max %d -- <cmd...>", j.name, j.max)
+	}
+	if c.Nonblock && c.Wait.set {
+		return usagef("--nonblock and --wait exclude each other (--nonblock is --wait 0)")
+	}
+	if c.Conflict < 0 || c.Conflict > 255 {
+		return usagef("-E/--conflict-exit-code must be 0..255")
+	}
+	if c.TTL.d < time.Second {
+		return usagef("--ttl must be at least 1s (etcd leases are whole seconds)")
+	}
+	j.wait, j.waitSet = c.Wait.d, c.Wait.set
+	if err := c.checkScopeFlags(); err != nil {
+		return err
+	}
+	path, err := unitrun.Resolve(c.command[0])
+	if err != nil {
+		status := exitNotFound
+		if errors.Is(err, unitrun.ErrNotExecutable) {
+			status = exitCannotExec
+		}
+		c.run = func() (int, syscall.Signal) {
+			fmt.Fprintf(c.stderr, "conch: %s[%d]: %v\n", j.name, j.max, err)
+			return status, 0
+		}
+		return nil
+	}
+	j.path = path
+	c.run = func() (int, syscall.Signal) { return c.acquire(j) }
+	return nil
+}
+
+// checkScopeFlags validates --scope, -p and --slice (D8).
+func (c *semaCmd) checkScopeFlags() error {
+	if (len(c.Property) > 0 || c.Slice != "") && c.Scope == "never" {
+		return usagef("-p/--property and --slice need a scope: they cannot go with --scope=never")
+	}
+	return nil
+}
