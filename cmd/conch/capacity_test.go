@@ -151,4 +151,3 @@ func TestKilledWaiterFreesQueueAtTTL(t *testing.T) {
 		t.Fatal(r)
 	}
 }
-
