@@ -31,7 +31,7 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 	if s.opts.Nonblock {
 		return nil, ErrNoSlot
 	}
-	ahead := r.rank - s.max + 1
+	ahead := r.rank - s.max
 	for {
 		var t turn
 		if r.held {
@@ -62,8 +62,8 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 		}
 		switch {
 		case r.rank >= 0:
-			ahead = r.rank - s.max + 1
-		case ahead > 2: // behind the head: at least one key ahead left
+			ahead = r.rank - s.max
+		case ahead > 1: // behind the head: a key ahead of ours left
 			ahead--
 		}
 	}

@@ -48,9 +48,9 @@ const (
 	// Enqueued: our key is written; Rank is exact; OtherCapacities counts
 	// keys under the same name with another --max (D6 warning).
 	Enqueued EventKind = iota
-	// Waiting: we wait; Ahead is how many must leave before we hold
-	// (exact at enqueue and at the head of the queue, an upper bound
-	// otherwise: ranking reads return O(N) keys, D2).
+	// Waiting: we wait; Ahead is the number of waiters ahead of us, 0 at
+	// the head of the queue (exact at enqueue and at the head, an upper
+	// bound otherwise: ranking reads return O(N) keys, D2).
 	Waiting
 	// Held: we hold a slot; Rev is the fencing token.
 	Held
@@ -64,7 +64,7 @@ const (
 type Event struct {
 	Kind            EventKind
 	Rank            int // 0-based position by create revision; -1 if unknown
-	Ahead           int // waiters' count of keys that must leave first
+	Ahead           int // Waiting: waiters ahead of us (0: next in line)
 	Rev             int64
 	Lease           clientv3.LeaseID
 	TTL             time.Duration // granted lease TTL

@@ -64,7 +64,7 @@ func (r *reporter) onEvent(e sema.Event) {
 		changed := e.Ahead != r.ahead
 		r.ahead = e.Ahead
 		if first || changed {
-			r.line(stateWait, !first, "waiting for a slot, %s (rev %d)", aheadText(e.Ahead), e.Rev)
+			r.line(stateWait, !first, "%s", r.waitText())
 		}
 	case sema.Held:
 		r.rev = e.Rev
@@ -75,11 +75,13 @@ func (r *reporter) onEvent(e sema.Event) {
 	}
 }
 
-func aheadText(n int) string {
-	if n == 1 {
-		return "1 ahead"
+// waitText is the queue position as D10 words it, for the log line and
+// sd_notify STATUS=: "waiting for heavy-jobs[2/2], 3 ahead".
+func (r *reporter) waitText() string {
+	if r.ahead == 0 {
+		return fmt.Sprintf("waiting for %s[%d/%d], next in line", r.name, r.max, r.max)
 	}
-	return fmt.Sprintf("%d ahead", n)
+	return fmt.Sprintf("waiting for %s[%d/%d], %d ahead", r.name, r.max, r.max, r.ahead)
 }
 
 func (r *reporter) released(status int, held time.Duration) {

@@ -1,0 +1,35 @@
+# conch: see README.md. `make demo` runs the main job, `make test` the tests.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell scripts/version.sh)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: all build etcd demo test test-short lint clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/conch ./cmd/conch
+
+# A real etcd and etcdctl built from the etcd Go modules (tool dependencies in go.mod).
+etcd: bin/etcd bin/etcdctl
+bin/etcd: go.mod
+	$(GO) build -o bin/etcd go.etcd.io/etcd/server/v3
+bin/etcdctl: go.mod
+	$(GO) build -o bin/etcdctl go.etcd.io/etcd/etcdctl/v3
+
+demo: build etcd
+	scripts/demo.sh
+
+# Every test, with the race detector; prints "N passed, N failed, N skipped".
+# With CI=true a skipped test fails the run.
+test:
+	set -o pipefail; $(GO) test -race -count=1 -timeout 45m -json ./... | $(GO) run ./internal/testsummary
+
+lint:
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+clean:
+	rm -rf bin dist
