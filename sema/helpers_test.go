@@ -16,6 +16,9 @@ func newSem(t *testing.T, c *clientv3.Client, name string, max int, opts Options
 	if opts.TTL == 0 {
 		opts.TTL = 5 * time.Second
 	}
+	if opts.ConnectTimeout == 0 { // a loaded CI machine can be slow; the default is for the CLI
+		opts.ConnectTimeout = testTimeout
+	}
 	if opts.FenceMargin == 0 {
 		opts.FenceMargin = time.Second
 	}

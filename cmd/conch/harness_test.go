@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,8 +83,26 @@ type proc struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	res    result
-	stdout bytes.Buffer
-	stderr bytes.Buffer
+	stdout syncBuffer
+	stderr syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // start runs conch with args in the background; Cleanup kills it if still running.
