@@ -119,6 +119,8 @@ func (c *semaCmd) outcome(rep *reporter, res unitrun.Result, runErr error, lost 
 			return exitCannotExec, 0
 		case sig != 0:
 			return 0, sig
+		case lost:
+			return exitSlotLost, 0
 		}
 		return exitUnavailable, 0
 	case sig != 0 && res.Stopped:
