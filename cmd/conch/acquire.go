@@ -23,7 +23,8 @@ func (e errSignal) Error() string { return "received " + e.sig.String() }
 // is safely held, release. It returns the exit status (D3) or the signal to
 // re-raise.
 func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
-	rep := &reporter{w: c.stderr, verbose: c.Verbose, name: j.name, max: j.max}
+	rep := newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
+	defer startWatchdog(rep.notify)()
 	ctx, stopSignals := signalContext()
 	defer stopSignals()
 	signalled := func() syscall.Signal {
@@ -45,7 +46,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		killAfter = unitrun.DefaultKillAfter
 	}
 	if sema.FenceTooLate(c.TTL.d, killAfter) {
-		rep.line("", false, "WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease expires; conch will stop it at the first failed keep-alive (D7)", killAfter, c.TTL.d)
+		rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease expires; conch will stop it at the first failed keep-alive (D7)", killAfter, c.TTL.d)
 	}
 	host, _ := os.Hostname()
 	s, err := sema.New(client, j.name, j.max, sema.Options{
@@ -87,7 +88,12 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 
 	runCtx, stopChild := context.WithCancelCause(ctx)
 	defer stopChild(nil)
-	context.AfterFunc(h.Context(), func() { stopChild(context.Cause(h.Context())) })
+	context.AfterFunc(h.Context(), func() {
+		if cause := context.Cause(h.Context()); !errors.Is(cause, sema.ErrReleased) {
+			rep.stopping(cause) // D10: STOPPING=1 as the fence begins
+			stopChild(cause)
+		}
+	})
 	heldAt := time.Now()
 	res, runErr := unitrun.Run(runCtx, unitrun.Spec{
 		Path:       j.path,
@@ -98,6 +104,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		Stderr:     os.Stderr,
 		KillAfter:  killAfter,
 		RuntimeMax: c.RuntimeMax.d,
+		Started:    rep.started, // READY=1 (D10)
 	})
 	lost := h.Context().Err() != nil
 	lostCause := context.Cause(h.Context())

@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/coreos/go-systemd/v22/journal"
 )
 
 // Transition states (D10: the CONCH_STATE journal field).
@@ -17,45 +19,112 @@ const (
 	stateLost     = "LOST"
 )
 
-// reporter tells the operator what conch does with one semaphore: one plain
-// line per transition on stderr, HELD and RELEASED only with -v (D10).
-// Libraries do not log (STYLE 9): sema reports through Options.OnEvent, and
-// this turns its events into lines.
+// reporter is the one place that tells the operator and the service manager
+// what conch does with one semaphore (D10). Libraries do not log (STYLE 9):
+// sema reports through Options.OnEvent and unitrun through Spec.Started, and
+// this turns their events into
+//   - native journal entries with CONCH_SEMA, CONCH_MAX, CONCH_REV and
+//     CONCH_STATE fields when stderr is the journal (journalFor); every
+//     transition is recorded there, debug lines only with -v;
+//   - otherwise one plain line per transition on stderr, HELD and RELEASED
+//     only with -v;
+//   - and, under NOTIFY_SOCKET, STATUS= on every transition (with the queue
+//     position while waiting), READY=1 once the command runs, STOPPING=1 when
+//     conch starts to shut down.
+//
+// Its methods are called from one goroutine at a time, except stopping,
+// which only notifies and may be called from any goroutine.
 type reporter struct {
 	w       io.Writer
 	verbose bool
 	name    string
 	max     int
 	rev     int64
+	lease   int64
 	ahead   int
 	waiting bool
+	journal journalFunc // nil: plain lines on w
+	notify  notifyFunc  // nil: no service manager listens
 }
 
-func (r *reporter) prefix() string { return fmt.Sprintf("conch: %s[%d]", r.name, r.max) }
+// newReporter returns the reporter for semaphore name[max], writing plain
+// lines to stderr unless stderr is the journal (journalFor), and notifying
+// systemd when NOTIFY_SOCKET is set (notifierFor). getenv is os.Getenv
+// outside tests.
+func newReporter(stderr io.Writer, getenv func(string) string, verbose bool, name string, max int) *reporter {
+	return &reporter{w: stderr, verbose: verbose, name: name, max: max,
+		journal: journalFor(stderr, getenv), notify: notifierFor(getenv)}
+}
 
-// line writes one line about a transition; quiet ones only with -v.
-func (r *reporter) line(state string, quiet bool, format string, args ...any) {
+func (r *reporter) prefix() string { return fmt.Sprintf("%s[%d]", r.name, r.max) }
+
+// emit records one message. In the journal, an entry with a state is always
+// written and one without (debug detail) only with -v; on stderr a quiet
+// message needs -v either way. If journald cannot be reached the message
+// falls back to a plain line, so nothing is lost.
+func (r *reporter) emit(state string, prio journal.Priority, quiet bool, extra map[string]string, msg string) {
+	msg = r.prefix() + ": " + msg
+	if r.journal != nil {
+		if quiet && state == "" && !r.verbose {
+			return
+		}
+		if err := r.journal(msg, prio, r.journalFields(state, extra)); err == nil {
+			return
+		}
+	}
 	if quiet && !r.verbose {
 		return
 	}
-	fmt.Fprintf(r.w, "%s: %s\n", r.prefix(), fmt.Sprintf(format, args...))
-	_ = state // the journal field, once logging goes native (D10)
+	fmt.Fprintf(r.w, "conch: %s\n", msg)
+}
+
+// sendNotify sends state to the service manager, if one listens.
+func (r *reporter) sendNotify(state string) {
+	if r.notify != nil {
+		r.notify(state)
+	}
+}
+
+// line writes one line about a transition; quiet ones only with -v (on
+// stderr; in the journal every transition is kept, see emit).
+func (r *reporter) line(state string, quiet bool, format string, args ...any) {
+	prio := journal.PriNotice
+	if quiet {
+		prio = journal.PriInfo
+		if state == "" {
+			prio = journal.PriDebug
+		}
+	}
+	r.emit(state, prio, quiet, nil, fmt.Sprintf(format, args...))
+}
+
+// warnf writes a warning that always prints (journal priority warning).
+func (r *reporter) warnf(format string, args ...any) {
+	r.emit("", journal.PriWarning, false, nil, fmt.Sprintf(format, args...))
 }
 
 // errorf writes the one line that says why conch exits with a status other
-// than the child's (D3). It always prints.
+// than the child's (D3). It always prints, and tells the service manager
+// conch is stopping and why. A TIMEOUT (no slot) is a warning in the
+// journal, not an error: a skipped timer run is routine.
 func (r *reporter) errorf(state, format string, args ...any) {
-	r.line(state, false, format, args...)
+	msg := fmt.Sprintf(format, args...)
+	prio := journal.PriErr
+	if state == stateTimeout {
+		prio = journal.PriWarning
+	}
+	r.emit(state, prio, false, nil, msg)
+	r.sendNotify("STOPPING=1\nSTATUS=" + r.prefix() + ": " + msg)
 }
 
 // onEvent is sema.Options.OnEvent.
 func (r *reporter) onEvent(e sema.Event) {
 	switch e.Kind {
 	case sema.Enqueued:
-		r.rev = e.Rev
+		r.rev, r.lease = e.Rev, int64(e.Lease)
 		r.line("", true, "enqueued rev=%d lease=%x ttl=%v", e.Rev, int64(e.Lease), e.TTL)
 		if e.OtherCapacities > 0 {
-			r.line("", false, "WARNING: %d key(s) exist for %q under another --max: those nodes use a different semaphore and do not count against this one (conch sema %s --who)",
+			r.warnf("WARNING: %d key(s) exist for %q under another --max: those nodes use a different semaphore and do not count against this one (conch sema %s --who)",
 				e.OtherCapacities, r.name, r.name)
 		}
 	case sema.Waiting:
@@ -64,14 +133,17 @@ func (r *reporter) onEvent(e sema.Event) {
 		changed := e.Ahead != r.ahead
 		r.ahead = e.Ahead
 		if first || changed {
-			r.line(stateWait, !first, "%s", r.waitText())
+			r.emit(stateWait, journal.PriNotice, !first, map[string]string{"CONCH_AHEAD": strconv.Itoa(e.Ahead)}, r.waitText())
+			r.sendNotify("STATUS=" + r.waitText())
 		}
 	case sema.Held:
-		r.rev = e.Rev
+		r.rev, r.lease = e.Rev, int64(e.Lease)
 		r.line(stateHeld, true, "slot held, rev=%d (fencing token)", e.Rev)
+		r.sendNotify(fmt.Sprintf("STATUS=holding %s, rev %d: starting the command", r.prefix(), e.Rev))
 	case sema.Reentering:
 		r.waiting = false
 		r.line(stateWait, false, "lost our place in the queue (%v): re-entering at the back", e.Err)
+		r.sendNotify(fmt.Sprintf("STATUS=re-entering the queue of %s: %v", r.prefix(), e.Err))
 	}
 }
 
@@ -84,6 +156,24 @@ func (r *reporter) waitText() string {
 	return fmt.Sprintf("waiting for %s[%d/%d], %d ahead", r.name, r.max, r.max, r.ahead)
 }
 
+// started is unitrun.Spec.Started: the command runs, so a Type=notify
+// service is now ready (D10).
+func (r *reporter) started(pid int) {
+	r.line("", true, "command started, PID %d", pid)
+	r.sendNotify(fmt.Sprintf("READY=1\nSTATUS=holding %s, rev %d: command running (PID %d)", r.prefix(), r.rev, pid))
+}
+
+// stopping tells the service manager conch has begun to stop the command
+// because of why (the slot is being lost: D7). Safe from any goroutine.
+func (r *reporter) stopping(why error) {
+	r.sendNotify(fmt.Sprintf("STOPPING=1\nSTATUS=%s: stopping the command: %v", r.prefix(), why))
+}
+
+// released records the clean end: the command exited with status (D3) after
+// holding the slot for held, and the slot was given back.
 func (r *reporter) released(status int, held time.Duration) {
-	r.line(stateReleased, true, "released after %v, child status %d", held.Round(time.Millisecond), status)
+	held = held.Round(time.Millisecond)
+	r.emit(stateReleased, journal.PriInfo, true, map[string]string{"CONCH_EXIT_STATUS": strconv.Itoa(status)},
+		fmt.Sprintf("released after %v, child status %d", held, status))
+	r.sendNotify(fmt.Sprintf("STOPPING=1\nSTATUS=released %s after %v, command exited with status %d", r.prefix(), held, status))
 }

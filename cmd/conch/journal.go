@@ -1,0 +1,86 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/coreos/go-systemd/v22/journal"
+)
+
+// journalIdentifier is SYSLOG_IDENTIFIER of conch's native journal entries,
+// so `journalctl -t conch` and `systemctl status` name them like the
+// plain lines journald would otherwise have recorded.
+const journalIdentifier = "conch"
+
+// journalFunc sends one native journal entry (go-systemd's journal.Send):
+// MESSAGE, PRIORITY and extra fields. A nil journalFunc means conch writes
+// plain lines instead (D10).
+type journalFunc func(message string, priority journal.Priority, fields map[string]string) error
+
+// journalFor returns journal.Send when stderr is the journal's stream
+// socket (D10: JOURNAL_STREAM, which systemd sets to the device and inode of
+// the stream it connected to the service's stdout/stderr, matches stderr),
+// else nil. Only then are native entries right: when stderr was redirected
+// (to a file, a pipe, a terminal) the operator reads stderr, not the journal.
+func journalFor(stderr io.Writer, getenv func(string) string) journalFunc {
+	f, ok := stderr.(*os.File)
+	if !ok || !isJournalStream(getenv("JOURNAL_STREAM"), f) {
+		return nil
+	}
+	return journal.Send
+}
+
+// isJournalStream reports whether f is the stream JOURNAL_STREAM names:
+// the value is "DEVICE:INODE" in decimal, as systemd.exec(5) documents. An
+// empty or malformed value, or a file that cannot be stat'ed, is false.
+func isJournalStream(value string, f *os.File) bool {
+	dev, ino, ok := parseJournalStream(value)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && uint64(st.Dev) == dev && st.Ino == ino
+}
+
+// parseJournalStream parses JOURNAL_STREAM's "DEVICE:INODE".
+func parseJournalStream(value string) (dev, ino uint64, ok bool) {
+	d, i, found := strings.Cut(value, ":")
+	if !found {
+		return 0, 0, false
+	}
+	dev, err1 := strconv.ParseUint(d, 10, 64)
+	ino, err2 := strconv.ParseUint(i, 10, 64)
+	return dev, ino, err1 == nil && err2 == nil
+}
+
+// journalFields are the fields of one of conch's entries (D10): CONCH_SEMA
+// and CONCH_MAX always, CONCH_REV once the key exists, CONCH_STATE on
+// transitions, plus what the state adds (CONCH_AHEAD while waiting,
+// CONCH_EXIT_STATUS on release).
+func (r *reporter) journalFields(state string, extra map[string]string) map[string]string {
+	f := map[string]string{
+		"SYSLOG_IDENTIFIER": journalIdentifier,
+		"CONCH_SEMA":        r.name,
+		"CONCH_MAX":         strconv.Itoa(r.max),
+	}
+	if r.rev != 0 {
+		f["CONCH_REV"] = strconv.FormatInt(r.rev, 10)
+	}
+	if r.lease != 0 {
+		f["CONCH_LEASE"] = strconv.FormatInt(r.lease, 16)
+	}
+	if state != "" {
+		f["CONCH_STATE"] = state
+	}
+	for k, v := range extra {
+		f[k] = v
+	}
+	return f
+}
