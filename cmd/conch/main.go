@@ -47,9 +47,16 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) (i
 	s := semaCmd{command: command, dashdash: dashdash, stdout: stdout, stderr: stderr, getenv: getenv}
 	p := newParser(&g, &s)
 	p.SubcommandsOptional = true
+	completed := false
+	p.CompletionHandler = func(items []flags.Completion) { // GO_FLAGS_COMPLETION (shell completion)
+		printCompletions(stdout, items, getenv("GO_FLAGS_COMPLETION") == "verbose")
+		completed = true
+	}
 	_, err := p.ParseArgs(before)
 	var ferr *flags.Error
 	switch {
+	case completed:
+		return exitOK, 0
 	case errors.As(err, &ferr) && ferr.Type == flags.ErrHelp:
 		fmt.Fprintln(stdout, ferr.Message)
 		fmt.Fprintln(stdout)
@@ -60,6 +67,14 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) (i
 		return exitUsage, 0
 	case g.Version:
 		fmt.Fprintf(stdout, "conch %s\n", versionString())
+		return exitOK, 0
+	case g.ManPage:
+		// A fresh parser: ParseArgs added help groups to p, which would
+		// print twice.
+		if err := writeManPage(stdout, newParser(&globalOptions{}, &semaCmd{})); err != nil {
+			fmt.Fprintf(stderr, "conch: %v\n", err)
+			return exitUnavailable, 0
+		}
 		return exitOK, 0
 	case s.run == nil:
 		p.WriteHelp(stderr)

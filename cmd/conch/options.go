@@ -56,6 +56,8 @@ type semaCmd struct {
 
 type globalOptions struct {
 	Version bool `long:"version" description:"print the version and exit"`
+	// ManPage is for packaging (make man), hence hidden from help and completion.
+	ManPage bool `long:"man-page" hidden:"true" description:"write the conch(1) man page (roff) to stdout"`
 }
 
 const semaLong = `Run a command while holding one of N slots of a cluster-wide counting semaphore kept in etcd. At most N processes with the same <name> and --max, on any node, run at once; --max 1 is a lock.

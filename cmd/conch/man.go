@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jessevdk/go-flags"
+)
+
+// writeManPage writes conch(1) in roff to w (`conch --man-page`, hidden;
+// `make man` runs it). The options come from the go-flags parser p
+// (Parser.WriteManPage), so the page cannot drift from --help; conch adds
+// the synopsis, the description, and the EXIT STATUS (from exitTable, D3),
+// ENVIRONMENT (from the parser's env tags, D5, D9, D10), FILES, EXAMPLES
+// and SEE ALSO sections. The date honours SOURCE_DATE_EPOCH (reproducible
+// builds). p is modified: build a fresh one (newParser).
+func writeManPage(w io.Writer, p *flags.Parser) error {
+	sema := p.Find("sema")
+	if sema == nil {
+		return fmt.Errorf("cannot write the man page: no sema command in the parser")
+	}
+	// The command's descriptions become the page's DESCRIPTION; left on
+	// the command, go-flags would print them twice.
+	p.LongDescription = semaLong
+	sema.ShortDescription, sema.LongDescription = "", ""
+
+	var buf bytes.Buffer
+	p.WriteManPage(&buf)
+	page := buf.String()
+	th, rest, _ := strings.Cut(page, "\n")
+	page = th + fmt.Sprintf(" %q %q\n", "conch "+versionString(), "User Commands") + rest
+	page = strings.Replace(page, "\\fBconch\\fP [OPTIONS]\n", manSynopsis, 1)
+	page = strings.Replace(page, ".SS sema\n\n", ".SS sema\n", 1)
+	page = strings.Replace(page, ".SH COMMANDS\n", ".SH COMMAND OPTIONS\n", 1)
+	if _, err := io.WriteString(w, page); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, manExitStatus(exitTable)+manEnvironment(sema)+manTail)
+	return err
+}
+
+// manSynopsis replaces go-flags' one-line "conch [OPTIONS]".
+const manSynopsis = `.nf
+\fBconch sema\fP \fIname\fP \fB\-\-max\fP \fIN\fP [\fB\-\-ttl\fP \fID\fP] [\fB\-\-wait\fP \fID\fP | \fB\-\-nonblock\fP] [\fB\-E\fP \fIN\fP]
+           [\fB\-\-kill\-after\fP \fID\fP] [\fB\-\-runtime\-max\fP \fID\fP] [\fIOPTIONS\fP] \fB\-\-\fP \fIcommand\fP [\fIarg\fP...]
+\fBconch sema\fP \fIname\fP [\fB\-\-max\fP \fIN\fP] \fB\-\-who\fP [\fB\-\-json\fP]
+\fBconch \-\-version\fP
+.fi
+`
+
+// roffText escapes plain text for a roff body line: backslashes, ASCII
+// hyphens (as \- so options copy and paste as typed) and a leading control
+// character.
+func roffText(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\e`)
+	s = strings.ReplaceAll(s, "-", `\-`)
+	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
+		s = `\&` + s
+	}
+	return s
+}
+
+// manExitStatus turns exitTable (the one table, D3) into tagged
+// paragraphs: a line indented by two spaces starts an entry ("status,
+// two or more spaces, meaning"); a deeper indented line continues the
+// meaning.
+func manExitStatus(table string) string {
+	var b strings.Builder
+	b.WriteString(".SH EXIT STATUS\n")
+	lines := strings.Split(table, "\n")
+	var tag, text string
+	flush := func() {
+		if tag != "" {
+			fmt.Fprintf(&b, ".TP\n.B %s\n%s\n", roffText(tag), roffText(text))
+		}
+	}
+	for _, l := range lines[1:] {
+		body := strings.TrimLeft(l, " ")
+		switch indent := len(l) - len(body); {
+		case body == "":
+		case indent == 2:
+			flush()
+			i := strings.Index(body, "  ")
+			if i < 0 {
+				tag, text = body, ""
+				continue
+			}
+			tag, text = body[:i], strings.TrimSpace(body[i:])
+		default:
+			text += " " + body
+		}
+	}
+	flush()
+	b.WriteString(".PP\nEvery exit other than the child's own status is preceded by one line on stderr (or one\n" +
+		"journal entry) that names the semaphore and says why.\n")
+	return b.String()
+}
+
+// manEnvironment lists the variables conch reads and sets: the connection
+// settings from the parser's env tags, then the fixed ones.
+func manEnvironment(sema *flags.Command) string {
+	var b strings.Builder
+	b.WriteString(".SH ENVIRONMENT\n")
+	var walk func(g *flags.Group)
+	walk = func(g *flags.Group) {
+		for _, o := range g.Options() {
+			if o.EnvDefaultKey != "" && !o.Hidden {
+				fmt.Fprintf(&b, ".TP\n.B %s\nas \\fB\\-\\-%s\\fP: %s\n", o.EnvDefaultKey, roffText(o.LongName), roffText(o.Description))
+			}
+		}
+		for _, sub := range g.Groups() {
+			walk(sub)
+		}
+	}
+	walk(sema.Group)
+	b.WriteString(manEnvironmentFixed)
+	return b.String()
+}
+
+const manEnvironmentFixed = `.TP
+.B ETCDCTL_ENDPOINTS\fR, \fBETCDCTL_CACERT\fR, \fBETCDCTL_CERT\fR, \fBETCDCTL_KEY\fR, \fBETCDCTL_USER\fR, \fBETCDCTL_PASSWORD\fR, \fBETCDCTL_DIAL_TIMEOUT
+read as etcdctl reads them, after the flags and the \fBCONCH_*\fP variables and before
+\fI/etc/conch/conch.conf\fP. \fBETCDCTL_USER\fP may be \fIname\fP:\fIpassword\fP;
+\fBETCDCTL_PASSWORD\fP is the password itself.
+.PP
+Only connection settings are read from the environment: \fB\-\-max\fP, \fB\-\-ttl\fP and
+\fB\-\-wait\fP never are, so a conch started inside a job does not inherit the outer job's
+semaphore.
+.PP
+The command gets:
+.TP
+.B CONCH_REV
+the fencing token: the etcd create revision of this holder's key, in decimal; it grows
+with every new holder.
+.TP
+.B CONCH_SEMA\fR, \fBCONCH_MAX
+the semaphore's name and capacity.
+.TP
+.B CONCH_LEASE
+the etcd lease the slot is bound to, in hexadecimal.
+.PP
+Read from systemd:
+.TP
+.B JOURNAL_STREAM
+when it names conch's standard error, conch logs native journal entries with the fields
+\fBCONCH_SEMA\fP, \fBCONCH_MAX\fP, \fBCONCH_REV\fP, \fBCONCH_STATE\fP (WAIT, HELD, RELEASED,
+TIMEOUT, LOST), \fBCONCH_AHEAD\fP (waiters ahead, while waiting) and \fBCONCH_EXIT_STATUS\fP
+(on release): \fBjournalctl CONCH_SEMA=\fP\fIname\fP lists one semaphore's history.
+Elsewhere conch writes one line per transition, HELD and RELEASED only with \fB\-v\fP.
+.TP
+.B NOTIFY_SOCKET
+conch sends \fBSTATUS=\fP on every transition (with the queue position while waiting, as
+in "waiting for heavy\-jobs[2/2], 3 ahead"), \fBREADY=1\fP once the command runs and
+\fBSTOPPING=1\fP when it winds down; use \fBType=notify\fP with \fBNotifyAccess=main\fP.
+The command does not inherit \fBNOTIFY_SOCKET\fP.
+.TP
+.B WATCHDOG_USEC\fR, \fBWATCHDOG_PID
+with \fBWatchdogSec=\fP, conch pings the watchdog at half the interval while it waits
+and holds. The command does not inherit them.
+`
+
+// manTail is FILES, EXAMPLES and SEE ALSO.
+const manTail = `.SH FILES
+.TP
+.I /etc/conch/conch.conf
+connection settings in an \fB[etcd]\fP section: \fBendpoints\fP, \fBcacert\fP, \fBcert\fP,
+\fBkey\fP, \fBuser\fP, \fBpassword\-file\fP, \fBdial\-timeout\fP (the long option names).
+Another file with \fB\-\-config\fP or \fBCONCH_CONFIG\fP.
+.TP
+.I /usr/share/doc/conch/examples/
+systemd units: a \fBType=notify\fP service that waits for a slot, a maintenance service
+and timer that skip a run when the fleet's slots are taken, a template unit, and a
+drop\-in that passes endpoints and TLS files through \fBEnvironmentFile=\fP.
+.SH EXAMPLES
+A lock around a mutating script:
+.PP
+.RS
+.nf
+conch sema certs\-renew \-\-max 1 \-\-nonblock \-\- ./renew.sh || echo "already running elsewhere"
+.fi
+.RE
+.PP
+At most two nodes run heavy tasks at once:
+.PP
+.RS
+.nf
+conch sema heavy\-jobs \-\-max 2 \-\- /usr/local/bin/run\-job.sh
+.fi
+.RE
+.PP
+Who holds and who waits:
+.PP
+.RS
+.nf
+conch sema heavy\-jobs \-\-max 2 \-\-who
+.fi
+.RE
+.PP
+A timer\-driven job that runs on every node, at most two at a time, where a skipped run
+is not a failure:
+.PP
+.RS
+.nf
+[Service]
+Type=oneshot
+NotifyAccess=main
+ExecStart=/usr/bin/conch sema node\-maintenance \-\-max 2 \-\-nonblock \-\- /usr/local/sbin/node\-maintenance
+SuccessExitStatus=75
+.fi
+.RE
+.PP
+Then \fBsystemctl status\fP shows the queue position of a waiting conch, and
+\fBjournalctl CONCH_SEMA=node\-maintenance\fP its transitions.
+.SH SEE ALSO
+.BR flock (1),
+.BR systemd\-run (1),
+.BR journalctl (1),
+.BR systemd.service (5),
+.BR systemd.timer (5),
+.BR sd_notify (3)
+`

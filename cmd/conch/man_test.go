@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The man page comes from the parser plus hand-written sections; it must
+// document every option, every row of the exit table (D3) and every
+// variable conch reads (D9) or sets (D5). Rendering without warnings is
+// checked on the packaged page (tests/packaging).
+func TestManPage(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	var out, errOut bytes.Buffer
+	if status, _ := run([]string{"--man-page"}, &out, &errOut, os.Getenv); status != 0 {
+		t.Fatalf("--man-page: status %d, stderr %s", status, errOut.String())
+	}
+	page := out.String()
+	if !strings.HasPrefix(page, `.TH conch 1 "14 November 2023" "conch `) {
+		t.Errorf("title line: %q", strings.SplitN(page, "\n", 2)[0])
+	}
+	for _, want := range []string{
+		".SH NAME", ".SH SYNOPSIS", ".SH DESCRIPTION", ".SH OPTIONS", ".SH EXIT STATUS", ".SH ENVIRONMENT",
+		".SH FILES", ".SH EXAMPLES", ".SH SEE ALSO",
+		`\fB\-\-max\fR \fIN\fR`, `\fB\-\-conflict-exit-code\fR`, `\fB\-\-dial-timeout\fR`,
+		".B 75\n", ".B 64\n", ".B 69\n", ".B 70\n", ".B 124\n", ".B 126 / 127\n", ".B child's status\n", `.B \-\-who:`,
+		".B CONCH_ENDPOINTS\n", ".B CONCH_PASSWORD_FILE\n", ".B CONCH_CONFIG\n", ".B CONCH_REV\n", ".B NOTIFY_SOCKET\n",
+		"/etc/conch/conch.conf",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("man page lacks %q", want)
+		}
+	}
+	if n := strings.Count(page, "counting semaphore kept in etcd"); n != 1 {
+		t.Errorf("the description appears %d times, want once", n)
+	}
+	if strings.Contains(page, "man-page") {
+		t.Error("the hidden --man-page option is documented")
+	}
+	// No body line may start with a control character that is not a request.
+	for i, l := range strings.Split(page, "\n") {
+		if strings.HasPrefix(l, "'") {
+			t.Errorf("line %d starts with ': %q", i+1, l)
+		}
+	}
+}
+
+// manExitStatus must keep up with exitTable's layout: one entry per status.
+func TestManExitStatusParsesTable(t *testing.T) {
+	got := manExitStatus("Exit status:\n  0    fine\n  75   no slot,\n       really none\n\n  --who:  0 or 1")
+	want := ".SH EXIT STATUS\n.TP\n.B 0\nfine\n.TP\n.B 75\nno slot, really none\n.TP\n.B \\-\\-who:\n0 or 1\n"
+	if !strings.HasPrefix(got, want) {
+		t.Fatalf("got:\n%s\nwant prefix:\n%s", got, want)
+	}
+}
