@@ -1,0 +1,167 @@
+package unitrun
+
+import (
+	"bufio"
+	"encoding/json"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// GuardianArg is the hidden argv[1] with which Run re-executes the program as the guardian
+// (D7). cmd/conch must check for it before parsing flags and then call GuardianMain.
+const GuardianArg = "__conch-guardian"
+
+// GuardianMain is the entry point of the guardian process (D7); cmd/conch calls it when
+// os.Args[1] == GuardianArg and exits with the value it returns. It is a process's main, not
+// a library function: it owns the process's signals and file descriptors 3 and 4, and must not
+// be called in any other situation.
+//
+// It makes itself a child subreaper, reads the spec from the control pipe, reports ready and
+// waits for "go" (so that Spec.BeforeStart can run first). It then starts the command in a
+// process group of its own, in the terminal's foreground if asked (D5), and supervises it:
+// on SIGTERM (also its parent-death signal), "stop" or EOF of the control pipe (conch died) it
+// sends the stop signal, then SIGCONT, to the command's process group and to every descendant
+// (reparented ones included), waits up to the kill-after grace, then SIGKILLs every descendant
+// left, walking /proc again until none is.
+// When the command exits on its own, whatever it left running is stopped the same way (D7:
+// nothing runs on without a slot). It reports the command's status only once every descendant
+// is gone and reaped, then returns 0. SIGINT and SIGHUP are caught and dropped: the terminal's
+// Ctrl-C is for the command's group, and conch decides about the rest (D3, D7).
+//
+// It returns 0 after a normal run, an abort or an exec failure (all reported on the status
+// pipe), 1 when it cannot work (reported as an error event: Run returns ErrGuardian) and 2
+// when it was not started by Run (no control pipe).
+func GuardianMain() int {
+	sigs := make(chan os.Signal, 8)
+	// Caught, not ignored: an ignored disposition would be inherited by the command.
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+
+	ctl, status, ok := guardianPipes()
+	if !ok {
+		return 2
+	}
+	out := eventWriter{enc: json.NewEncoder(status)}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		out.send(guardianEvent{Event: evError, Msg: "cannot become a child subreaper: " + err.Error()})
+		return 1
+	}
+	in := bufio.NewReader(ctl)
+	spec, err := readSpec(in)
+	if err != nil {
+		out.send(guardianEvent{Event: evError, Msg: err.Error()})
+		return 1
+	}
+	out.send(guardianEvent{Event: evReady})
+
+	control := readControl(in)
+	if !awaitGo(sigs, control) {
+		return 0
+	}
+	pid, err := startCommand(spec)
+	if err != nil {
+		out.send(guardianEvent{
+			Event:  evExecError,
+			Status: startFailureStatus(spec.Path, spec.Dir, err),
+			Msg:    err.Error(),
+		})
+		return 0
+	}
+	out.send(guardianEvent{Event: evStarted, PID: pid})
+
+	sup := &supervisor{
+		cmdPID:    pid,
+		stopSig:   syscall.Signal(spec.StopSignal),
+		killAfter: spec.KillAfter,
+	}
+	ws, stopped := sup.run(sigs, control)
+	code, sig := shellStatus(ws)
+	out.send(guardianEvent{Event: evExited, Status: code, Signal: int(sig), Stopped: stopped})
+	return 0
+}
+
+// guardianPipes opens the control and status pipes inherited from Run. It marks every
+// descriptor above stderr close-on-exec, the pipes included: the command gets stdin, stdout and
+// stderr only (D5), the status pipe's EOF must mean "the guardian exited", and the command must
+// not be able to talk to conch.
+func guardianPipes() (ctl, status *os.File, ok bool) {
+	for _, fd := range []int{ctlFD, statusFD} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			return nil, nil, false
+		}
+	}
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		cloexecFromProc() // Linux < 5.11
+	}
+	return os.NewFile(ctlFD, "conch-control"), os.NewFile(statusFD, "conch-status"), true
+}
+
+// cloexecFromProc marks every open descriptor above stderr close-on-exec, one by one.
+func cloexecFromProc() {
+	names, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		syscall.CloseOnExec(ctlFD)
+		syscall.CloseOnExec(statusFD)
+		return
+	}
+	for _, e := range names {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// awaitGo waits for ctlGo. It returns false, meaning exit without starting anything, on
+// ctlAbort, ctlStop, EOF of the control pipe or SIGTERM.
+func awaitGo(sigs <-chan os.Signal, control <-chan string) bool {
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM {
+				return false
+			}
+		case word, ok := <-control:
+			switch {
+			case !ok:
+				return false
+			case word == ctlGo:
+				return true
+			case word == ctlAbort || word == ctlStop:
+				return false
+			}
+		}
+	}
+}
+
+// startCommand starts the command in a new process group with the guardian's stdin, stdout
+// and stderr, in the terminal's foreground when spec.Foreground is set (D5). The kernel sets
+// the foreground group in the child before exec, with signals still blocked, so the command
+// can read the terminal from its first instruction. It returns the PID, which is also the
+// process group ID. The process is reaped by the supervisor's wait4(-1), not through os.Process.
+func startCommand(spec wireSpec) (int, error) {
+	env := spec.Env
+	if env == nil {
+		env = []string{} // never the guardian's own environment
+	}
+	attr := &os.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   env,
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys: &syscall.SysProcAttr{
+			Setpgid:    true,
+			Foreground: spec.Foreground,
+			Ctty:       0, // the guardian's stdin, the terminal checked by Run
+		},
+	}
+	p, err := os.StartProcess(spec.Path, spec.Args, attr)
+	if err != nil {
+		return 0, err
+	}
+	pid := p.Pid
+	_ = p.Release()
+	return pid, nil
+}

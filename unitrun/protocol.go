@@ -1,0 +1,123 @@
+package unitrun
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+)
+
+// The guardian protocol (D7). conch passes two pipes to the guardian, never anything through
+// the environment the command could inherit:
+//
+//   - the control pipe (conch -> guardian, fd ctlFD): one JSON line with the wireSpec, then
+//     one word per line: ctlGo, ctlStop or ctlAbort. EOF means conch died: stop.
+//   - the status pipe (guardian -> conch, fd statusFD): JSON lines of guardianEvent, in the
+//     order evReady, then evStarted or evExecError, then evExited; evError on a protocol
+//     failure. EOF means the guardian exited.
+//
+// Both ends are the same binary image (Spec.Guardian defaults to /proc/self/exe), so the
+// format needs no versioning.
+const (
+	ctlFD    = 3 // ExtraFiles[0] in the guardian
+	statusFD = 4 // ExtraFiles[1] in the guardian
+
+	ctlGo    = "go"    // start the command now
+	ctlStop  = "stop"  // stop the command and its descendants (stop signal, grace, SIGKILL)
+	ctlAbort = "abort" // exit without starting the command (BeforeStart failed)
+
+	evReady     = "ready"      // spec read, subreaper set; waiting for ctlGo
+	evStarted   = "started"    // command running: PID
+	evExecError = "exec-error" // command could not be started: Status 126/127, Msg
+	evExited    = "exited"     // command and all its descendants are gone: Status, Signal, Stopped
+	evError     = "error"      // the guardian cannot go on: Msg
+)
+
+// wireSpec is the part of Spec the guardian needs.
+type wireSpec struct {
+	Path       string        `json:"path"`
+	Args       []string      `json:"args"`
+	Env        []string      `json:"env"`
+	Dir        string        `json:"dir,omitempty"`
+	StopSignal int           `json:"stop_signal"`
+	KillAfter  time.Duration `json:"kill_after_ns"`
+	// Foreground asks for the command's process group to become the foreground group of the
+	// terminal on the guardian's stdin (D5).
+	Foreground bool `json:"foreground,omitempty"`
+}
+
+// guardianEvent is one line on the status pipe.
+type guardianEvent struct {
+	Event   string `json:"event"`
+	PID     int    `json:"pid,omitempty"`
+	Status  int    `json:"status,omitempty"`
+	Signal  int    `json:"signal,omitempty"`
+	Stopped bool   `json:"stopped,omitempty"` // the stop began while the command still ran
+	Msg     string `json:"msg,omitempty"`
+}
+
+// readSpec reads the first line of the control pipe.
+func readSpec(r *bufio.Reader) (wireSpec, error) {
+	var ws wireSpec
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return ws, fmt.Errorf("cannot read the spec from the control pipe: %w", err)
+	}
+	if err := json.Unmarshal(line, &ws); err != nil {
+		return ws, fmt.Errorf("cannot decode the spec from the control pipe: %w", err)
+	}
+	if ws.Path == "" || len(ws.Args) == 0 || ws.StopSignal <= 0 || ws.KillAfter <= 0 {
+		return ws, fmt.Errorf("invalid spec on the control pipe: %s", line)
+	}
+	return ws, nil
+}
+
+// readControl sends each control word read from r to the returned channel, which it closes at
+// EOF or on a read error (both mean: conch is gone). The goroutine ends then.
+func readControl(r *bufio.Reader) <-chan string {
+	ch := make(chan string, 4)
+	go func() {
+		defer close(ch)
+		for {
+			line, err := r.ReadString('\n')
+			if len(line) > 1 {
+				ch <- line[:len(line)-1]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// readEvents sends each event decoded from r to the returned channel. At EOF (the guardian
+// exited), or once an undecodable stream has been drained to EOF after an evError event, it
+// closes r and the channel and ends. The caller must receive until the channel is closed.
+func readEvents(r io.ReadCloser) <-chan guardianEvent {
+	ch := make(chan guardianEvent, 4)
+	go func() {
+		defer close(ch)
+		defer func() { _ = r.Close() }()
+		dec := json.NewDecoder(r)
+		for {
+			var ev guardianEvent
+			if err := dec.Decode(&ev); err != nil {
+				if err != io.EOF {
+					ch <- guardianEvent{Event: evError, Msg: "bad status line: " + err.Error()}
+					_, _ = io.Copy(io.Discard, r) // drain until the guardian exits
+				}
+				return
+			}
+			ch <- ev
+		}
+	}()
+	return ch
+}
+
+// eventWriter writes events on the status pipe. Write errors are ignored: they mean conch is
+// gone, which the guardian learns from the control pipe's EOF and its parent-death signal.
+type eventWriter struct{ enc *json.Encoder }
+
+func (w eventWriter) send(ev guardianEvent) { _ = w.enc.Encode(ev) }

@@ -1,0 +1,94 @@
+package unitrun
+
+import (
+	"os"
+	"syscall"
+	"time"
+)
+
+// Defaults applied by Run to the zero values of Spec.
+const (
+	// DefaultStopSignal is the first signal sent to stop a command (D7).
+	DefaultStopSignal = syscall.SIGTERM
+
+	// DefaultKillAfter is the grace period between the stop signal and SIGKILL (--kill-after, D7).
+	DefaultKillAfter = 5 * time.Second
+)
+
+// Spec describes one command to run under a guardian (D7). Only Path is required.
+type Spec struct {
+	// Path is the file to execute, normally the result of Resolve. A relative path is taken
+	// relative to Dir.
+	Path string
+	// Args is the full argv; Args[0] is argv[0]. Empty means {Path}.
+	Args []string
+	// Env is the command's final environment (the caller has already applied D5). nil means
+	// the environment of the calling process; an empty non-nil slice means an empty environment.
+	// Nothing else reaches the command through the environment.
+	Env []string
+	// Dir is the working directory; "" means the caller's.
+	Dir string
+	// Stdin, Stdout and Stderr are given to the command as they are (D5); nil means /dev/null.
+	// The command gets no other descriptor, even one the caller inherited without close-on-exec.
+	// When Stdin is a terminal whose foreground process group is the caller's, the command's
+	// process group is made the foreground group while it runs and the terminal is handed back
+	// to the caller's group afterwards (D5).
+	Stdin, Stdout, Stderr *os.File
+	// StopSignal is sent first to stop the command: SIGTERM if zero (KillSignal in scope mode, D7).
+	StopSignal syscall.Signal
+	// KillAfter is the grace period between StopSignal and SIGKILL; DefaultKillAfter if <= 0.
+	KillAfter time.Duration
+	// RuntimeMax stops the command once it has run that long and sets Result.RuntimeExceeded
+	// (--runtime-max, exit 124, D7); 0 means unlimited.
+	RuntimeMax time.Duration
+	// Guardian is the argv that re-executes this program as the guardian; Guardian[0] is both
+	// the path executed and argv[0]. Empty means {"/proc/self/exe", GuardianArg}: the very
+	// binary image that is running, even if a package upgrade replaced the file meanwhile, so
+	// both ends always speak the same protocol.
+	Guardian []string
+	// BeforeStart, if set, is called with the guardian's PID while the guardian is alive but has
+	// not yet started the command; scope mode uses it to move the guardian into a transient
+	// scope, so the command is inside it before its first instruction (D8). An error makes Run
+	// tell the guardian to abort and return that error wrapped, with Result.Started false.
+	BeforeStart func(guardianPID int) error
+	// Started, if set, is called once with the command's PID as soon as it has started (for
+	// READY=1 and logs, D10). It runs on Run's goroutine: it must not block for long.
+	Started func(pid int)
+}
+
+// Result says how a command ended.
+type Result struct {
+	// Started is true once the command was executed; false when it never ran (exec failure,
+	// BeforeStart error, ctx ended before the start).
+	Started bool
+	// ExitStatus follows the shell convention (D3): the command's exit code, or 128+n if it died
+	// of signal n; 126 or 127 when it could not be executed. -1 when unknown (guardian lost).
+	ExitStatus int
+	// Signal is the signal the command died of, 0 if it exited.
+	Signal syscall.Signal
+	// Stopped is true when Run stopped the still running command because ctx ended.
+	Stopped bool
+	// RuntimeExceeded is true when Run stopped the still running command because it ran
+	// longer than Spec.RuntimeMax (D7: the caller exits 124).
+	RuntimeExceeded bool
+}
+
+// withDefaults returns a copy of s with the documented defaults filled in.
+func (s Spec) withDefaults() Spec {
+	if len(s.Args) == 0 {
+		s.Args = []string{s.Path}
+	}
+	if s.Env == nil {
+		s.Env = os.Environ()
+	}
+	if s.StopSignal == 0 {
+		s.StopSignal = DefaultStopSignal
+	}
+	if s.KillAfter <= 0 {
+		s.KillAfter = DefaultKillAfter
+	}
+	if len(s.Guardian) == 0 {
+		s.Guardian = []string{"/proc/self/exe", GuardianArg}
+	}
+	return s
+}

@@ -1,0 +1,162 @@
+package unitrun
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// killRetryInterval is how often the guardian walks /proc again to SIGKILL descendants once
+// the grace period is over (new ones may have been forked during the walk).
+const killRetryInterval = 50 * time.Millisecond
+
+// supervisor is the guardian's state after the command started. It runs on the guardian's
+// main goroutine only.
+type supervisor struct {
+	cmdPID    int // also the command's process group ID
+	stopSig   syscall.Signal
+	killAfter time.Duration
+
+	reaped     <-chan reapedChild
+	allGone    bool // no child left: the command's tree is gone
+	cmdReaped  bool
+	cmdStatus  syscall.WaitStatus
+	stopping   bool
+	stoppedRun bool // the stop began while the command was still running
+	graceOver  <-chan time.Time
+	killTick   *time.Ticker
+}
+
+// reapedChild is one child reaped by wait4.
+type reapedChild struct {
+	pid int
+	ws  syscall.WaitStatus
+}
+
+// run supervises until the command and every descendant are gone and reaped. It returns the
+// command's wait status and whether the stop began while the command was still running.
+// A stop begins on SIGTERM, on a stop or abort word, on EOF of control, or when the command
+// exits (to stop what it left running).
+func (s *supervisor) run(sigs <-chan os.Signal, control <-chan string) (syscall.WaitStatus, bool) {
+	s.reaped = reapChildren()
+	defer func() {
+		if s.killTick != nil {
+			s.killTick.Stop()
+		}
+	}()
+	var tick <-chan time.Time
+	for !s.allGone {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM {
+				s.requestStop()
+			}
+		case word, ok := <-control:
+			if !ok {
+				control = nil // conch is gone
+				s.requestStop()
+			} else if word == ctlStop || word == ctlAbort {
+				s.requestStop()
+			}
+		case c, ok := <-s.reaped:
+			s.handleReaped(c, ok)
+		case <-s.graceOver:
+			s.graceOver = nil
+			s.killTick = time.NewTicker(killRetryInterval)
+			tick = s.killTick.C
+			s.killAll()
+		case <-tick:
+			s.killAll()
+		}
+	}
+	return s.cmdStatus, s.stoppedRun
+}
+
+// handleReaped records one reaped child; ok false means none is left.
+func (s *supervisor) handleReaped(c reapedChild, ok bool) {
+	if !ok { // ECHILD: no child left, hence no descendant (we are their subreaper)
+		s.allGone = true
+		return
+	}
+	if c.pid == s.cmdPID {
+		s.cmdReaped, s.cmdStatus = true, c.ws
+		s.beginStop() // stop whatever the command left running (D7)
+	}
+}
+
+// requestStop handles a stop request from conch or a signal. Children already reaped are
+// accounted for first, so that a command that has just exited on its own is not reported as
+// stopped and its PGID, possibly free by now, is not signalled.
+func (s *supervisor) requestStop() {
+	for drained := false; !drained && !s.allGone; {
+		select {
+		case c, ok := <-s.reaped:
+			s.handleReaped(c, ok)
+		default:
+			drained = true
+		}
+	}
+	if !s.allGone {
+		s.beginStop()
+	}
+}
+
+// beginStop sends the stop signal, then SIGCONT, to the command's process group and to every
+// descendant, once, and arms the grace timer after which killAll runs. SIGCONT follows as
+// systemd does it, so that a stopped process (Ctrl-Z, or SIGTTIN from reading the terminal in
+// the background) acts on the stop signal now rather than only at SIGKILL.
+func (s *supervisor) beginStop() {
+	if s.stopping {
+		return
+	}
+	s.stopping = true
+	sigs := []syscall.Signal{s.stopSig}
+	if s.stopSig != syscall.SIGCONT && s.stopSig != syscall.SIGKILL {
+		sigs = append(sigs, syscall.SIGCONT)
+	}
+	for _, sig := range sigs {
+		if !s.cmdReaped {
+			s.stoppedRun = true
+			// The group first: one atomic signal also reaches members forked during the walk.
+			// The PGID stays valid while the unreaped leader holds it.
+			_ = signalGroup(s.cmdPID, sig)
+		}
+		_ = signalDescendants(sig)
+	}
+	s.graceOver = time.After(s.killAfter)
+}
+
+// killAll SIGKILLs the command's process group (while its PGID is still certainly ours) and
+// every descendant. It is repeated until none is left.
+func (s *supervisor) killAll() {
+	if !s.cmdReaped {
+		_ = signalGroup(s.cmdPID, syscall.SIGKILL)
+	}
+	_ = signalDescendants(syscall.SIGKILL)
+}
+
+// reapChildren reaps every child of the calling process, including orphans reparented to it
+// as a subreaper, and sends each to the returned channel. It closes the channel and ends when
+// wait4 reports that no child is left (ECHILD); the channel's buffer and the supervisor's loop
+// keep it from blocking for long.
+func reapChildren() <-chan reapedChild {
+	ch := make(chan reapedChild, 16)
+	go func() {
+		defer close(ch)
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return
+			}
+			ch <- reapedChild{pid: pid, ws: syscall.WaitStatus(ws)}
+		}
+	}()
+	return ch
+}
