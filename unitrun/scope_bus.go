@@ -1,0 +1,163 @@
+package unitrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// Where systemd listens. The system bus address may be overridden with
+// DBUS_SYSTEM_BUS_ADDRESS, as godbus and sd-bus allow.
+const (
+	systemBusAddress     = "unix:path=/run/dbus/system_bus_socket"
+	systemPrivateAddress = "unix:path=/run/systemd/private"
+	systemdRunDir        = "/run/systemd/system" // exists iff systemd is the init system
+)
+
+// managerAddress is one way to reach a systemd manager: a bus (Hello needed) or the
+// manager's private socket (no bus daemon, no Hello).
+type managerAddress struct {
+	addr  string
+	hello bool
+}
+
+// managerAddresses lists where to find the manager conch talks to (D8): as root the system
+// bus, then systemd's private socket; otherwise the user's own manager, like
+// systemd-run --user: its private socket in $XDG_RUNTIME_DIR, then the user bus.
+func managerAddresses() []managerAddress {
+	if os.Geteuid() == 0 {
+		sys := os.Getenv("DBUS_SYSTEM_BUS_ADDRESS")
+		if sys == "" {
+			sys = systemBusAddress
+		}
+		return []managerAddress{{sys, true}, {systemPrivateAddress, false}}
+	}
+	var out []managerAddress
+	runtime := os.Getenv("XDG_RUNTIME_DIR")
+	if runtime != "" {
+		out = append(out, managerAddress{"unix:path=" + runtime + "/systemd/private", false})
+	}
+	if session := os.Getenv("DBUS_SESSION_BUS_ADDRESS"); session != "" {
+		out = append(out, managerAddress{session, true})
+	} else if runtime != "" {
+		out = append(out, managerAddress{"unix:path=" + runtime + "/bus", true})
+	}
+	return out
+}
+
+// UserManager reports whether Connect talks to the user's own manager (not root) rather than
+// the system's; pass it to ReadPlacement so both look at the same unit tree.
+func UserManager() bool { return os.Geteuid() != 0 }
+
+// Connect connects to the systemd manager scope mode uses (D8): the system manager over the
+// system bus when running as root (falling back to its private socket), the user's own
+// manager otherwise (its private socket in $XDG_RUNTIME_DIR, then the user bus). ctx bounds
+// the connection set-up only: the connection stays usable after ctx ends, until the caller
+// Closes it. go-systemd's connection subscribes to JobRemoved as it is made, and runs a
+// goroutine dispatching signals until Close. It returns an error wrapping ErrBusUnavailable
+// when no address answers.
+func Connect(ctx context.Context) (*sdbus.Conn, error) {
+	addrs := managerAddresses()
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%w: not root, and neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set", ErrBusUnavailable)
+	}
+	var errs []error
+	for _, a := range addrs {
+		conn, err := dialManager(ctx, a)
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", a.addr, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: %w", ErrBusUnavailable, errors.Join(errs...))
+}
+
+// dialManager opens go-systemd's pair of connections to a. godbus closes a connection when the
+// context it was dialled with ends, so the connections get a context of their own that ctx
+// cancels only while they are being set up.
+func dialManager(ctx context.Context, a managerAddress) (*sdbus.Conn, error) {
+	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	detach := context.AfterFunc(ctx, cancel) // aborts a hung dial, auth or Hello
+	conn, err := sdbus.NewConnection(func() (*dbus.Conn, error) {
+		c, err := dbus.Dial(a.addr, dbus.WithContext(connCtx))
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		if a.hello {
+			if err := c.Hello(); err != nil {
+				_ = c.Close()
+				return nil, err
+			}
+		}
+		return c, nil
+	})
+	if !detach() { // ctx ended during the set-up: cancel closed (or is closing) the connections
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// Available reports whether scope mode can be used here (D8, --scope=auto): nil when systemd is
+// the init system (/run/systemd/system exists) and its manager answers on the bus Connect
+// picks within ctx. Otherwise an error wrapping ErrNoSystemd or ErrBusUnavailable.
+func Available(ctx context.Context) error {
+	if _, err := os.Stat(systemdRunDir); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoSystemd, err)
+	}
+	conn, err := Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.SystemStateContext(ctx); err != nil {
+		return fmt.Errorf("%w: the manager does not answer: %w", ErrBusUnavailable, err)
+	}
+	return nil
+}
+
+// dbusError maps the D-Bus errors scope mode meets to this package's sentinels, keeping the
+// original in the chain; other errors are returned as they are.
+func dbusError(err error) error {
+	var name string
+	var v dbus.Error
+	var p *dbus.Error
+	switch {
+	case errors.As(err, &v):
+		name = v.Name
+	case errors.As(err, &p):
+		name = p.Name
+	default:
+		return err
+	}
+	switch name {
+	case "org.freedesktop.systemd1.UnitExists":
+		return fmt.Errorf("%w: %w", ErrUnitExists, err)
+	case "org.freedesktop.systemd1.NoSuchUnit":
+		return fmt.Errorf("%w: %w", ErrNoSuchUnit, err)
+	case "org.freedesktop.DBus.Error.AccessDenied", "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired":
+		return fmt.Errorf("%w: %w", ErrAccessDenied, err)
+	case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NoReply",
+		"org.freedesktop.DBus.Error.Disconnected":
+		return fmt.Errorf("%w: %w", ErrBusUnavailable, err)
+	}
+	return err
+}

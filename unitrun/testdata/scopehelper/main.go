@@ -1,0 +1,164 @@
+// Command scopehelper drives unitrun's scope primitives inside a test node
+// (unitrun/scope_integration_test.go), where systemd is PID 1 and the PIDs are the node's own.
+// It prints one JSON object per event on stdout and exits 0 unless something went wrong.
+//
+//	scopehelper hold                      ignore SIGTERM and SIGINT, sleep until killed
+//	scopehelper available                 print Available()'s answer
+//	scopehelper scope -name N [-kill-after D] [-bind] [-twice] [-p NAME=VALUE]...
+//	    start "scopehelper hold" as a child, put it into scope N (bound to this helper's
+//	    service with -bind, D8), report {"scope","child"}, then wait for the child to end and
+//	    report {"child_exit"}. With -twice, also try a second scope of the same name.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/conch-project/conch/unitrun"
+)
+
+type event struct {
+	Scope       string `json:"scope,omitempty"`
+	Child       int    `json:"child,omitempty"`
+	Service     string `json:"service,omitempty"`
+	Slice       string `json:"slice,omitempty"`
+	StartMillis int64  `json:"start_ms,omitempty"`
+	ChildExit   string `json:"child_exit,omitempty"`
+	Available   string `json:"available,omitempty"`
+	Twice       string `json:"twice,omitempty"`
+	TwiceExists bool   `json:"twice_exists,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+func emit(ev event) { _ = json.NewEncoder(os.Stdout).Encode(ev) }
+
+type props []string
+
+func (p *props) String() string     { return fmt.Sprint(*p) }
+func (p *props) Set(v string) error { *p = append(*p, v); return nil }
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: scopehelper hold|available|scope ...")
+		os.Exit(64)
+	}
+	switch os.Args[1] {
+	case "hold":
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+		for {
+			time.Sleep(time.Hour)
+		}
+	case "available":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ev := event{Available: "yes"}
+		if err := unitrun.Available(ctx); err != nil {
+			ev.Available = err.Error()
+		}
+		emit(ev)
+	case "scope":
+		if err := scope(os.Args[2:]); err != nil {
+			emit(event{Error: err.Error()})
+			os.Exit(1)
+		}
+	default:
+		os.Exit(64)
+	}
+}
+
+func scope(args []string) error {
+	fs := flag.NewFlagSet("scope", flag.ContinueOnError)
+	name := fs.String("name", "", "scope unit name")
+	killAfter := fs.Duration("kill-after", time.Second, "TimeoutStopSec")
+	bind := fs.Bool("bind", false, "bind the scope to this helper's service and inherit its limits")
+	twice := fs.Bool("twice", false, "try a second scope of the same name")
+	var ps props
+	fs.Var(&ps, "p", "NAME=VALUE scope property (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	userProps, err := unitrun.ParseProperties(ps)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := unitrun.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	child, err := startHold()
+	if err != nil {
+		return err
+	}
+	req := unitrun.ScopeRequest{
+		Name:        *name,
+		Description: "conch scope test " + *name,
+		PIDs:        []int{child.Process.Pid},
+		KillAfter:   *killAfter,
+		Properties:  userProps,
+	}
+	if *bind {
+		p, err := unitrun.ReadPlacement(0, unitrun.UserManager())
+		if err != nil {
+			return err
+		}
+		svc, err := p.Service()
+		if err != nil {
+			return err
+		}
+		inherited, err := unitrun.InheritedProperties(ctx, conn, svc)
+		if err != nil {
+			return err
+		}
+		req.Slice, req.BindTo = p.Slice, svc
+		req.Properties = append(inherited, userProps...)
+	}
+	began := time.Now()
+	if err := unitrun.StartScope(ctx, conn, req); err != nil {
+		_ = child.Process.Kill()
+		return err
+	}
+	emit(event{Scope: req.Name, Child: child.Process.Pid, Service: req.BindTo, Slice: req.Slice,
+		StartMillis: time.Since(began).Milliseconds()})
+
+	if *twice {
+		other, err := startHold()
+		if err != nil {
+			return err
+		}
+		req.PIDs = []int{other.Process.Pid}
+		err = unitrun.StartScope(ctx, conn, req)
+		_ = other.Process.Kill()
+		_ = other.Wait()
+		ev := event{Twice: fmt.Sprint(err), TwiceExists: errors.Is(err, unitrun.ErrUnitExists)}
+		emit(ev)
+	}
+
+	werr := child.Wait()
+	emit(event{ChildExit: fmt.Sprint(werr)})
+	return nil
+}
+
+// startHold starts this program as a child that ignores SIGTERM and SIGINT.
+func startHold() (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "hold")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
