@@ -11,8 +11,9 @@ import (
 )
 
 // DialBus connects go-systemd to the node's system bus from the host (BusAddress), for
-// assertions on the node's units (GetUnitProperties, ListUnits...). ctx bounds the connection
-// set-up only. The caller must Close the connection; it fails when the node is not running.
+// assertions on the node's units (GetUnitProperties, ListUnits...). The connection lives until
+// ctx ends or the caller Closes it (godbus ties it to the context it was dialled with). It
+// fails when the node is not running.
 func (n *Node) DialBus(ctx context.Context) (*sdbus.Conn, error) {
 	addr := n.BusAddress()
 	conn, err := sdbus.NewConnection(func() (*dbus.Conn, error) {

@@ -67,21 +67,25 @@ func EnsureRootfs(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("systemdtest: %v", err)
 	}
-	if _, err := os.Stat(path); err != nil {
+	var missing []string
+	for _, cmd := range []string{"systemd-nspawn", "mmdebstrap", "nsenter"} {
+		if _, err := exec.LookPath(cmd); err != nil {
+			missing = append(missing, cmd)
+		}
+	}
+	if _, err := os.Stat(path); err != nil || len(missing) > 0 {
 		args := []string{}
 		if !inCI() {
-			for _, cmd := range []string{"systemd-nspawn", "mmdebstrap"} {
-				if _, err := exec.LookPath(cmd); err != nil {
-					unavailable(t, "%s not found; install the prerequisites and the root filesystem with: sudo bash %s", cmd, script)
-				}
+			if len(missing) > 0 {
+				unavailable(t, "%v not found; install the prerequisites and the root filesystem with: sudo bash %s", missing, script)
 			}
 			args = append(args, "--no-install")
 		}
 		start := time.Now()
 		if path, err = runScript(script, args...); err != nil {
-			t.Fatalf("systemdtest: cannot build the root filesystem: %v", err)
+			t.Fatalf("systemdtest: cannot install the prerequisites or build the root filesystem: %v", err)
 		}
-		t.Logf("systemdtest: built root filesystem %s in %v", path, time.Since(start).Round(time.Millisecond))
+		t.Logf("systemdtest: %s ready in %v", path, time.Since(start).Round(time.Millisecond))
 	}
 	rootfs.path = path
 	return path

@@ -2,8 +2,9 @@
 # mkrootfs.sh: build (once) the read-only Debian 12 root filesystem that the test nodes boot
 # with systemd-nspawn (internal/systemdtest), and print its path on the last line of stdout.
 #
-#   bash tests/vm/mkrootfs.sh               install prerequisites if missing, build if not
-#                                           cached, print the path
+#   bash tests/vm/mkrootfs.sh               install the prerequisites (systemd-nspawn,
+#                                           mmdebstrap) if missing, build the rootfs if not
+#                                           cached, print its path
 #   bash tests/vm/mkrootfs.sh --print-path  print the cache path only (no install, no build)
 #   bash tests/vm/mkrootfs.sh --no-install  like the default, but fail (exit 3) instead of
 #                                           calling apt-get when a prerequisite is missing
@@ -47,29 +48,29 @@ if [ "$mode" = print ]; then
 	echo "$target"
 	exit 0
 fi
-if [ -d "$target" ]; then
-	echo "$target"
-	exit 0
-fi
-
 if [ "$(id -u)" -ne 0 ]; then
 	echo "mkrootfs.sh: must run as root (mmdebstrap, systemd-nspawn)" >&2
 	exit 1
 fi
 
 need_install=0
-for cmd in systemd-nspawn mmdebstrap; do
+for cmd in systemd-nspawn mmdebstrap nsenter; do
 	command -v "$cmd" >/dev/null 2>&1 || need_install=1
 done
 if [ "$need_install" = 1 ]; then
 	if [ "$mode" = noinstall ]; then
-		echo "mkrootfs.sh: systemd-nspawn or mmdebstrap missing; run: bash $0" >&2
+		echo "mkrootfs.sh: systemd-nspawn or mmdebstrap missing; run as root: bash $0" >&2
 		exit 3
 	fi
 	# Without --no-install-recommends systemd-container pulls libnss-mymachines, which edits
 	# the host's nsswitch.conf.
 	apt-get update -q </dev/null
-	apt-get install -y -q --no-install-recommends systemd-container mmdebstrap </dev/null
+	apt-get install -y -q --no-install-recommends systemd-container mmdebstrap util-linux </dev/null
+fi
+
+if [ -d "$target" ]; then
+	echo "$target"
+	exit 0
 fi
 
 mirror=
