@@ -1,0 +1,30 @@
+# bash completion for conch(1). Options and commands come from conch itself (go-flags
+# answers when GO_FLAGS_COMPLETION is set, and runs nothing); the command after "--" is
+# completed as a command line of its own. Installed as
+# /usr/share/bash-completion/completions/conch, loaded on first use by bash-completion.
+
+_conch() {
+	local cur words cword i
+	if declare -F _get_comp_words_by_ref >/dev/null; then
+		_get_comp_words_by_ref -n =: cur words cword
+	else
+		words=("${COMP_WORDS[@]}")
+		cword=$COMP_CWORD
+		cur=${COMP_WORDS[COMP_CWORD]}
+	fi
+	for ((i = 1; i < cword; i++)); do
+		if [[ ${words[i]} == -- ]]; then
+			if declare -F _command_offset >/dev/null; then
+				_command_offset $((i + 1))
+			elif ((cword == i + 1)); then
+				mapfile -t COMPREPLY < <(compgen -c -- "$cur")
+			else
+				mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+			fi
+			return 0
+		fi
+	done
+	mapfile -t COMPREPLY < <(GO_FLAGS_COMPLETION=1 "${words[0]}" "${words[@]:1:cword}" 2>/dev/null)
+	return 0
+}
+complete -o default -F _conch conch
