@@ -105,12 +105,14 @@ func (r *reporter) warnf(format string, args ...any) {
 
 // errorf writes the one line that says why conch exits with a status other
 // than the child's (D3). It always prints, and tells the service manager
-// conch is stopping and why. A TIMEOUT (no slot) is a warning in the
-// journal, not an error: a skipped timer run is routine.
+// conch is stopping and why. Journal priority: TIMEOUT (no slot: a
+// skipped timer run is routine) and RELEASED (stopped on request or by
+// --runtime-max, or the command could not start) are warnings; LOST and
+// the rest are errors.
 func (r *reporter) errorf(state, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	prio := journal.PriErr
-	if state == stateTimeout {
+	if state == stateTimeout || state == stateReleased {
 		prio = journal.PriWarning
 	}
 	r.emit(state, prio, false, nil, msg)
