@@ -4,7 +4,7 @@ GO ?= go
 VERSION ?= $(shell scripts/version.sh)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build etcd demo test test-short lint clean
+.PHONY: all build etcd demo test test-short lint clean man package
 
 all: build
 
@@ -25,6 +25,17 @@ demo: build etcd
 # With CI=true a skipped test fails the run.
 test:
 	set -o pipefail; $(GO) test -race -count=1 -timeout 45m -json ./... | $(GO) run ./internal/testsummary
+
+# conch(1) in roff, generated from the binary's own flag parser (its hidden --man-page), with
+# the last commit's date so it does not change from one build to the next.
+man: build
+	mkdir -p dist
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) bin/conch --man-page > dist/conch.1
+
+# dist/conch_<version>_amd64.deb and dist/conch-<version>.x86_64.rpm (nfpm.yaml). Needs nfpm:
+# go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+package:
+	VERSION=$(VERSION) scripts/package.sh dist
 
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
