@@ -29,20 +29,20 @@ type managerAddress struct {
 // managerAddresses lists where to find the manager conch talks to (D8): as root the system
 // bus, then systemd's private socket; otherwise the user's own manager, like
 // systemd-run --user: its private socket in $XDG_RUNTIME_DIR, then the user bus.
-func managerAddresses() []managerAddress {
-	if os.Geteuid() == 0 {
-		sys := os.Getenv("DBUS_SYSTEM_BUS_ADDRESS")
+func managerAddresses(euid int, getenv func(string) string) []managerAddress {
+	if euid == 0 {
+		sys := getenv("DBUS_SYSTEM_BUS_ADDRESS")
 		if sys == "" {
 			sys = systemBusAddress
 		}
 		return []managerAddress{{sys, true}, {systemPrivateAddress, false}}
 	}
 	var out []managerAddress
-	runtime := os.Getenv("XDG_RUNTIME_DIR")
+	runtime := getenv("XDG_RUNTIME_DIR")
 	if runtime != "" {
 		out = append(out, managerAddress{"unix:path=" + runtime + "/systemd/private", false})
 	}
-	if session := os.Getenv("DBUS_SESSION_BUS_ADDRESS"); session != "" {
+	if session := getenv("DBUS_SESSION_BUS_ADDRESS"); session != "" {
 		out = append(out, managerAddress{session, true})
 	} else if runtime != "" {
 		out = append(out, managerAddress{"unix:path=" + runtime + "/bus", true})
@@ -62,7 +62,7 @@ func UserManager() bool { return os.Geteuid() != 0 }
 // goroutine dispatching signals until Close. It returns an error wrapping ErrBusUnavailable
 // when no address answers.
 func Connect(ctx context.Context) (*sdbus.Conn, error) {
-	addrs := managerAddresses()
+	addrs := managerAddresses(os.Geteuid(), os.Getenv)
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%w: not root, and neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set", ErrBusUnavailable)
 	}
