@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
@@ -60,6 +61,26 @@ func parseJournalStream(value string) (dev, ino uint64, ok bool) {
 	return dev, ino, err1 == nil && err2 == nil
 }
 
+// unitFields name the unit conch runs in, for its journal entries. journald
+// attaches _SYSTEMD_UNIT itself, but from /proc at the time it reads the
+// entry: conch's last entry (TIMEOUT just before exit 75, for one) often
+// arrives after conch is gone, and would then be missing from `journalctl
+// -u` and `systemctl status`. journalctl -u also matches
+// OBJECT_SYSTEMD_UNIT= sent by root, and --user-unit matches USER_UNIT=
+// sent by the unit's user, so conch names its unit that way (as read by
+// unitrun.ReadPlacement). It returns nil when conch is in no unit.
+func unitFields() map[string]string {
+	user := os.Geteuid() != 0
+	p, err := unitrun.ReadPlacement(0, user)
+	if err != nil || p.Unit == "" {
+		return nil
+	}
+	if user {
+		return map[string]string{"USER_UNIT": p.Unit}
+	}
+	return map[string]string{"OBJECT_SYSTEMD_UNIT": p.Unit}
+}
+
 // journalFields are the fields of one of conch's entries (D10): CONCH_SEMA
 // and CONCH_MAX always, CONCH_REV once the key exists, CONCH_STATE on
 // transitions, plus what the state adds (CONCH_AHEAD while waiting,
@@ -78,6 +99,9 @@ func (r *reporter) journalFields(state string, extra map[string]string) map[stri
 	}
 	if state != "" {
 		f["CONCH_STATE"] = state
+	}
+	for k, v := range r.unit {
+		f[k] = v
 	}
 	for k, v := range extra {
 		f[k] = v

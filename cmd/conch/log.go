@@ -43,8 +43,9 @@ type reporter struct {
 	lease   int64
 	ahead   int
 	waiting bool
-	journal journalFunc // nil: plain lines on w
-	notify  notifyFunc  // nil: no service manager listens
+	journal journalFunc       // nil: plain lines on w
+	unit    map[string]string // journal fields naming conch's unit (unitFields)
+	notify  notifyFunc        // nil: no service manager listens
 }
 
 // newReporter returns the reporter for semaphore name[max], writing plain
@@ -52,8 +53,12 @@ type reporter struct {
 // systemd when NOTIFY_SOCKET is set (notifierFor). getenv is os.Getenv
 // outside tests.
 func newReporter(stderr io.Writer, getenv func(string) string, verbose bool, name string, max int) *reporter {
-	return &reporter{w: stderr, verbose: verbose, name: name, max: max,
+	r := &reporter{w: stderr, verbose: verbose, name: name, max: max,
 		journal: journalFor(stderr, getenv), notify: notifierFor(getenv)}
+	if r.journal != nil {
+		r.unit = unitFields()
+	}
+	return r
 }
 
 func (r *reporter) prefix() string { return fmt.Sprintf("%s[%d]", r.name, r.max) }
