@@ -1,0 +1,13 @@
+// Package packaging tests what conch ships and how it behaves under systemd, on real parts
+// only: the .deb and .rpm that scripts/package.sh builds (`make package`) are checked with
+// lintian, dpkg-deb and rpm; the man page is rendered with man(1); the completion scripts
+// are loaded in bash and zsh; and the .deb is installed with dpkg into Debian 12 nodes that
+// boot a real systemd (internal/systemdtest), where the example units from
+// contrib/systemd run against a real etcd (internal/etcdtest) and the tests read
+// `systemctl status` and `journalctl` as an operator would (D10).
+//
+// The tools come from apt (lintian, rpm, man-db, zsh, bash-completion, systemd-container)
+// and nfpm from `go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2`; .ci/run
+// installs them. Without CI a missing tool skips the test that needs it, saying how to
+// get it; with CI=true it fails the test.
+package packaging

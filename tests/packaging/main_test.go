@@ -1,0 +1,179 @@
+package packaging
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/internal/systemdtest"
+)
+
+// buildTimeout bounds scripts/package.sh: a cold go build of conch on a busy 2-core machine
+// plus two nfpm runs (under a second each).
+const buildTimeout = 10 * time.Minute
+
+// nfpmModule is what `go install` needs to provide nfpm (pinned: measured to work).
+const nfpmModule = "github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2"
+
+// built is what TestMain built once for all tests: the packages and the .deb's files
+// extracted on the host.
+var built struct {
+	err     error  // why there are no packages (a missing tool or a failed build)
+	missing bool   // err is a missing prerequisite, not a failure
+	dir     string // output directory of package.sh
+	version string // scripts/version.sh
+	deb     string
+	rpm     string
+	root    string // the .deb extracted with dpkg-deb -x
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "conch-packages-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	start := time.Now()
+	buildPackages(dir)
+	if built.err == nil {
+		fmt.Fprintf(os.Stderr, "packaging: built %s and %s in %v\n", filepath.Base(built.deb), filepath.Base(built.rpm), time.Since(start).Round(time.Millisecond))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildPackages runs scripts/package.sh into dir/dist and extracts the .deb into dir/root,
+// recording the outcome in built.
+func buildPackages(dir string) {
+	root := systemdtest.ModuleRoot()
+	nfpm, err := findNfpm()
+	if err != nil {
+		built.err, built.missing = err, true
+		return
+	}
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		built.err, built.missing = fmt.Errorf("dpkg-deb not found (apt-get install dpkg)"), true
+		return
+	}
+	out, err := exec.Command("sh", filepath.Join(root, "scripts", "version.sh")).Output()
+	if err != nil {
+		built.err = fmt.Errorf("scripts/version.sh: %w", err)
+		return
+	}
+	built.version = strings.TrimSpace(string(out))
+	built.dir = filepath.Join(dir, "dist")
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join(root, "scripts", "package.sh"), built.dir)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "NFPM="+nfpm)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	if err != nil {
+		built.err = fmt.Errorf("scripts/package.sh: %w\n%s", err, stderr.Bytes())
+		return
+	}
+	for _, p := range strings.Fields(string(out)) {
+		switch {
+		case strings.HasSuffix(p, ".deb"):
+			built.deb = p
+		case strings.HasSuffix(p, ".rpm"):
+			built.rpm = p
+		}
+	}
+	built.root = filepath.Join(dir, "root")
+	if out, err := exec.Command("dpkg-deb", "-x", built.deb, built.root).CombinedOutput(); err != nil {
+		built.err = fmt.Errorf("dpkg-deb -x %s: %w: %s", built.deb, err, out)
+	}
+}
+
+// findNfpm returns the nfpm binary: $NFPM, the PATH, then $(go env GOPATH)/bin, where
+// `go install` puts it.
+func findNfpm() (string, error) {
+	if p := os.Getenv("NFPM"); p != "" {
+		return p, nil
+	}
+	if p, err := exec.LookPath("nfpm"); err == nil {
+		return p, nil
+	}
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		for _, gp := range filepath.SplitList(strings.TrimSpace(string(out))) {
+			if p := filepath.Join(gp, "bin", "nfpm"); isExecutable(p) {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("nfpm not found; install it with: go install %s", nfpmModule)
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// inCI reports whether the tests run under CI, where a skipped test counts as a failure.
+func inCI() bool {
+	ci := os.Getenv("CI")
+	return ci != "" && ci != "false" && ci != "0"
+}
+
+// unavailable skips the test (saying how to fix it) when CI is unset and fails it under CI.
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if inCI() {
+		t.Fatalf("%s (CI is set: not skipping)", msg)
+	}
+	t.Skip(msg)
+}
+
+// needPackages stops the test when TestMain could not build the packages.
+func needPackages(t *testing.T) {
+	t.Helper()
+	switch {
+	case built.err == nil:
+	case built.missing:
+		unavailable(t, "%v", built.err)
+	default:
+		t.Fatalf("cannot build the packages: %v", built.err)
+	}
+}
+
+// needTool stops the test when an apt tool is missing.
+func needTool(t *testing.T, tool, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		unavailable(t, "%s not found; install it with: apt-get install --no-install-recommends %s", tool, pkg)
+	}
+	return p
+}
+
+// run runs argv on the host and returns stdout and stderr; a failure to start or a non-zero
+// exit is returned as an error carrying stderr.
+func run(ctx context.Context, env []string, argv ...string) (stdout, stderr string, err error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = env
+	}
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		return o.String(), e.String(), fmt.Errorf("%q: %w: %s", argv, err, e.String())
+	}
+	return o.String(), e.String(), nil
+}
+
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,265 @@
+package packaging
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The files both packages install (zsh completion aside: its directory differs).
+var commonFiles = []string{
+	"/usr/bin/conch",
+	"/usr/share/man/man1/conch.1.gz",
+	"/usr/share/bash-completion/completions/conch",
+	"/etc/conch/conch.conf",
+	"/usr/share/doc/conch/README.md",
+	"/usr/share/doc/conch/examples/conch-worker.service",
+	"/usr/share/doc/conch/examples/conch-maintenance.service",
+	"/usr/share/doc/conch/examples/conch-maintenance.timer",
+	"/usr/share/doc/conch/examples/conch-job@.service",
+	"/usr/share/doc/conch/examples/conch-etcd.conf",
+	"/usr/share/doc/conch/examples/etcd.env",
+	"/usr/share/doc/conch/examples/conch.conf",
+}
+
+// make package names its outputs conch_<version>_amd64.deb and conch-<version>.x86_64.rpm,
+// with a version that is valid for both formats even without a tag.
+func TestPackageNamesAndVersion(t *testing.T) {
+	needPackages(t)
+	if !regexp.MustCompile(`^[0-9][0-9A-Za-z.+~]*$`).MatchString(built.version) {
+		t.Errorf("version %q is not a valid deb and rpm version (no '-', starts with a digit)", built.version)
+	}
+	if want := "conch_" + built.version + "_amd64.deb"; filepath.Base(built.deb) != want {
+		t.Errorf(".deb is %s, want %s", filepath.Base(built.deb), want)
+	}
+	if want := "conch-" + built.version + ".x86_64.rpm"; filepath.Base(built.rpm) != want {
+		t.Errorf(".rpm is %s, want %s", filepath.Base(built.rpm), want)
+	}
+}
+
+// lintian finds no error in the .deb (warnings are printed for the record).
+func TestDebLintian(t *testing.T) {
+	needPackages(t)
+	needTool(t, "lintian", "lintian")
+	ctx := testContext(t, 5*time.Minute)
+	start := time.Now()
+	out, _, err := run(ctx, nil, "lintian", "--tag-display-limit", "0", "--fail-on", "error", built.deb)
+	t.Logf("lintian %s (%v):\n%s", filepath.Base(built.deb), time.Since(start).Round(time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("lintian: %v", err)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "E: ") {
+			t.Errorf("lintian error: %s", l)
+		}
+	}
+}
+
+// The .deb's metadata, file list and conffiles.
+func TestDebContents(t *testing.T) {
+	needPackages(t)
+	ctx := testContext(t, time.Minute)
+	info, _, err := run(ctx, nil, "dpkg-deb", "--field", built.deb, "Package", "Version", "Architecture", "Section", "Priority", "Maintainer", "Depends")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Package: conch\n", "Version: " + built.version + "\n", "Architecture: amd64\n", "Section: admin\n", "Priority: optional\n", "Maintainer: "} {
+		if !strings.Contains(info, want) {
+			t.Errorf("control fields lack %q:\n%s", want, info)
+		}
+	}
+	list, _, err := run(ctx, nil, "dpkg-deb", "--contents", built.deb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(slices.Clone(commonFiles), "/usr/share/zsh/vendor-completions/_conch", "/usr/share/doc/conch/copyright", "/usr/share/doc/conch/changelog.gz") {
+		if !strings.Contains(list, " ."+f+"\n") {
+			t.Errorf(".deb lacks %s", f)
+		}
+	}
+	if !regexp.MustCompile(`-rwxr-xr-x root/root +\d+ .* \./usr/bin/conch\n`).MatchString(list) {
+		t.Errorf("/usr/bin/conch is not 0755 root:root:\n%s", list)
+	}
+	// Nothing is enabled or started: no unit in a system unit directory, no maintainer script.
+	if strings.Contains(list, "/lib/systemd/") || strings.Contains(list, "/usr/lib/systemd/") {
+		t.Errorf(".deb installs systemd units (only examples are wanted):\n%s", list)
+	}
+	conffiles, _, err := run(ctx, nil, "sh", "-c", `dpkg-deb --ctrl-tarfile "$1" | tar -xOf - ./conffiles`, "sh", built.deb)
+	if err != nil || strings.TrimSpace(conffiles) != "/etc/conch/conch.conf" {
+		t.Errorf("conffiles = %q (%v), want /etc/conch/conch.conf", conffiles, err)
+	}
+	ctrl, _, _ := run(ctx, nil, "sh", "-c", `dpkg-deb --ctrl-tarfile "$1" | tar -tf -`, "sh", built.deb)
+	for _, s := range []string{"preinst", "postinst", "prerm", "postrm"} {
+		if strings.Contains(ctrl, s) {
+			t.Errorf(".deb has a %s script; none is needed", s)
+		}
+	}
+	// The binary in the package is the one the version names, and static.
+	bin := filepath.Join(built.root, "usr/bin/conch")
+	out, _, err := run(ctx, nil, bin, "--version")
+	if err != nil || strings.TrimSpace(out) != "conch "+built.version {
+		t.Errorf("conch --version = %q (%v), want conch %s", out, err, built.version)
+	}
+}
+
+// rpm -qip and -qlp show the metadata and files; the config file is %config(noreplace).
+func TestRPMMetadataAndFiles(t *testing.T) {
+	needPackages(t)
+	needTool(t, "rpm", "rpm")
+	ctx := testContext(t, time.Minute)
+	info, _, err := run(ctx, nil, "rpm", "-qip", built.rpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rpm -qip %s:\n%s", filepath.Base(built.rpm), info)
+	for _, re := range []string{
+		`(?m)^Name +: conch$`,
+		`(?m)^Version +: ` + regexp.QuoteMeta(built.version) + `$`,
+		`(?m)^Architecture: x86_64$`,
+		`(?m)^License +: \S+`,
+		`(?m)^URL +: https://github.com/conch-project/conch$`,
+		`(?m)^Summary +: cluster-wide counting semaphore on etcd`,
+	} {
+		if !regexp.MustCompile(re).MatchString(info) {
+			t.Errorf("rpm -qip lacks %s", re)
+		}
+	}
+	list, _, err := run(ctx, nil, "rpm", "-qlp", built.rpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := strings.Fields(list)
+	for _, f := range append(slices.Clone(commonFiles), "/usr/share/zsh/site-functions/_conch") {
+		if !slices.Contains(files, f) {
+			t.Errorf("rpm -qlp lacks %s:\n%s", f, list)
+		}
+	}
+	cfg, _, err := run(ctx, nil, "rpm", "-qp", "--qf", `[%{FILENAMES} %{FILEFLAGS:fflags}\n]`, built.rpm)
+	if err != nil || !strings.Contains(cfg, "/etc/conch/conch.conf cn\n") { // c: config, n: noreplace
+		t.Errorf("/etc/conch/conch.conf is not %%config(noreplace): %s (%v)", cfg, err)
+	}
+	scripts, _, _ := run(ctx, nil, "rpm", "-qp", "--scripts", built.rpm)
+	if strings.TrimSpace(scripts) != "" {
+		t.Errorf("the rpm has scriptlets; none is needed:\n%s", scripts)
+	}
+}
+
+// man -l renders the packaged page without a single groff warning, at two widths.
+func TestManPageRenders(t *testing.T) {
+	needPackages(t)
+	needTool(t, "man", "man-db")
+	ctx := testContext(t, time.Minute)
+	page := filepath.Join(built.root, "usr/share/man/man1/conch.1.gz")
+	for _, width := range []string{"80", "60"} {
+		env := append(os.Environ(), "MANWIDTH="+width, "LC_ALL=C.UTF-8", "MANPAGER=cat", "PAGER=cat")
+		out, stderr, err := run(ctx, env, "man", "--warnings=w", "-l", page)
+		if err != nil {
+			t.Fatalf("man -l: %v", err)
+		}
+		if stderr != "" {
+			t.Errorf("man -l at width %s warns:\n%s", width, stderr)
+		}
+		for _, want := range []string{"NAME", "SYNOPSIS", "OPTIONS", "--max N", "EXIT STATUS", "ENVIRONMENT", "CONCH_ENDPOINTS", "FILES", "/etc/conch/conch.conf", "EXAMPLES", "SEE ALSO"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rendered page (width %s) lacks %q", width, want)
+			}
+		}
+	}
+}
+
+// The bash completion script loads (with bash-completion, as installed) and completes
+// options from conch itself and the command after "--" as a command.
+func TestCompletionBash(t *testing.T) {
+	needPackages(t)
+	needTool(t, "bash", "bash")
+	const lib = "/usr/share/bash-completion/bash_completion"
+	if _, err := os.Stat(lib); err != nil {
+		unavailable(t, "%s not found; install it with: apt-get install --no-install-recommends bash-completion", lib)
+	}
+	ctx := testContext(t, time.Minute)
+	script := `
+source "$LIB" || exit 1
+source "$ROOT/usr/share/bash-completion/completions/conch" || exit 1
+complete -p conch || exit 1
+t() {
+	COMP_LINE=$1 COMP_POINT=${#1}
+	read -ra COMP_WORDS <<<"$1"
+	[[ $1 == *" " ]] && COMP_WORDS+=("")
+	COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+	COMPREPLY=()
+	_conch
+	echo "$1=>${COMPREPLY[*]}"
+}
+t "conch se"
+t "conch sema jobs --max 2 --ki"
+t "conch sema jobs --r"
+t "conch sema jobs --max 2 -- bas"
+`
+	env := append(os.Environ(), "LIB="+lib, "ROOT="+built.root, "PATH="+filepath.Join(built.root, "usr/bin")+":"+os.Getenv("PATH"))
+	out, stderr, err := run(ctx, env, "bash", "--norc", "--noprofile", "-c", script)
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	t.Logf("bash completion:\n%s%s", out, stderr)
+	for _, want := range []string{
+		"complete -o default -F _conch conch\n",
+		"conch se=>sema\n",
+		"conch sema jobs --max 2 --ki=>--kill-after\n",
+		"conch sema jobs --r=>--runtime-max\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bash completion output lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`conch sema jobs --max 2 -- bas=>.*\bbash\b`).MatchString(out) {
+		t.Errorf("after --, bash did not complete a command name (bash):\n%s", out)
+	}
+}
+
+// The zsh completion function loads through compinit from its installed directory,
+// registers for conch, and turns conch's answers into described candidates (zsh's
+// _describe and _files are replaced by stubs that print what they were given).
+func TestCompletionZsh(t *testing.T) {
+	needPackages(t)
+	needTool(t, "zsh", "zsh")
+	ctx := testContext(t, time.Minute)
+	script := `
+fpath=($ROOT/usr/share/zsh/vendor-completions $fpath)
+autoload -Uz compinit && compinit -u -d $DUMP
+print -r -- "registered: $_comps[conch]"
+autoload -Uz +X _conch
+_describe() { print -rl -- "${(@P)${@[-1]}}" }
+_files() { print -r -- "(files)" }
+_normal() { print -r -- "(command line: $words)" }
+words=(conch sema --w); CURRENT=3; _conch
+words=(conch s); CURRENT=2; _conch
+words=(conch sema jobs --cacert /et); CURRENT=5; _conch
+words=(conch sema jobs --max 1 -- ls -l); CURRENT=8; _conch
+`
+	env := append(os.Environ(), "ROOT="+built.root, "DUMP="+filepath.Join(t.TempDir(), "zcompdump"),
+		"PATH="+filepath.Join(built.root, "usr/bin")+":"+os.Getenv("PATH"))
+	out, stderr, err := run(ctx, env, "zsh", "-f", "-c", script)
+	if err != nil {
+		t.Fatalf("zsh: %v\n%s", err, out)
+	}
+	t.Logf("zsh completion:\n%s%s", out, stderr)
+	for _, want := range []string{
+		"registered: _conch\n",
+		"--wait:give up after waiting D for a slot",
+		"--who:list holders and waiters",
+		"\nsema\n",
+		"(files)\n",
+		"(command line: ls -l)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("zsh completion output lacks %q", want)
+		}
+	}
+	if stderr != "" {
+		t.Errorf("zsh wrote to stderr: %s", stderr)
+	}
+}
