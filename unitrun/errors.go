@@ -2,8 +2,9 @@ package unitrun
 
 import "errors"
 
-// Sentinel errors of the package. Functions wrap them with %w together with the command or unit
-// name; callers test them with errors.Is, never by their text.
+// Sentinel errors of the package, for direct mode, the guardian (D3, D7) and scope mode (D8).
+// Functions wrap them with %w together with the command, unit or property name; callers test
+// them with errors.Is, never by their text.
 var (
 	// ErrNotFound means the command does not exist: not found in $PATH, or the path names
 	// nothing. The caller exits 127 (shell convention, D3).
@@ -16,6 +17,50 @@ var (
 
 	// ErrGuardian means the guardian process (D7) could not be started, broke its protocol or
 	// died before reporting how the command ended. Run then falls back to killing the command's
-	// process group itself; descendants that left that group may be out of its reach.
+	// process group itself (direct mode) or to stopping the scope (scope mode); in direct mode
+	// descendants that left that group may be out of its reach.
 	ErrGuardian = errors.New("guardian failed")
+
+	// ErrScopeFailed means Run in scope mode could not create the transient scope or move the
+	// guardian into it; the command never started. The chain also holds StartScope's error
+	// (ErrUnitExists, ErrAccessDenied, ErrBusUnavailable, ErrJobFailed, ErrNotInScope...).
+	// D3: with --scope=always the caller releases the slot and exits 69; with --scope=auto it
+	// warns and runs the command in direct mode.
+	ErrScopeFailed = errors.New("cannot run the command in a systemd scope")
+
+	// ErrBadProperty means a -p NAME=VALUE assignment names no property that a scope accepts
+	// (systemd.scope(5), systemd.resource-control(5), systemd.kill(5)) or has a value that
+	// property does not take, or --slice names no valid slice. It is found before any etcd
+	// call; the caller exits 64 (D8).
+	ErrBadProperty = errors.New("bad scope property")
+
+	// ErrNoSystemd means systemd is not the init system here (/run/systemd/system is
+	// missing): --scope=auto runs in direct mode, --scope=always exits 69 (D8).
+	ErrNoSystemd = errors.New("systemd is not running")
+
+	// ErrBusUnavailable means neither the system bus (as root) nor the user manager's bus
+	// (otherwise) answered (D8).
+	ErrBusUnavailable = errors.New("systemd bus unavailable")
+
+	// ErrUnitExists is systemd's org.freedesktop.systemd1.UnitExists: a unit of that name is
+	// already loaded.
+	ErrUnitExists = errors.New("unit already exists")
+
+	// ErrNoSuchUnit is systemd's org.freedesktop.systemd1.NoSuchUnit: no unit of that name.
+	ErrNoSuchUnit = errors.New("no such unit")
+
+	// ErrAccessDenied is D-Bus's AccessDenied (or InteractiveAuthorizationRequired): the
+	// caller may not manage that unit on that bus.
+	ErrAccessDenied = errors.New("access denied")
+
+	// ErrJobFailed means systemd ran the start or stop job of a scope but its result was not
+	// "done" (e.g. "failed", "canceled", "timeout", "dependency").
+	ErrJobFailed = errors.New("systemd job did not succeed")
+
+	// ErrNotInScope means a process that StartScope was to move into the scope is not in the
+	// scope's cgroup once the start job is done (it may have exited).
+	ErrNotInScope = errors.New("process not in the scope's cgroup")
+
+	// ErrNotInService means the process does not run in a systemd service (Placement.Service).
+	ErrNotInService = errors.New("not running in a systemd service")
 )
