@@ -62,7 +62,11 @@ func TestRandomizedRecipe(t *testing.T) {
 			logs[i][j] = lg
 			cc := srv.Client(t)
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+j)))
-			s := newSem(t, cc, fmt.Sprintf("rnd%d", i), n, Options{})
+			s := newSem(t, cc, fmt.Sprintf("rnd%d", i), n, Options{TTL: DefaultTTL, OnEvent: func(e Event) {
+				if e.Kind == Reentering {
+					lg.reentered++
+				}
+			}})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -74,7 +78,7 @@ func TestRandomizedRecipe(t *testing.T) {
 	for i, n := range caps {
 		var all []interval
 		acquiredAt := map[string]time.Time{}
-		var acq, gaveUp int
+		var acq, gaveUp, reentered int
 		for _, lg := range logs[i] {
 			if lg.err != nil {
 				t.Fatalf("rnd%d: contender failed: %v", i, lg.err)
@@ -82,6 +86,7 @@ func TestRandomizedRecipe(t *testing.T) {
 			all = append(all, lg.held...)
 			acq += len(lg.held)
 			gaveUp += lg.gaveUp
+			reentered += lg.reentered
 			for _, h := range lg.held {
 				acquiredAt[h.key] = h.start
 			}
@@ -95,7 +100,7 @@ func TestRandomizedRecipe(t *testing.T) {
 		for _, m := range deadlineMiss {
 			t.Errorf("rnd%d[%d]: %s", i, n, m)
 		}
-		t.Logf("rnd%d[%d]: %d acquisitions, %d give-ups, %d history events", i, n, acq, gaveUp, len(evs))
+		t.Logf("rnd%d[%d]: %d acquisitions, %d give-ups, %d re-entries, %d history events", i, n, acq, gaveUp, reentered, len(evs))
 		if acq < 20 {
 			t.Errorf("rnd%d: only %d acquisitions: the run proves little", i, acq)
 		}
@@ -123,9 +128,10 @@ type interval struct {
 }
 
 type holdLog struct {
-	held   []interval
-	gaveUp int
-	err    error
+	held      []interval
+	gaveUp    int
+	reentered int // lost sessions (a loaded machine can starve keep-alives)
+	err       error
 }
 
 func contend(s *Semaphore, rng *rand.Rand, stopAt time.Time, lg *holdLog) {

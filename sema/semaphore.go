@@ -104,6 +104,19 @@ func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, er
 	return &Semaphore{c: c, name: name, max: max, prefix: Prefix(name, max), opts: opts}, nil
 }
 
+// waitEnded classifies a wait that ran out while we held no key (re-entering
+// after a lost session): ErrTimeout if etcd answers a probe now, else
+// ErrUnavailable (D3: 75 vs 69). The probe gets a fresh context bounded by
+// min(ConnectTimeout, 2 s).
+func (s *Semaphore) waitEnded(ctx context.Context, cause error) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(s.opts.ConnectTimeout, 2*time.Second))
+	defer cancel()
+	if _, err := s.c.Get(pctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, cause)
+	}
+	return fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
+}
+
 // Name returns the semaphore's name; Max its capacity.
 func (s *Semaphore) Name() string { return s.name }
 
@@ -132,11 +145,11 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		l, err := grantLease(gctx, s.c, s.opts.TTL)
 		cancel()
 		if err != nil {
-			if first || ctx.Err() != nil {
+			if first {
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
 			}
-			if !sleepCtx(ctx, backoff) {
-				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
+			if ctx.Err() != nil || !sleepCtx(ctx, backoff) {
+				return nil, s.waitEnded(ctx, err)
 			}
 			backoff = min(2*backoff, retryMax)
 			continue
@@ -162,7 +175,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 			backoff = retryMin
 		default: // etcd errors while queued: retry
 			if !sleepCtx(ctx, backoff) {
-				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
+				return nil, s.waitEnded(ctx, err)
 			}
 			backoff = min(2*backoff, retryMax)
 		}
