@@ -11,13 +11,14 @@ import (
 
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
+	"golang.org/x/sys/unix"
 )
 
 // errSignal is the cancellation cause when conch gets SIGTERM, SIGINT or
 // SIGHUP: it stops the child, releases, then re-raises (D3, D7).
 type errSignal struct{ sig syscall.Signal }
 
-func (e errSignal) Error() string { return "received " + e.sig.String() }
+func (e errSignal) Error() string { return "received " + unix.SignalName(e.sig) }
 
 // acquire is the main job: wait for a slot, run the command while the slot
 // is safely held, release. It returns the exit status (D3) or the signal to
@@ -70,7 +71,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 	cancelWait()
 	if err != nil {
 		if sig := signalled(); sig != 0 {
-			rep.errorf(stateTimeout, "%v while waiting: left the queue", sig)
+			rep.errorf(stateTimeout, "%s while waiting: left the queue", unix.SignalName(sig))
 			return 0, sig
 		}
 		switch {
@@ -131,7 +132,7 @@ func (c *semaCmd) outcome(rep *reporter, res unitrun.Result, runErr error, lost 
 		}
 		return exitUnavailable, 0
 	case sig != 0 && res.Stopped:
-		rep.errorf(stateReleased, "%v: stopped the child and released the slot", sig)
+		rep.errorf(stateReleased, "%s: stopped the child and released the slot", unix.SignalName(sig))
 		return 0, sig
 	case lost && res.Stopped:
 		rep.errorf(stateLost, "slot lost while the child ran (%v): child stopped", lostCause)
