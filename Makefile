@@ -37,6 +37,15 @@ man: build
 package:
 	VERSION=$(VERSION) scripts/package.sh dist
 
+# Benchmarks (issue 5): conch against etcdctl lock on a throw-away etcd with /metrics; prints
+# one table and writes docs/benchmarks.md. BENCHFLAGS=-quick reruns with fewer repetitions;
+# `bin/bench -h` lists the other knobs (-only, -alt for an A/B of a patched conch, -perf4).
+.PHONY: bench
+bench: build etcd
+	$(GO) build -o bin/bench ./bench
+	$(GO) build -o bin/bench-stamp ./bench/stamp
+	bin/bench $(BENCHFLAGS)
+
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet ./...
