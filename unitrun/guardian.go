@@ -22,16 +22,24 @@ const GuardianArg = "__conch-guardian"
 // be called in any other situation.
 //
 // It makes itself a child subreaper, reads the spec from the control pipe, reports ready and
-// waits for "go" (so that Spec.BeforeStart can run first). It then starts the command in a
+// waits for "go" (so that scope mode can move it into its scope and Spec.BeforeStart can run
+// first). It then starts the command in a
 // process group of its own, in the terminal's foreground if asked (D5), and supervises it:
 // on SIGTERM (also its parent-death signal), "stop" or EOF of the control pipe (conch died) it
 // sends the stop signal, then SIGCONT, to the command's process group and to every descendant
 // (reparented ones included), waits up to the kill-after grace, then SIGKILLs every descendant
 // left, walking /proc again until none is.
 // When the command exits on its own, whatever it left running is stopped the same way (D7:
-// nothing runs on without a slot). It reports the command's status only once every descendant
-// is gone and reaped, then returns 0. SIGINT and SIGHUP are caught and dropped: the terminal's
-// Ctrl-C is for the command's group, and conch decides about the rest (D3, D7).
+// nothing runs on without a slot). It reports the command's status as soon as it is reaped,
+// and again once every descendant is gone and reaped, then returns 0. SIGINT and SIGHUP are
+// caught and dropped: the terminal's Ctrl-C is for the command's group, and conch decides about
+// the rest (D3, D7).
+//
+// In scope mode (D8) it also catches the scope's stop signal: systemd stopping the scope
+// signals every process in it, the guardian included, which then reports the stop, stops the
+// tree as above and outlives the command to report its status (unless systemd's SIGKILL at the
+// end of TimeoutStopSec ends it too). When conch dies it asks systemd to stop its own scope
+// over D-Bus (D7), besides stopping the tree itself.
 //
 // It returns 0 after a normal run, an abort or an exec failure (all reported on the status
 // pipe), 1 when it cannot work (reported as an error event: Run returns ErrGuardian) and 2
@@ -41,6 +49,7 @@ func GuardianMain() int {
 	// Caught, not ignored: an ignored disposition would be inherited by the command.
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
+	parent := os.Getppid()
 	ctl, status, ok := guardianPipes()
 	if !ok {
 		return 2
@@ -55,6 +64,13 @@ func GuardianMain() int {
 	if err != nil {
 		out.send(guardianEvent{Event: evError, Msg: err.Error()})
 		return 1
+	}
+	if spec.Scope != nil {
+		// systemd stops the scope with its KillSignal, which reaches the guardian too: catch
+		// it, so that the guardian outlives the command and reports its status (D8).
+		if sig := syscall.Signal(spec.StopSignal); catchable(sig) {
+			signal.Notify(sigs, sig)
+		}
 	}
 	out.send(guardianEvent{Event: evReady})
 
@@ -77,11 +93,19 @@ func GuardianMain() int {
 		cmdPID:    pid,
 		stopSig:   syscall.Signal(spec.StopSignal),
 		killAfter: spec.KillAfter,
+		out:       out,
+		scope:     spec.Scope,
+		parent:    parent,
 	}
 	ws, stopped := sup.run(sigs, control)
 	code, sig := shellStatus(ws)
 	out.send(guardianEvent{Event: evExited, Status: code, Signal: int(sig), Stopped: stopped})
 	return 0
+}
+
+// catchable reports whether the guardian may install a handler for sig.
+func catchable(sig syscall.Signal) bool {
+	return sig > 0 && sig != syscall.SIGKILL && sig != syscall.SIGSTOP
 }
 
 // guardianPipes opens the control and status pipes inherited from Run. It marks every

@@ -18,12 +18,12 @@ type guardianProc struct {
 }
 
 // startGuardian starts the guardian (D7) with the control and status pipes and sends it the
-// spec. The guardian is forked by a goroutine locked to its OS thread that stays in
+// spec, and in scope mode the scope it is to live in (D8). The guardian is forked by a goroutine locked to its OS thread that stays in
 // wait4 until the guardian exits: Linux delivers the parent-death signal (SIGTERM) when the
 // forking thread ends, so that thread must outlive the guardian, and it does unless the whole
 // process dies, which is exactly when the signal should fire. That goroutine and the status
 // reader both end when the guardian exits; close waits for them.
-func startGuardian(spec Spec, foreground bool) (*guardianProc, error) {
+func startGuardian(spec Spec, foreground bool, scope *wireScope) (*guardianProc, error) {
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot create control pipe: %v", ErrGuardian, err)
@@ -80,6 +80,7 @@ func startGuardian(spec Spec, foreground bool) (*guardianProc, error) {
 		StopSignal: int(spec.StopSignal),
 		KillAfter:  spec.KillAfter,
 		Foreground: foreground,
+		Scope:      scope,
 	})
 	if err == nil {
 		_, err = g.ctl.Write(append(line, '\n'))

@@ -14,8 +14,12 @@ import (
 //   - the control pipe (conch -> guardian, fd ctlFD): one JSON line with the wireSpec, then
 //     one word per line: ctlGo, ctlStop or ctlAbort. EOF means conch died: stop.
 //   - the status pipe (guardian -> conch, fd statusFD): JSON lines of guardianEvent, in the
-//     order evReady, then evStarted or evExecError, then evExited; evError on a protocol
-//     failure. EOF means the guardian exited.
+//     order evReady, then evStarted or evExecError, then evCmdExited as soon as the command
+//     is reaped, then evExited once its whole tree is gone; evStopSignal (scope mode) when the
+//     guardian gets the scope's stop signal from systemd; evError on a protocol failure. EOF
+//     means the guardian exited. In scope mode the guardian may be SIGKILLed by systemd at the
+//     end of the scope's stop timeout before it sends evExited: evCmdExited is sent early so
+//     that the command's status is known then too.
 //
 // Both ends are the same binary image (Spec.Guardian defaults to /proc/self/exe), so the
 // format needs no versioning.
@@ -27,11 +31,13 @@ const (
 	ctlStop  = "stop"  // stop the command and its descendants (stop signal, grace, SIGKILL)
 	ctlAbort = "abort" // exit without starting the command (BeforeStart failed)
 
-	evReady     = "ready"      // spec read, subreaper set; waiting for ctlGo
-	evStarted   = "started"    // command running: PID
-	evExecError = "exec-error" // command could not be started: Status 126/127, Msg
-	evExited    = "exited"     // command and all its descendants are gone: Status, Signal, Stopped
-	evError     = "error"      // the guardian cannot go on: Msg
+	evReady      = "ready"          // spec read, subreaper set; waiting for ctlGo
+	evStarted    = "started"        // command running: PID
+	evExecError  = "exec-error"     // command could not be started: Status 126/127, Msg
+	evCmdExited  = "command-exited" // command reaped (descendants may remain): Status, Signal, Stopped
+	evStopSignal = "stop-signal"    // scope mode: systemd is stopping the scope (not asked by conch)
+	evExited     = "exited"         // command and all its descendants are gone: Status, Signal, Stopped
+	evError      = "error"          // the guardian cannot go on: Msg
 )
 
 // wireSpec is the part of Spec the guardian needs.
@@ -45,6 +51,23 @@ type wireSpec struct {
 	// Foreground asks for the command's process group to become the foreground group of the
 	// terminal on the guardian's stdin (D5).
 	Foreground bool `json:"foreground,omitempty"`
+	// Scope is set in scope mode (D8): the guardian then lives in that scope, survives the
+	// scope's stop signal until the command's tree is gone, and stops the scope itself when
+	// conch dies (D7).
+	Scope *wireScope `json:"scope,omitempty"`
+}
+
+// wireScope tells the guardian which scope it runs in and how to reach the manager owning it
+// (the guardian's environment is empty, so it cannot find the user manager on its own).
+type wireScope struct {
+	Unit  string        `json:"unit"`
+	Addrs []wireAddress `json:"addrs"`
+}
+
+// wireAddress is a managerAddress on the wire.
+type wireAddress struct {
+	Addr  string `json:"addr"`
+	Hello bool   `json:"hello,omitempty"`
 }
 
 // guardianEvent is one line on the status pipe.

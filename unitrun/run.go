@@ -53,23 +53,49 @@ const fallbackPollInterval = 50 * time.Millisecond
 // escalation), returns Result.Started with ExitStatus -1 (unknown), and descendants that left
 // the group may survive. Any other error of the command is in Result, not in the error.
 //
+// Scope mode (Spec.Scope, D8): once the guardian is ready, Run creates the transient scope
+// with the guardian in it (ScopeSpec; in the caller's service's slice, bound to that service
+// and with its limits when the caller runs in one) and only then lets it start the command, so
+// the command is in the scope from its first instruction. Stopping (ctx, RuntimeMax) is
+// StopScope: systemd sends the scope's KillSignal to every process in it and SIGKILL after
+// TimeoutStopSec (KillAfter); the guardian survives the stop signal to report the command's
+// status, and stops the scope itself if the caller dies (D7). Run returns once the scope is
+// gone, also after the command exited on its own. A scope that cannot be created gives an error
+// wrapping ErrScopeFailed with Result.Started false (D3: the caller exits 69 or retries in
+// direct mode); when ctx ends meanwhile, the error wraps its cause instead. When systemd stops
+// the scope on its own (the caller's service stopping, an operator), the result is the
+// command's status, with neither Stopped nor RuntimeExceeded set unless RuntimeMax had passed.
+//
 // Run starts two goroutines per call, the guardian's locked forking thread (it waits for the
-// guardian) and the status-pipe reader; both have ended when Run returns. Concurrent calls are
-// allowed, but only one at a time should own the terminal.
+// guardian) and the status-pipe reader, and in scope mode one more for StopScope; all have
+// ended when Run returns. Concurrent calls are allowed, but only one at a time should own the
+// terminal.
 func Run(ctx context.Context, spec Spec) (Result, error) {
 	if spec.Path == "" {
 		return Result{ExitStatus: statusNotFound}, fmt.Errorf("%w: empty path", ErrNotFound)
 	}
-	spec = spec.withDefaults()
+	if spec.Scope != nil && (spec.Scope.Conn == nil || spec.Scope.Name == "") {
+		return Result{}, fmt.Errorf("%s: not started: %w: no connection or no unit name", spec.Path, ErrScopeFailed)
+	}
+	spec = spec.withScope().withDefaults()
 	if ctx.Err() != nil {
 		return Result{}, notStarted(spec.Path, context.Cause(ctx))
 	}
+	r := &runner{spec: spec}
+	var scope *wireScope
+	if spec.Scope != nil {
+		r.scope = &scopeRun{ScopeSpec: *spec.Scope, killAfter: spec.KillAfter}
+		if r.scope.Timeout <= 0 {
+			r.scope.Timeout = DefaultScopeTimeout
+		}
+		scope = r.scope.wire()
+	}
 	fg := inForeground(spec.Stdin)
-	g, err := startGuardian(spec, fg)
+	g, err := startGuardian(spec, fg, scope)
 	if err != nil {
 		return Result{}, err
 	}
-	r := &runner{spec: spec, g: g}
+	r.g = g
 	res, err := r.run(ctx)
 	if fg {
 		// Also after an exec failure: the child took the terminal before its execve failed.
@@ -80,31 +106,51 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 
 // runner is the caller's side of one Run.
 type runner struct {
-	spec Spec
-	g    *guardianProc
+	spec  Spec
+	g     *guardianProc
+	scope *scopeRun // nil in direct mode
 }
 
-// run drives the guardian from "ready" to its exit and always waits for that exit.
+// supervision is what Run learned from the guardian's events.
+type supervision struct {
+	res            Result
+	pid            int        // the command's PID once started
+	reason         stopReason // why Run asked for a stop; the first reason wins
+	exited         bool       // evExited: the command's whole tree is gone
+	cmdExited      bool       // evCmdExited: the command itself was reaped
+	cmdExitedFirst bool       // ... before Run asked for a stop
+	cmdEndedAt     time.Time
+	external       bool // evStopSignal: systemd stopped the scope on its own
+	err            error
+}
+
+// run drives the guardian from "ready" to its exit and always waits for that exit (and, in
+// scope mode, for the scope to be gone).
 func (r *runner) run(ctx context.Context) (Result, error) {
 	if err := r.awaitReady(ctx); err != nil {
 		_ = r.g.close()
 		return Result{}, err
 	}
+	if r.scope != nil {
+		if err := r.scope.start(ctx, r.spec, r.g.pid); err != nil {
+			return Result{}, r.abort(err)
+		}
+	}
 	if r.spec.BeforeStart != nil {
 		if err := r.spec.BeforeStart(r.g.pid); err != nil {
-			_ = r.g.send(ctlAbort)
-			_ = r.g.close()
-			return Result{}, fmt.Errorf("%s: not started: before-start hook failed: %w", r.spec.Path, err)
+			return Result{}, r.abort(fmt.Errorf("%s: not started: before-start hook failed: %w", r.spec.Path, err))
 		}
 	}
 	if ctx.Err() != nil {
-		_ = r.g.send(ctlAbort)
-		_ = r.g.close()
-		return Result{}, notStarted(r.spec.Path, context.Cause(ctx))
+		return Result{}, r.abort(notStarted(r.spec.Path, context.Cause(ctx)))
 	}
 	_ = r.g.send(ctlGo) // a dead guardian shows up as EOF below
-	res, started, err := r.supervise(ctx)
+	st := r.supervise(ctx)
+	res, started, err := r.finish(st)
 	werr := r.g.close()
+	if r.scope != nil {
+		return r.scopeOutcome(st, err, werr, r.scope.awaitGone())
+	}
 	if err == nil || !errors.Is(err, ErrGuardian) {
 		return res, err
 	}
@@ -115,6 +161,17 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		err = fmt.Errorf("%w (guardian: %v)", err, werr)
 	}
 	return res, err
+}
+
+// abort tells the guardian to exit without starting the command, waits for it and, in scope
+// mode, for the scope (which then only held the guardian) to be gone. It returns err.
+func (r *runner) abort(err error) error {
+	_ = r.g.send(ctlAbort)
+	_ = r.g.close()
+	if r.scope != nil {
+		_ = r.scope.awaitGone()
+	}
+	return err
 }
 
 // awaitReady waits for the guardian's ready event. Cancelling ctx makes it return the cause.
@@ -135,22 +192,23 @@ func (r *runner) awaitReady(ctx context.Context) error {
 }
 
 // supervise consumes the guardian's events until it exits, turning ctx's end and RuntimeMax
-// into a stop request. It returns the result, the command's PID if it started (0 otherwise),
-// and an error for an exec failure or a guardian that died or misbehaved.
-func (r *runner) supervise(ctx context.Context) (Result, int, error) {
+// into a stop request: "stop" to the guardian, and in scope mode StopScope as well (systemd
+// then signals the whole scope, SIGKILL after TimeoutStopSec; the guardian's own escalation
+// is the fallback should the bus fail). In scope mode RuntimeMax counts from the scope's
+// start, like systemd's RuntimeMaxSec, which backs it up.
+func (r *runner) supervise(ctx context.Context) *supervision {
+	st := &supervision{res: Result{ExitStatus: -1}}
 	var (
-		res      = Result{ExitStatus: -1}
-		pid      int
-		reason   stopReason
-		exited   bool
-		err      error
 		done     = ctx.Done()
 		runtimeC <-chan time.Time
 	)
 	requestStop := func(why stopReason) {
-		if reason == notStopping {
-			reason = why
+		if st.reason == notStopping {
+			st.reason = why
 			_ = r.g.send(ctlStop)
+			if r.scope != nil {
+				r.scope.stop()
+			}
 		}
 	}
 	for {
@@ -163,47 +221,61 @@ func (r *runner) supervise(ctx context.Context) (Result, int, error) {
 			requestStop(stopByRuntimeMax)
 		case ev, ok := <-r.g.events:
 			if !ok {
-				return r.finish(res, pid, exited, err)
+				return st
 			}
 			switch ev.Event {
 			case evStarted:
-				pid, res.Started = ev.PID, true
+				st.pid, st.res.Started = ev.PID, true
 				if r.spec.RuntimeMax > 0 {
-					t := time.NewTimer(r.spec.RuntimeMax)
+					from := time.Now()
+					if r.scope != nil {
+						from = r.scope.started
+					}
+					t := time.NewTimer(r.spec.RuntimeMax - time.Since(from))
 					defer t.Stop()
 					runtimeC = t.C
 				}
 				if r.spec.Started != nil {
-					r.spec.Started(pid)
+					r.spec.Started(st.pid)
 				}
 			case evExecError:
-				res.ExitStatus = ev.Status
-				err = startFailureError(r.spec.Path, ev.Status, ev.Msg)
+				st.res.ExitStatus = ev.Status
+				st.err = startFailureError(r.spec.Path, ev.Status, ev.Msg)
+			case evCmdExited:
+				if r.scope != nil && !st.cmdExited {
+					st.cmdExited, st.cmdExitedFirst, st.cmdEndedAt = true, st.reason == notStopping, time.Now()
+					st.res.ExitStatus, st.res.Signal = ev.Status, syscall.Signal(ev.Signal)
+				}
+			case evStopSignal:
+				st.external = true
 			case evExited:
-				exited = true
-				res.ExitStatus, res.Signal = ev.Status, syscall.Signal(ev.Signal)
-				res.Stopped = ev.Stopped && reason == stopByContext
-				res.RuntimeExceeded = ev.Stopped && reason == stopByRuntimeMax
+				st.exited = true
+				st.res.ExitStatus, st.res.Signal = ev.Status, syscall.Signal(ev.Signal)
+				st.res.Stopped = ev.Stopped && st.reason == stopByContext
+				st.res.RuntimeExceeded = ev.Stopped && st.reason == stopByRuntimeMax
 			case evError:
-				err = fmt.Errorf("%s: %w: %s", r.spec.Path, ErrGuardian, ev.Msg)
+				st.err = fmt.Errorf("%s: %w: %s", r.spec.Path, ErrGuardian, ev.Msg)
 			}
 		}
 	}
 }
 
-// finish checks, once the guardian has exited, that it reported what it had to.
-func (r *runner) finish(res Result, pid int, exited bool, err error) (Result, int, error) {
+// finish checks, once the guardian has exited, that it reported what it had to. It returns
+// the result, the command's PID if it started (0 otherwise), and an error for an exec failure
+// or a guardian that died or misbehaved.
+func (r *runner) finish(st *supervision) (Result, int, error) {
+	err := st.err
 	switch {
 	case err != nil:
-	case pid != 0 && !exited:
-		err = fmt.Errorf("%s: %w: exited while the command (pid %d) ran", r.spec.Path, ErrGuardian, pid)
-	case pid == 0:
+	case st.pid != 0 && !st.exited:
+		err = fmt.Errorf("%s: %w: exited while the command (pid %d) ran", r.spec.Path, ErrGuardian, st.pid)
+	case st.pid == 0:
 		err = fmt.Errorf("%s: %w: exited without starting the command", r.spec.Path, ErrGuardian)
 	}
-	if exited {
+	if st.exited {
 		err = nil // the command ran and its tree is gone: nothing was lost
 	}
-	return res, pid, err
+	return st.res, st.pid, err
 }
 
 // notStarted is the error for a command that was not started because ctx ended.

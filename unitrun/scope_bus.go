@@ -120,18 +120,89 @@ func dialManager(ctx context.Context, a managerAddress) (*sdbus.Conn, error) {
 // the init system (/run/systemd/system exists) and its manager answers on the bus Connect
 // picks within ctx. Otherwise an error wrapping ErrNoSystemd or ErrBusUnavailable.
 func Available(ctx context.Context) error {
-	if _, err := os.Stat(systemdRunDir); err != nil {
-		return fmt.Errorf("%w: %w", ErrNoSystemd, err)
-	}
-	conn, err := Connect(ctx)
+	conn, err := Dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	if _, err := conn.SystemStateContext(ctx); err != nil {
-		return fmt.Errorf("%w: the manager does not answer: %w", ErrBusUnavailable, err)
-	}
+	conn.Close()
 	return nil
+}
+
+// Dial is Available that keeps the connection for ScopeSpec.Conn, so that checking for systemd
+// and running the command in a scope cost one connection (D8): it returns a connection to the
+// manager Connect picks once systemd is known to be the init system and its manager has
+// answered a call within ctx. The caller must Close it. Errors wrap ErrNoSystemd (checked first,
+// without touching any bus) or ErrBusUnavailable.
+func Dial(ctx context.Context) (*sdbus.Conn, error) {
+	if _, err := os.Stat(systemdRunDir); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoSystemd, err)
+	}
+	conn, err := Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.SystemStateContext(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("%w: the manager does not answer: %w", ErrBusUnavailable, err)
+	}
+	return conn, nil
+}
+
+// stopUnitAt asks the manager at the first of addrs that answers to stop unit (mode "replace")
+// and returns once the stop job is enqueued, without waiting for it: the guardian uses it to
+// stop its own scope when conch died (D7), and systemd's stop signal then reaches the guardian
+// too. A unit that is already gone is not an error. It uses one plain godbus connection (no
+// signal subscription) and closes it; ctx bounds everything.
+func stopUnitAt(ctx context.Context, addrs []managerAddress, unit string) error {
+	var errs []error
+	for _, a := range addrs {
+		err := stopUnitOnce(ctx, a, unit)
+		if err == nil || errors.Is(err, ErrNoSuchUnit) {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", a.addr, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("cannot stop %s: %w", unit, errors.Join(errs...))
+}
+
+func stopUnitOnce(ctx context.Context, a managerAddress, unit string) error {
+	c, err := dbus.Dial(a.addr, dbus.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+		return err
+	}
+	if a.hello {
+		if err := c.Hello(); err != nil {
+			return err
+		}
+	}
+	obj := c.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
+	var job dbus.ObjectPath
+	err = obj.CallWithContext(ctx, "org.freedesktop.systemd1.Manager.StopUnit", 0, unit, "replace").Store(&job)
+	return dbusError(err)
+}
+
+// wireAddresses and addressesOf carry managerAddresses to the guardian (wireScope).
+func wireAddresses(addrs []managerAddress) []wireAddress {
+	out := make([]wireAddress, len(addrs))
+	for i, a := range addrs {
+		out[i] = wireAddress{Addr: a.addr, Hello: a.hello}
+	}
+	return out
+}
+
+func addressesOf(w []wireAddress) []managerAddress {
+	out := make([]managerAddress, len(w))
+	for i, a := range w {
+		out[i] = managerAddress{addr: a.Addr, hello: a.Hello}
+	}
+	return out
 }
 
 // dbusError maps the D-Bus errors scope mode meets to this package's sentinels, keeping the

@@ -34,22 +34,29 @@ type Spec struct {
 	// process group is made the foreground group while it runs and the terminal is handed back
 	// to the caller's group afterwards (D5).
 	Stdin, Stdout, Stderr *os.File
-	// StopSignal is sent first to stop the command: SIGTERM if zero (KillSignal in scope mode, D7).
+	// StopSignal is sent first to stop the command: SIGTERM if zero. In scope mode a KillSignal
+	// among Scope.Properties replaces it (D7).
 	StopSignal syscall.Signal
 	// KillAfter is the grace period between StopSignal and SIGKILL; DefaultKillAfter if <= 0.
+	// In scope mode it is the scope's TimeoutStopSec, unless Scope.Properties set that.
 	KillAfter time.Duration
 	// RuntimeMax stops the command once it has run that long and sets Result.RuntimeExceeded
-	// (--runtime-max, exit 124, D7); 0 means unlimited.
+	// (--runtime-max, exit 124, D7); 0 means unlimited. In scope mode it is also the scope's
+	// RuntimeMaxSec and counts from the scope's start; a RuntimeMaxSec among Scope.Properties
+	// replaces it.
 	RuntimeMax time.Duration
 	// Guardian is the argv that re-executes this program as the guardian; Guardian[0] is both
 	// the path executed and argv[0]. Empty means {"/proc/self/exe", GuardianArg}: the very
 	// binary image that is running, even if a package upgrade replaced the file meanwhile, so
 	// both ends always speak the same protocol.
 	Guardian []string
+	// Scope, if set, runs the command in a transient systemd scope (scope mode, D8; see
+	// ScopeSpec); nil means direct mode.
+	Scope *ScopeSpec
 	// BeforeStart, if set, is called with the guardian's PID while the guardian is alive but has
-	// not yet started the command; scope mode uses it to move the guardian into a transient
-	// scope, so the command is inside it before its first instruction (D8). An error makes Run
-	// tell the guardian to abort and return that error wrapped, with Result.Started false.
+	// not yet started the command (in scope mode, once the guardian is in its scope). An error
+	// makes Run tell the guardian to abort and return that error wrapped, with Result.Started
+	// false.
 	BeforeStart func(guardianPID int) error
 	// Started, if set, is called once with the command's PID as soon as it has started (for
 	// READY=1 and logs, D10). It runs on Run's goroutine: it must not block for long.
@@ -68,8 +75,9 @@ type Result struct {
 	Signal syscall.Signal
 	// Stopped is true when Run stopped the still running command because ctx ended.
 	Stopped bool
-	// RuntimeExceeded is true when Run stopped the still running command because it ran
-	// longer than Spec.RuntimeMax (D7: the caller exits 124).
+	// RuntimeExceeded is true when Run (or, in scope mode, systemd's RuntimeMaxSec) stopped the
+	// still running command because it ran longer than Spec.RuntimeMax (D7: the caller exits
+	// 124).
 	RuntimeExceeded bool
 }
 

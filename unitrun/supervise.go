@@ -1,6 +1,7 @@
 package unitrun
 
 import (
+	"context"
 	"errors"
 	"os"
 	"syscall"
@@ -13,12 +14,26 @@ import (
 // the grace period is over (new ones may have been forked during the walk).
 const killRetryInterval = 50 * time.Millisecond
 
+// ownStopTimeout bounds the guardian's own StopUnit call when conch died in scope mode (D7):
+// connect, authenticate and enqueue the stop job. The guardian stops the command's tree by
+// itself meanwhile, so a hung bus delays nothing.
+const ownStopTimeout = 5 * time.Second
+
 // supervisor is the guardian's state after the command started. It runs on the guardian's
 // main goroutine only.
 type supervisor struct {
 	cmdPID    int // also the command's process group ID
 	stopSig   syscall.Signal
 	killAfter time.Duration
+	out       eventWriter
+
+	// Scope mode (D8): the scope the guardian lives in, and conch's PID, to tell systemd's
+	// stop signal from the parent-death signal.
+	scope        *wireScope
+	parent       int
+	orphaned     bool          // conch is gone: the guardian stops its own scope
+	ownStopDone  chan struct{} // closed when the guardian's own StopUnit call has ended
+	externalStop bool          // systemd began stopping the scope; reported once
 
 	reaped     <-chan reapedChild
 	allGone    bool // no child left: the command's tree is gone
@@ -51,13 +66,11 @@ func (s *supervisor) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 	for !s.allGone {
 		select {
 		case sig := <-sigs:
-			if sig == syscall.SIGTERM {
-				s.requestStop()
-			}
+			s.onSignal(sig.(syscall.Signal))
 		case word, ok := <-control:
 			if !ok {
-				control = nil // conch is gone
-				s.requestStop()
+				control = nil
+				s.conchGone()
 			} else if word == ctlStop || word == ctlAbort {
 				s.requestStop()
 			}
@@ -72,7 +85,56 @@ func (s *supervisor) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 			s.killAll()
 		}
 	}
+	if s.ownStopDone != nil {
+		<-s.ownStopDone // bounded by ownStopTimeout
+	}
 	return s.cmdStatus, s.stoppedRun
+}
+
+// onSignal handles a caught signal. In direct mode only SIGTERM (also the parent-death signal)
+// means stop. In scope mode the scope's stop signal also comes from systemd stopping the scope
+// (RuntimeMaxSec, the bound service stopping, systemctl stop): the guardian reports it, stops
+// the command's tree as well, and lives on until that tree is gone so that conch learns the
+// command's status. A signal that arrives after conch died (the guardian was reparented) means
+// conch is gone.
+func (s *supervisor) onSignal(sig syscall.Signal) {
+	if s.scope == nil {
+		if sig == syscall.SIGTERM {
+			s.requestStop()
+		}
+		return
+	}
+	if os.Getppid() != s.parent {
+		s.conchGone()
+		return
+	}
+	if sig != syscall.SIGTERM && sig != s.stopSig {
+		return // SIGINT/SIGHUP from a terminal: the command's group has its own
+	}
+	if !s.externalStop {
+		s.externalStop = true
+		s.out.send(guardianEvent{Event: evStopSignal})
+	}
+	s.requestStop()
+}
+
+// conchGone handles conch's death (EOF of the control pipe, or the parent-death signal): stop
+// the command's tree, and in scope mode ask systemd to stop the guardian's own scope first, so
+// that the scope's stop signal and SIGKILL after its TimeoutStopSec reach every process in it,
+// whatever the guardian sees (D7). The D-Bus call runs on a goroutine of its own, bounded by
+// ownStopTimeout, which run joins.
+func (s *supervisor) conchGone() {
+	if s.scope != nil && !s.orphaned {
+		s.orphaned = true
+		s.ownStopDone = make(chan struct{})
+		go func() {
+			defer close(s.ownStopDone)
+			ctx, cancel := context.WithTimeout(context.Background(), ownStopTimeout)
+			defer cancel()
+			_ = stopUnitAt(ctx, addressesOf(s.scope.Addrs), s.scope.Unit)
+		}()
+	}
+	s.requestStop()
 }
 
 // handleReaped records one reaped child; ok false means none is left.
@@ -83,6 +145,8 @@ func (s *supervisor) handleReaped(c reapedChild, ok bool) {
 	}
 	if c.pid == s.cmdPID {
 		s.cmdReaped, s.cmdStatus = true, c.ws
+		code, sig := shellStatus(c.ws)
+		s.out.send(guardianEvent{Event: evCmdExited, Status: code, Signal: int(sig), Stopped: s.stoppedRun})
 		s.beginStop() // stop whatever the command left running (D7)
 	}
 }

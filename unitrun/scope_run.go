@@ -1,0 +1,233 @@
+package unitrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+)
+
+// Scope mode's timing.
+const (
+	// DefaultScopeTimeout bounds the start of a scope when ScopeSpec.Timeout is 0: reading the
+	// service's limits, StartTransientUnit, its job and the cgroup check. A healthy manager
+	// needs 8-22 ms (TESTING-INFRA.md); systemd's own D-Bus timeout is 25 s.
+	DefaultScopeTimeout = 10 * time.Second
+
+	// scopeStopMargin is added to the grace period (TimeoutStopSec) when Run waits for a
+	// stopped scope to be gone: systemd needs a moment after its SIGKILL to reap and collect.
+	scopeStopMargin = 5 * time.Second
+)
+
+// ScopeSpec asks Run for scope mode (D8): the guardian of D7 is moved into a new transient
+// scope before it starts the command, so the command and everything it starts are in the scope
+// from the command's first instruction, and stopping the command is systemd's job.
+type ScopeSpec struct {
+	// Conn is the connection to the manager that owns the scope (Dial or Connect). Required.
+	// Run only uses it; the caller closes it after Run returns.
+	Conn *sdbus.Conn
+	// Name is the unit name, ScopeName(sema, rev). Required.
+	Name string
+	// Description names the semaphore and the revision (D8).
+	Description string
+	// Slice is --slice; "" means the slice of the service the caller runs in, if any, else the
+	// manager's default.
+	Slice string
+	// Properties are the -p properties (ParseProperties). They are set last and so override
+	// everything else, the limits inherited from the caller's service included (D8). Run also
+	// takes its timing from them: KillSignal is the stop signal (instead of Spec.StopSignal),
+	// TimeoutStopSec the grace period (instead of Spec.KillAfter) and RuntimeMaxSec the
+	// runtime limit (instead of Spec.RuntimeMax; infinity means none).
+	Properties []sdbus.Property
+	// Timeout bounds the start of the scope; DefaultScopeTimeout if <= 0.
+	Timeout time.Duration
+}
+
+// scopeRun is Run's scope-mode state.
+type scopeRun struct {
+	ScopeSpec
+	killAfter time.Duration
+	started   time.Time  // just before StartScope: systemd's RuntimeMaxSec counts from later
+	stopping  chan error // StopScope's result, once a stop was begun; buffered
+}
+
+// withScope returns a copy of s with the stop signal, grace period and runtime limit taken from
+// the scope's -p properties (see ScopeSpec.Properties). It does nothing in direct mode.
+func (s Spec) withScope() Spec {
+	if s.Scope == nil {
+		return s
+	}
+	for _, p := range s.Scope.Properties {
+		switch v := p.Value.Value().(type) {
+		case int32:
+			if p.Name == "KillSignal" {
+				s.StopSignal = syscall.Signal(v)
+			}
+		case uint64:
+			switch p.Name {
+			case "TimeoutStopUSec":
+				s.KillAfter = usecDuration(v)
+			case "RuntimeMaxUSec":
+				s.RuntimeMax = usecDuration(v)
+				if v == infinity {
+					s.RuntimeMax = 0
+				}
+			}
+		}
+	}
+	return s
+}
+
+// usecDuration converts systemd microseconds to a Duration, infinity (or anything too long)
+// to the longest Duration.
+func usecDuration(usec uint64) time.Duration {
+	if usec >= math.MaxInt64/uint64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(usec) * time.Microsecond
+}
+
+// wireScope returns what the guardian needs to know about the scope: its name and how to reach
+// its manager, found as Connect finds it, from the caller's environment.
+func (sc *scopeRun) wire() *wireScope {
+	return &wireScope{Unit: sc.Name, Addrs: wireAddresses(managerAddresses(os.Geteuid(), os.Getenv))}
+}
+
+// start creates the scope with the guardian (pid) in it (D8). When the caller runs in a
+// service, the scope goes into that service's slice (unless Slice is set), gets BindsTo= and
+// After= it and inherits its resource-control settings that are set, then spec.RuntimeMax as
+// RuntimeMaxSec, then the -p properties. ctx and Timeout bound it all. The error wraps
+// ErrScopeFailed, or is ctx's cause when ctx ended (the slot was lost meanwhile).
+func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
+	tctx, cancel := context.WithTimeout(ctx, sc.Timeout)
+	defer cancel()
+	req := ScopeRequest{
+		Name:        sc.Name,
+		Description: sc.Description,
+		PIDs:        []int{pid},
+		Slice:       sc.Slice,
+		KillAfter:   spec.KillAfter,
+	}
+	if place, err := ReadPlacement(0, UserManager()); err == nil {
+		if svc, err := place.Service(); err == nil {
+			inherited, err := InheritedProperties(tctx, sc.Conn, svc)
+			if err != nil {
+				return sc.startError(ctx, spec.Path, err)
+			}
+			req.BindTo, req.Properties = svc, inherited
+			if req.Slice == "" {
+				req.Slice = place.Slice
+			}
+		}
+	}
+	if spec.RuntimeMax > 0 {
+		req.Properties = append(req.Properties, prop("RuntimeMaxUSec", uint64(spec.RuntimeMax.Microseconds())))
+	}
+	req.Properties = append(req.Properties, sc.Properties...)
+	sc.started = time.Now()
+	if err := StartScope(tctx, sc.Conn, req); err != nil {
+		return sc.startError(ctx, spec.Path, err)
+	}
+	return nil
+}
+
+func (sc *scopeRun) startError(ctx context.Context, path string, err error) error {
+	if ctx.Err() != nil {
+		return notStarted(path, context.Cause(ctx))
+	}
+	return fmt.Errorf("%s: not started: %w: %w", path, ErrScopeFailed, err)
+}
+
+// stop begins stopping the scope on a goroutine of its own (StopScope: systemd's stop signal
+// to every process in it, SIGKILL after TimeoutStopSec, then wait until it is gone), once;
+// awaitGone receives the result.
+func (sc *scopeRun) stop() {
+	if sc.stopping != nil {
+		return
+	}
+	sc.stopping = make(chan error, 1)
+	go func() {
+		sc.stopping <- sc.stopNow()
+	}()
+}
+
+// stopNow stops the scope and waits until it is gone, bounded by the grace period plus
+// scopeStopMargin (a fresh context: the caller's has usually ended, STYLE 6).
+func (sc *scopeRun) stopNow() error {
+	wait := sc.killAfter + scopeStopMargin
+	if wait < sc.killAfter { // overflow: TimeoutStopSec=infinity
+		wait = math.MaxInt64
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return StopScope(ctx, sc.Conn, sc.Name)
+}
+
+// awaitGone returns once the scope is gone, or why that cannot be confirmed: it waits for the
+// stop begun by stop, or, when none was, stops the scope now. Stopping a scope that emptied
+// when the command's tree ended, or that systemd already collected, takes one round trip.
+func (sc *scopeRun) awaitGone() error {
+	if sc.stopping == nil {
+		return sc.stopNow()
+	}
+	return <-sc.stopping
+}
+
+// scopeOutcome completes a scope-mode Result once the guardian has exited and the scope is gone
+// (goneErr nil) or could not be confirmed gone. base and baseErr are what finish made of the
+// guardian's reports, as in direct mode; guardianErr is the guardian's wait result.
+//
+// The command's tree is gone when the guardian said so (evExited) or when the scope is gone.
+// A guardian that ended without evExited is expected when the scope was being stopped (by Run,
+// or by systemd on its own: evStopSignal, or the guardian's death by SIGKILL, which only the
+// end of the scope's TimeoutStopSec or KillSignal=SIGKILL deliver): the command then died with
+// the scope, of SIGKILL if the guardian could not report its status.
+//
+// Stopped and RuntimeExceeded are set when Run asked for the stop before the command exited;
+// RuntimeExceeded also when systemd stopped the scope on its own at or after RuntimeMax from
+// the scope's start (its RuntimeMaxSec fired before Run's own timer).
+func (r *runner) scopeOutcome(st *supervision, baseErr, guardianErr, goneErr error) (Result, error) {
+	res := st.res
+	if st.pid == 0 {
+		return res, baseErr
+	}
+	expected := st.reason != notStopping || st.external || killedBy(guardianErr, syscall.SIGKILL)
+	if !st.exited && !st.cmdExited {
+		if expected && goneErr == nil {
+			res.ExitStatus, res.Signal = 128+int(syscall.SIGKILL), syscall.SIGKILL
+		}
+		st.cmdEndedAt = time.Now()
+	}
+	stoppedByUs := st.reason != notStopping && !st.cmdExitedFirst
+	res.Stopped = stoppedByUs && st.reason == stopByContext
+	res.RuntimeExceeded = stoppedByUs && st.reason == stopByRuntimeMax
+	if !res.RuntimeExceeded && r.spec.RuntimeMax > 0 && st.reason != stopByContext &&
+		(st.external || res.Signal != 0) && st.cmdEndedAt.Sub(r.scope.started) >= r.spec.RuntimeMax {
+		res.RuntimeExceeded = true
+	}
+	switch {
+	case st.exited:
+		return res, nil
+	case goneErr != nil:
+		return res, fmt.Errorf("%w; scope %s could not be stopped: %v", baseErr, r.scope.Name, goneErr)
+	case expected:
+		return res, nil // the scope, and with it the command's tree, is gone
+	}
+	return res, fmt.Errorf("%w; scope %s stopped", baseErr, r.scope.Name)
+}
+
+// killedBy reports whether err is a process's wait error saying it died of sig.
+func killedBy(err error, sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
