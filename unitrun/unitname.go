@@ -3,6 +3,7 @@ package unitrun
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -79,4 +80,19 @@ func knownUnitSuffix(suffix string) bool {
 		return true
 	}
 	return false
+}
+
+// SliceName returns the slice unit --slice names (D8), completed as systemd-run --slice does:
+// "batch" becomes "batch.slice", "batch.slice" stays. It returns an error wrapping
+// ErrBadProperty when the result is not a valid slice name (characters outside
+// [A-Za-z0-9:_.\-], too long, or an "@" template).
+func SliceName(s string) (string, error) {
+	name := s
+	if !strings.HasSuffix(name, ".slice") {
+		name += ".slice"
+	}
+	if name == ".slice" || strings.Contains(name, "@") || !validUnitName(name) {
+		return "", fmt.Errorf("%w: --slice %q is not a valid slice name", ErrBadProperty, s)
+	}
+	return name, nil
 }

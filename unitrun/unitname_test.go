@@ -1,6 +1,7 @@
 package unitrun
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -68,6 +69,31 @@ func TestValidUnitName(t *testing.T) {
 	} {
 		if got := validUnitName(name); got != want {
 			t.Errorf("validUnitName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestSliceName(t *testing.T) {
+	for in, want := range map[string]string{
+		"batch":                  "batch.slice",
+		"batch.slice":            "batch.slice",
+		"system-conch":           "system-conch.slice",
+		"a:b_c.d-e":              "a:b_c.d-e.slice",
+		"":                       "",
+		".slice":                 "",
+		"bad name":               "",
+		"tmpl@x":                 "",
+		strings.Repeat("a", 250): "",
+	} {
+		got, err := SliceName(in)
+		if want == "" {
+			if !errors.Is(err, ErrBadProperty) {
+				t.Errorf("SliceName(%q) = %q, %v; want ErrBadProperty", in, got, err)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("SliceName(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 }
