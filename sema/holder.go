@@ -96,12 +96,17 @@ func (h *Holder) TTL() time.Duration { return h.l.ttl }
 func (h *Holder) Key() string { return h.key }
 
 // Release gives the slot back: it stops the supervisors and revokes the
-// lease, which deletes our key (D2: one request). It blocks at most
-// min(TTL, 5 s) on etcd and ignores ctx's cancellation (STYLE 6). If etcd does
-// not answer, the key goes at lease expiry and the error says so.
+// lease, which deletes our key (D2: one request). It blocks on etcd at most
+// min(TTL, 5 s), or 1 s once the slot is already lost (etcd is then likely
+// unreachable), and ignores ctx's cancellation (STYLE 6). If etcd does not
+// answer, the key goes at lease expiry and the error says so.
 func (h *Holder) Release(ctx context.Context) error {
 	h.stop()
-	err := h.l.revoke(ctx)
+	within := min(h.l.ttl, releaseTimeout)
+	if h.ctx.Err() != nil {
+		within = min(within, giveUpTimeout)
+	}
+	err := h.l.revoke(ctx, within)
 	h.cancel(ErrReleased)
 	h.wg.Wait()
 	return err

@@ -264,14 +264,22 @@ func (l *lease) stop() {
 
 // revoke stops keeping the lease alive and revokes it, which deletes every
 // key bound to it (D2: clean release is one LeaseRevoke). It uses a fresh
-// context bounded by min(TTL, 5 s), so it works after ctx was cancelled
-// (STYLE 6); if it fails the key still goes at lease expiry.
-func (l *lease) revoke(ctx context.Context) error {
+// context bounded by within (STYLE 6), so it works after ctx was cancelled;
+// if it fails the key still goes at lease expiry.
+func (l *lease) revoke(ctx context.Context, within time.Duration) error {
 	l.stop()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(l.ttl, 5*time.Second))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
 	defer cancel()
 	if _, err := l.c.Revoke(rctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("cannot revoke lease %x: %w", int64(l.id), err)
 	}
 	return nil
 }
+
+// Bounds on the clean-up revoke. A healthy etcd answers in milliseconds; a
+// lease that was already lost, or a wait that ran out, must not hold conch
+// much past --wait or the child's end: the key goes at expiry anyway.
+const (
+	releaseTimeout = 5 * time.Second
+	giveUpTimeout  = time.Second
+)

@@ -159,7 +159,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		if err == nil {
 			return h, nil
 		}
-		revokeErr := l.revoke(ctx)
+		revokeErr := l.revoke(ctx, min(l.ttl, giveUpTimeout))
 		switch {
 		case errors.Is(err, ErrNoSlot):
 			return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
