@@ -36,13 +36,18 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		return 0
 	}
 
+	plan, status := openScope(rep, j.scope) // D8: before any etcd call
+	if plan == nil {
+		return status, 0
+	}
+	defer plan.close()
 	client, err := newClient(j.conn)
 	if err != nil {
 		rep.errorf("", "%v", err)
 		return exitUsage, 0
 	}
 	defer client.Close()
-	killAfter := c.KillAfter.d
+	killAfter := j.scope.killAfter(c.KillAfter.d) // -p TimeoutStopSec= wins in a scope
 	if killAfter <= 0 {
 		killAfter = unitrun.DefaultKillAfter
 	}
@@ -55,7 +60,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		ConnectTimeout: j.conn.DialTimeout,
 		FenceMargin:    killAfter + time.Second, // D7
 		Nonblock:       c.Nonblock || (j.waitSet && j.wait == 0),
-		Record:         sema.Record{Host: host, PID: os.Getpid()},
+		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: plan.inScope()},
 		OnEvent:        rep.onEvent,
 	})
 	if err != nil {
@@ -96,7 +101,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		}
 	})
 	heldAt := time.Now()
-	res, runErr := unitrun.Run(runCtx, unitrun.Spec{
+	res, runErr := plan.run(runCtx, rep, unitrun.Spec{
 		Path:       j.path,
 		Args:       c.command,
 		Env:        childEnv(os.Environ(), j.name, j.max, h.Rev(), int64(h.Lease())),
@@ -106,7 +111,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		KillAfter:  killAfter,
 		RuntimeMax: c.RuntimeMax.d,
 		Started:    rep.started, // READY=1 (D10)
-	})
+	}, j.name, j.max, h.Rev())
 	lost := h.Context().Err() != nil
 	lostCause := context.Cause(h.Context())
 	if err := h.Release(context.Background()); err != nil {

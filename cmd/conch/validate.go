@@ -19,6 +19,7 @@ type job struct {
 	path    string // resolved command
 	wait    time.Duration
 	waitSet bool
+	scope   scopeFlags // --scope, -p, --slice (D8)
 }
 
 // Execute validates the invocation (go-flags calls it after parsing) and
@@ -82,9 +83,11 @@ func (c *semaCmd) Execute(args []string) error {
 		return usagef("--ttl must be at least 1s (etcd leases are whole seconds)")
 	}
 	j.wait, j.waitSet = c.Wait.d, c.Wait.set
-	if err := c.checkScopeFlags(); err != nil {
+	scope, err := parseScopeFlags(c.Scope, c.Property, c.Slice)
+	if err != nil {
 		return err
 	}
+	j.scope = scope
 	path, err := unitrun.Resolve(c.command[0])
 	if err != nil {
 		status := exitNotFound
@@ -99,13 +102,5 @@ func (c *semaCmd) Execute(args []string) error {
 	}
 	j.path = path
 	c.run = func() (int, syscall.Signal) { return c.acquire(j) }
-	return nil
-}
-
-// checkScopeFlags validates --scope, -p and --slice (D8).
-func (c *semaCmd) checkScopeFlags() error {
-	if (len(c.Property) > 0 || c.Slice != "") && c.Scope == "never" {
-		return usagef("-p/--property and --slice need a scope: they cannot go with --scope=never")
-	}
 	return nil
 }

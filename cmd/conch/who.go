@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
 )
 
 // whoRecord is one element of `--who --json` (D6).
@@ -91,7 +92,17 @@ func toWhoRecord(e sema.Entry) whoRecord {
 	}
 	return whoRecord{Name: e.Name, Max: e.Max, State: state, Rank: e.Rank, Host: e.Record.Host,
 		PID: e.Record.PID, Since: e.Record.Since, HeldSince: e.Record.HeldSince, Rev: e.Rev,
-		Lease: strconv.FormatInt(e.Lease, 16), Unit: e.Record.Unit}
+		Lease: strconv.FormatInt(e.Lease, 16), Unit: recordUnit(e)}
+}
+
+// recordUnit is the unit D6 reports for a key: the child's scope when a holder runs it in one
+// (its name follows from the semaphore and the revision, D8), else the unit conch itself runs
+// in, if any (a waiter's child has no scope yet).
+func recordUnit(e sema.Entry) string {
+	if e.Record.Scope && e.Held {
+		return unitrun.ScopeName(e.Name, e.Rev)
+	}
+	return e.Record.Unit
 }
 
 // printWho prints one line per key in revision order (04_sema.md "--who"):

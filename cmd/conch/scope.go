@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/conch-project/conch/unitrun"
+)
+
+// scopeDialTimeout bounds finding systemd and its bus for --scope=auto|always (D8). It is
+// spent before any etcd call, and only on hosts where /run/systemd/system exists.
+const scopeDialTimeout = 5 * time.Second
+
+// --scope modes (D8).
+const (
+	scopeAuto   = "auto"
+	scopeAlways = "always"
+	scopeNever  = "never"
+)
+
+// scopeFlags are --scope, -p and --slice, checked before any etcd call (D8).
+type scopeFlags struct {
+	mode  string // scopeAuto, scopeAlways or scopeNever; -p or --slice make it scopeAlways
+	props []sdbus.Property
+	slice string
+}
+
+// parseScopeFlags checks --scope, -p and --slice (D8): every -p against unitrun's table of
+// scope-legal properties with typed values, --slice as a slice name. A usage error (64) for
+// anything refused, or for -p/--slice with --scope=never.
+func parseScopeFlags(mode string, props []string, slice string) (scopeFlags, error) {
+	f := scopeFlags{mode: mode}
+	if f.mode == "" {
+		f.mode = scopeAuto
+	}
+	if len(props) > 0 || slice != "" {
+		if f.mode == scopeNever {
+			return f, usagef("-p/--property and --slice need a scope: they cannot go with --scope=never")
+		}
+		f.mode = scopeAlways
+	}
+	parsed, err := unitrun.ParseProperties(props)
+	if err != nil {
+		return f, usagef("-p: %v", err)
+	}
+	f.props = parsed
+	if slice != "" {
+		if f.slice, err = unitrun.SliceName(slice); err != nil {
+			return f, usagef("%v", err)
+		}
+	}
+	return f, nil
+}
+
+// killAfter returns the grace period the child's stop will have: -p TimeoutStopSec= when given
+// (unitrun takes it as the scope's and the guardian's grace), else killAfter (--kill-after).
+// The fence margin of D7 must cover it.
+func (f scopeFlags) killAfter(killAfter time.Duration) time.Duration {
+	for _, p := range f.props {
+		if usec, ok := p.Value.Value().(uint64); ok && p.Name == "TimeoutStopUSec" {
+			killAfter = time.Duration(min(usec, uint64(math.MaxInt64/int64(time.Microsecond)))) * time.Microsecond
+		}
+	}
+	return killAfter
+}
+
+// scopePlan is where the child of one acquisition will run (D8): in a transient scope
+// through conn, or directly when conn is nil.
+type scopePlan struct {
+	flags scopeFlags
+	conn  *sdbus.Conn
+}
+
+// openScope decides, before any etcd call, whether the child will run in a scope (D8):
+// never with --scope=never; with auto when systemd is the init system and its manager answers
+// (the system bus as root, the user's manager otherwise), else direct mode; with always (or
+// -p/--slice) the same, but without systemd it writes the one-line reason and returns status
+// 69 (D3), and the caller exits with it. The plan must be closed.
+func openScope(rep *reporter, f scopeFlags) (*scopePlan, int) {
+	p := &scopePlan{flags: f}
+	if f.mode == scopeNever {
+		return p, 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scopeDialTimeout)
+	defer cancel()
+	conn, err := unitrun.Dial(ctx)
+	switch {
+	case err == nil:
+		p.conn = conn
+	case f.mode == scopeAlways:
+		rep.errorf("", "cannot run the child in a systemd scope (--scope=always, -p or --slice): %v", err)
+		return nil, exitUnavailable
+	default:
+		rep.line("", true, "no systemd scope (%v): the child runs under conch's own supervision", err)
+	}
+	return p, 0
+}
+
+// inScope reports whether the child is meant to run in a scope (sema.Record.Scope, D6).
+func (p *scopePlan) inScope() bool { return p.conn != nil }
+
+// close closes the bus connection, if any.
+func (p *scopePlan) close() {
+	if p.conn != nil {
+		p.conn.Close()
+	}
+}
+
+// ownUnit returns the systemd unit conch itself runs in (sema.Record.Unit, D6), "" if none
+// or unknown.
+func ownUnit() string {
+	place, err := unitrun.ReadPlacement(0, unitrun.UserManager())
+	if err != nil {
+		return ""
+	}
+	return place.Unit
+}
+
+// run runs the child as spec says, in the transient scope conch-sema-<name>-<rev>.scope when
+// the plan has one (D8). If that scope cannot be created: with always the error (wrapping
+// unitrun.ErrScopeFailed, child not started) is returned, for the caller to release the slot
+// and exit 69; with auto conch warns and runs the child in direct mode (D3).
+func (p *scopePlan) run(ctx context.Context, rep *reporter, spec unitrun.Spec, name string, max int, rev int64) (unitrun.Result, error) {
+	if p.conn == nil {
+		return unitrun.Run(ctx, spec)
+	}
+	if !p.conn.Connected() { // the bus went away while we waited for the slot
+		if err := p.redial(); err != nil {
+			return p.fallback(ctx, rep, spec, fmt.Errorf("%s: not started: %w: %w", spec.Path, unitrun.ErrScopeFailed, err))
+		}
+	}
+	scoped := spec
+	scoped.Scope = &unitrun.ScopeSpec{
+		Conn:        p.conn,
+		Name:        unitrun.ScopeName(name, rev),
+		Description: fmt.Sprintf("conch sema %s[%d], holder rev %d", name, max, rev),
+		Slice:       p.flags.slice,
+		Properties:  p.flags.props,
+	}
+	res, err := unitrun.Run(ctx, scoped)
+	if res.Started || !errors.Is(err, unitrun.ErrScopeFailed) {
+		return res, err
+	}
+	return p.fallback(ctx, rep, spec, err)
+}
+
+// fallback handles a scope that could not be created (D3): always returns err, auto warns
+// and runs spec in direct mode.
+func (p *scopePlan) fallback(ctx context.Context, rep *reporter, spec unitrun.Spec, err error) (unitrun.Result, error) {
+	if p.flags.mode == scopeAlways {
+		return unitrun.Result{}, err
+	}
+	rep.warnf("WARNING: %v; running the child under conch's own supervision instead (--scope=auto)", err)
+	return unitrun.Run(ctx, spec)
+}
+
+// redial replaces a connection the bus dropped.
+func (p *scopePlan) redial() error {
+	p.conn.Close()
+	p.conn = nil
+	ctx, cancel := context.WithTimeout(context.Background(), scopeDialTimeout)
+	defer cancel()
+	conn, err := unitrun.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	p.conn = conn
+	return nil
+}
