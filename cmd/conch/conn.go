@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +64,9 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 	}
 	for _, e := range strings.Split(eps, ",") {
 		if e = strings.TrimSpace(e); e != "" {
+			if err := checkEndpoint(e); err != nil {
+				return s, err
+			}
 			s.Endpoints = append(s.Endpoints, e)
 		}
 	}
@@ -112,6 +117,36 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 		s.DialTimeout = d
 	}
 	return s, nil
+}
+
+// checkEndpoint accepts what clientv3 dials: host:port, or a URL with scheme
+// http, https, unix or unixs. Anything else is a usage error (64), not an
+// unreachable etcd (69).
+func checkEndpoint(e string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("invalid etcd endpoint %q: %s (want host:port or http(s)://host:port)", e, why)
+	}
+	if scheme, rest, ok := strings.Cut(e, "://"); ok {
+		switch scheme {
+		case "unix", "unixs":
+			if rest == "" {
+				return bad("empty socket path")
+			}
+			return nil
+		case "http", "https":
+			e = strings.TrimSuffix(rest, "/")
+		default:
+			return bad("unknown scheme " + scheme)
+		}
+	}
+	host, port, err := net.SplitHostPort(e)
+	if err != nil {
+		return bad(err.Error())
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
+		return bad("needs a host and a port 1..65535")
+	}
+	return nil
 }
 
 func readConfig(path string, explicit bool, into *fileConfig) error {

@@ -13,7 +13,7 @@ const (
 	exitNotFound    = 127 // the command is not found
 )
 
-const exitTable = `Exit status (D3):
+const exitTable = `Exit status:
   child's status  the child ran; 128+n if it died of signal n
   75              no slot within --wait, or --nonblock found none (-E N changes it);
                   the child never started and our key is gone

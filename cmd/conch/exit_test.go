@@ -215,3 +215,14 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// An unknown command is named as such, not reported as a flag problem.
+func TestUnknownCommand(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{{"sem", "x", "--max", "2", "--", "true"}, {"foo"}, {"version"}} {
+		r := e.run(args...)
+		if r.status != 64 || !strings.Contains(r.stderr, "unknown command") {
+			t.Errorf("conch %q: %v, want 64 naming the unknown command", args, r)
+		}
+	}
+}

@@ -61,7 +61,9 @@ func newReporter(stderr io.Writer, getenv func(string) string, verbose bool, nam
 	return r
 }
 
-func (r *reporter) prefix() string { return fmt.Sprintf("%s[%d]", r.name, r.max) }
+// prefix names the semaphore in every line: "heavy-jobs[max=2]" (the
+// "[n/max]" form, holders over capacity, is --who's and the queue line's).
+func (r *reporter) prefix() string { return fmt.Sprintf("%s[max=%d]", r.name, r.max) }
 
 // emit records one message. In the journal, an entry with a state is always
 // written and one without (debug detail) only with -v; on stderr a quiet

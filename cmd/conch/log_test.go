@@ -72,14 +72,14 @@ func TestReporterJournal(t *testing.T) {
 				t.Errorf("entry %q: %s=%q, want %q", e.msg, k, e.fields[k], want)
 			}
 		}
-		if !strings.HasPrefix(e.msg, "heavy-jobs[2]: ") {
+		if !strings.HasPrefix(e.msg, "heavy-jobs[max=2]: ") {
 			t.Errorf("MESSAGE %q does not name the semaphore", e.msg)
 		}
 	}
 	if got := strings.Join(states, ","); got != "WAIT,WAIT,HELD,RELEASED" {
 		t.Fatalf("states %s, want WAIT,WAIT,HELD,RELEASED (the debug lines only with -v)", got)
 	}
-	if e := f.entries[0]; e.fields["CONCH_AHEAD"] != "3" || e.msg != "heavy-jobs[2]: waiting for heavy-jobs[2/2], 3 ahead" {
+	if e := f.entries[0]; e.fields["CONCH_AHEAD"] != "3" || e.msg != "heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead" {
 		t.Errorf("first WAIT entry: %q %v", e.msg, e.fields)
 	}
 	if e := f.entries[3]; e.fields["CONCH_EXIT_STATUS"] != "0" || e.prio != journal.PriInfo {
@@ -103,15 +103,15 @@ func TestReporterPlainLines(t *testing.T) {
 		journaled bool
 		want      []string
 	}{
-		{"quiet", false, false, []string{"conch: heavy-jobs[2]: waiting for heavy-jobs[2/2], 3 ahead"}},
-		{"journald down", false, true, []string{"conch: heavy-jobs[2]: waiting for heavy-jobs[2/2], 3 ahead"}},
+		{"quiet", false, false, []string{"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead"}},
+		{"journald down", false, true, []string{"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead"}},
 		{"verbose", true, false, []string{
-			"conch: heavy-jobs[2]: enqueued rev=41 lease=abc ttl=10s",
-			"conch: heavy-jobs[2]: waiting for heavy-jobs[2/2], 3 ahead",
-			"conch: heavy-jobs[2]: waiting for heavy-jobs[2/2], 1 ahead",
-			"conch: heavy-jobs[2]: slot held, rev=41 (fencing token)",
-			"conch: heavy-jobs[2]: command started, PID 4242",
-			"conch: heavy-jobs[2]: released after 1.5s, child status 0",
+			"conch: heavy-jobs[max=2]: enqueued rev=41 lease=abc ttl=10s",
+			"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead",
+			"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 1 ahead",
+			"conch: heavy-jobs[max=2]: slot held, rev=41 (fencing token)",
+			"conch: heavy-jobs[max=2]: command started, PID 4242",
+			"conch: heavy-jobs[max=2]: released after 1.5s, child status 0",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,9 +134,9 @@ func TestReporterNotify(t *testing.T) {
 	want := []string{
 		"STATUS=waiting for heavy-jobs[2/2], 3 ahead",
 		"STATUS=waiting for heavy-jobs[2/2], 1 ahead",
-		"STATUS=holding heavy-jobs[2], rev 41: starting the command",
-		"READY=1\nSTATUS=holding heavy-jobs[2], rev 41: command running (PID 4242)",
-		"STOPPING=1\nSTATUS=released heavy-jobs[2] after 1.5s, command exited with status 0",
+		"STATUS=holding heavy-jobs[max=2], rev 41: starting the command",
+		"READY=1\nSTATUS=holding heavy-jobs[max=2], rev 41: command running (PID 4242)",
+		"STOPPING=1\nSTATUS=released heavy-jobs[max=2] after 1.5s, command exited with status 0",
 	}
 	if strings.Join(f.notes, "|") != strings.Join(want, "|") {
 		t.Fatalf("notify messages:\n%q\nwant:\n%q", f.notes, want)
@@ -146,7 +146,7 @@ func TestReporterNotify(t *testing.T) {
 	r, _ = f.reporter(false, true)
 	r.onEvent(sema.Event{Kind: sema.Enqueued, Rev: 7})
 	r.errorf(stateTimeout, "no free slot (--nonblock): all 2 held")
-	if len(f.notes) != 1 || f.notes[0] != "STOPPING=1\nSTATUS=heavy-jobs[2]: no free slot (--nonblock): all 2 held" {
+	if len(f.notes) != 1 || f.notes[0] != "STOPPING=1\nSTATUS=heavy-jobs[max=2]: no free slot (--nonblock): all 2 held" {
 		t.Errorf("notify on TIMEOUT: %q", f.notes)
 	}
 	if len(f.entries) != 1 || f.entries[0].fields["CONCH_STATE"] != "TIMEOUT" || f.entries[0].prio != journal.PriWarning {

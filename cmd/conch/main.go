@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,6 +44,14 @@ func usagef(format string, args ...any) error {
 // cleaning up (D3).
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) (int, syscall.Signal) {
 	before, command, dashdash := splitCommand(args)
+	if len(before) > 0 && !strings.HasPrefix(before[0], "-") && before[0] != "sema" && getenv("GO_FLAGS_COMPLETION") == "" {
+		hint := "conch has one command, sema"
+		if before[0] == "version" {
+			hint = "did you mean conch --version?"
+		}
+		fmt.Fprintf(stderr, "conch: unknown command %q: %s\nTry 'conch sema --help'.\n", before[0], hint)
+		return exitUsage, 0
+	}
 	var g globalOptions
 	s := semaCmd{command: command, dashdash: dashdash, stdout: stdout, stderr: stderr, getenv: getenv}
 	p := newParser(&g, &s)

@@ -31,8 +31,8 @@ type semaCmd struct {
 	Nonblock   bool     `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
 	Conflict   int      `short:"E" long:"conflict-exit-code" value-name:"N" default:"75" description:"exit status when no slot was had (for commands whose own status may be 75)"`
 	KillAfter  duration `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
-	RuntimeMax duration `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default: no limit"`
-	Spread     bool     `long:"spread" description:"at most one slot per node (reserved for the scheduler; not implemented yet)"`
+	RuntimeMax duration `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
+	Spread     bool     `long:"spread" hidden:"yes" description:"at most one slot per node (reserved for the scheduler; not implemented yet)"`
 	Who        bool     `long:"who" description:"list holders and waiters of the semaphore instead of running a command"`
 	JSON       bool     `long:"json" description:"with --who: print one JSON document"`
 	Verbose    bool     `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`

@@ -281,7 +281,7 @@ func testMaintenance(t *testing.T, nodes []*node) {
 	if e := timeout[0]; e["PRIORITY"] != "4" || e["CONCH_MAX"] != "2" || e["OBJECT_SYSTEMD_UNIT"] != "conch-maintenance.service" || !strings.Contains(e["MESSAGE"], "no free slot") {
 		t.Errorf("TIMEOUT entry: %v", e)
 	}
-	if out := skip.must("journalctl", "--no-pager", "-u", "conch-maintenance.service"); !strings.Contains(out, "node-maintenance[2]: no free slot (--nonblock): all 2 held") {
+	if out := skip.must("journalctl", "--no-pager", "-u", "conch-maintenance.service"); !strings.Contains(out, "node-maintenance[max=2]: no free slot (--nonblock): all 2 held") {
 		t.Errorf("journalctl -u conch-maintenance.service lacks the reason for exit 75:\n%s", out)
 	}
 
@@ -390,7 +390,7 @@ func testWorker(t *testing.T, nodes []*node) {
 		n.waitFor("the worker to be active", func() bool {
 			return n.show("conch-worker.service", "ActiveState")["ActiveState"] == "active"
 		})
-		if st := n.show("conch-worker.service", "StatusText"); !strings.HasPrefix(st["StatusText"], "holding batch-worker[2], rev ") {
+		if st := n.show("conch-worker.service", "StatusText"); !strings.HasPrefix(st["StatusText"], "holding batch-worker[max=2], rev ") {
 			t.Errorf("worker on %s: %v", n.Name(), st)
 		}
 	}
@@ -434,7 +434,7 @@ func testWorker(t *testing.T, nodes []*node) {
 		return n3.show("conch-worker.service", "ActiveState")["ActiveState"] == "active"
 	})
 	st := n3.show("conch-worker.service", "StatusText", "WatchdogTimestampMonotonic", "MainPID")
-	if !strings.HasPrefix(st["StatusText"], "holding batch-worker[2], rev ") || !strings.Contains(st["StatusText"], "command running") {
+	if !strings.HasPrefix(st["StatusText"], "holding batch-worker[max=2], rev ") || !strings.Contains(st["StatusText"], "command running") {
 		t.Errorf("active worker's status: %v", st)
 	}
 	if st["WatchdogTimestampMonotonic"] == "0" {
