@@ -4,7 +4,7 @@ GO ?= go
 VERSION ?= $(shell scripts/version.sh)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build etcd demo test test-short lint clean man package
+.PHONY: all build etcd demo test test-deps lint clean man package
 
 all: build
 
@@ -23,7 +23,7 @@ demo: build etcd
 
 # Every test, with the race detector; prints "N passed, N failed, N skipped".
 # With CI=true a skipped test fails the run.
-test:
+test: test-deps
 	set -o pipefail; $(GO) test -race -count=1 -timeout 45m -json ./... | $(GO) run ./internal/testsummary
 
 # conch(1) in roff, generated from the binary's own flag parser (its hidden --man-page), with
@@ -45,6 +45,10 @@ bench: build etcd
 	$(GO) build -o bin/bench ./bench
 	$(GO) build -o bin/bench-stamp ./bench/stamp
 	bin/bench $(BENCHFLAGS)
+
+# Debian packages, nfpm and the test nodes' root filesystem (quick when present).
+test-deps:
+	scripts/test-deps.sh
 
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"

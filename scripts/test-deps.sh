@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install what the tests need on a Debian 12 machine (root), idempotently and
+# quickly when it is all there: Debian packages for the real-systemd tests
+# (nspawn, mmdebstrap) and the packaging tests (lintian, rpm, man-db, zsh,
+# bash-completion), nfpm, and the cached root filesystem of the test nodes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+pkgs=(systemd-container mmdebstrap git make ca-certificates lintian rpm man-db zsh bash-completion)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "== apt-get install ${missing[*]}"
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# nfpm builds the .deb and .rpm (make package, tests/packaging). Always go
+# install the pinned version: with a warm cache it takes a second, and a stale
+# or missing binary never decides the outcome.
+GOBIN=$(go env GOPATH)/bin go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+echo "== root filesystem for the systemd test nodes: $(bash tests/vm/mkrootfs.sh | tail -1)"
