@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,7 +53,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		killAfter = unitrun.DefaultKillAfter
 	}
 	if sema.FenceTooLate(c.TTL.d, killAfter) {
-		rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease expires; conch will stop it at the first failed keep-alive (D7)", killAfter, c.TTL.d)
+		rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", killAfter, c.TTL.d, minTTL(killAfter))
 	}
 	host, _ := os.Hostname()
 	s, err := sema.New(client, j.name, j.max, sema.Options{
@@ -73,6 +74,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		waitCtx, cancelWait = context.WithTimeout(ctx, j.wait)
 	}
 	h, err := s.Acquire(waitCtx)
+	waitRanOut := waitCtx.Err() != nil && ctx.Err() == nil
 	cancelWait()
 	if err != nil {
 		if sig := signalled(); sig != 0 {
@@ -81,13 +83,17 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		}
 		switch {
 		case errors.Is(err, sema.ErrNoSlot):
-			rep.errorf(stateTimeout, "no free slot (--nonblock): all %d held", j.max)
+			rep.errorf(stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
 			return c.Conflict, 0
 		case errors.Is(err, sema.ErrTimeout):
 			rep.errorf(stateTimeout, "no slot within --wait %v", j.wait)
 			return c.Conflict, 0
+		case waitRanOut:
+			rep.errorf(stateTimeout, "no slot within --wait %v, and etcd at %s is unreachable: %v", j.wait, strings.Join(j.conn.Endpoints, ","), err)
+			return exitUnavailable, 0
 		default:
-			rep.errorf(stateTimeout, "cannot reach etcd: %v", err)
+			rep.errorf(stateTimeout, "cannot reach etcd at %s within --dial-timeout %v (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): %v",
+				strings.Join(j.conn.Endpoints, ","), j.conn.DialTimeout, err)
 			return exitUnavailable, 0
 		}
 	}
@@ -113,11 +119,21 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		Started:    rep.started, // READY=1 (D10)
 	}, j.name, j.max, h.Rev())
 	lost := h.Context().Err() != nil
-	lostCause := context.Cause(h.Context())
+	status, sig := c.outcome(rep, res, runErr, lost, context.Cause(h.Context()), signalled(), heldAt)
 	if err := h.Release(context.Background()); err != nil {
 		rep.line("", false, "could not release (the key goes at lease expiry, %v): %v", h.TTL(), err)
 	}
-	return c.outcome(rep, res, runErr, lost, lostCause, signalled(), heldAt)
+	return status, sig
+}
+
+// minTTL is the smallest --ttl that leaves room to fence a child with a
+// stop grace of killAfter (D7: deadline - kill-after - 1 s, two keep-alives).
+func minTTL(killAfter time.Duration) time.Duration {
+	ttl := time.Second
+	for sema.FenceTooLate(ttl, killAfter) {
+		ttl += time.Second
+	}
+	return ttl
 }
 
 // outcome maps how the child ended to conch's exit (D3).

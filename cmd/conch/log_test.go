@@ -145,8 +145,8 @@ func TestReporterNotify(t *testing.T) {
 	f = fakeSinks{}
 	r, _ = f.reporter(false, true)
 	r.onEvent(sema.Event{Kind: sema.Enqueued, Rev: 7})
-	r.errorf(stateTimeout, "no free slot (--nonblock): all 2 held")
-	if len(f.notes) != 1 || f.notes[0] != "STOPPING=1\nSTATUS=heavy-jobs[max=2]: no free slot (--nonblock): all 2 held" {
+	r.errorf(stateTimeout, "no free slot: all 2 held")
+	if len(f.notes) != 1 || f.notes[0] != "STOPPING=1\nSTATUS=heavy-jobs[max=2]: no free slot: all 2 held" {
 		t.Errorf("notify on TIMEOUT: %q", f.notes)
 	}
 	if len(f.entries) != 1 || f.entries[0].fields["CONCH_STATE"] != "TIMEOUT" || f.entries[0].prio != journal.PriWarning {

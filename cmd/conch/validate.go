@@ -55,7 +55,7 @@ func (c *semaCmd) Execute(args []string) error {
 	}
 	j.conn = conn
 	if c.Spread {
-		return usagef("--spread is reserved for the scheduler and not implemented yet (04_sema.md)")
+		return usagef("--spread is reserved for a future scheduler and not implemented yet")
 	}
 	if c.Who {
 		if c.dashdash {

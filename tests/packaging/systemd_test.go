@@ -281,7 +281,7 @@ func testMaintenance(t *testing.T, nodes []*node) {
 	if e := timeout[0]; e["PRIORITY"] != "4" || e["CONCH_MAX"] != "2" || e["OBJECT_SYSTEMD_UNIT"] != "conch-maintenance.service" || !strings.Contains(e["MESSAGE"], "no free slot") {
 		t.Errorf("TIMEOUT entry: %v", e)
 	}
-	if out := skip.must("journalctl", "--no-pager", "-u", "conch-maintenance.service"); !strings.Contains(out, "node-maintenance[max=2]: no free slot (--nonblock): all 2 held") {
+	if out := skip.must("journalctl", "--no-pager", "-u", "conch-maintenance.service"); !strings.Contains(out, "node-maintenance[max=2]: no free slot: all 2 held") {
 		t.Errorf("journalctl -u conch-maintenance.service lacks the reason for exit 75:\n%s", out)
 	}
 
