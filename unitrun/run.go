@@ -60,10 +60,11 @@ const fallbackPollInterval = 50 * time.Millisecond
 // StopScope: systemd sends the scope's KillSignal to every process in it and SIGKILL after
 // TimeoutStopSec (KillAfter); the guardian survives the stop signal to report the command's
 // status, and stops the scope itself if the caller dies (D7). Run returns once the scope is
-// gone, also after the command exited on its own. A scope that cannot be created gives an error
-// wrapping ErrScopeFailed with Result.Started false (D3: the caller exits 69 or retries in
-// direct mode); when ctx ends meanwhile, the error wraps its cause instead. When systemd stops
-// the scope on its own (the caller's service stopping, an operator), the result is the
+// gone, or, after the command exited on its own, once the guardian saw its whole tree end
+// (systemd then collects the empty scope by itself). A scope that cannot be created gives an
+// error wrapping ErrScopeFailed with Result.Started false (D3: the caller exits 69 or retries
+// in direct mode); when ctx ends meanwhile, the error wraps its cause instead. When systemd
+// stops the scope on its own (the caller's service stopping, an operator), the result is the
 // command's status, with neither Stopped nor RuntimeExceeded set unless RuntimeMax had passed.
 //
 // Run starts two goroutines per call, the guardian's locked forking thread (it waits for the
@@ -149,7 +150,14 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	res, started, err := r.finish(st)
 	werr := r.g.close()
 	if r.scope != nil {
-		return r.scopeOutcome(st, err, werr, r.scope.awaitGone())
+		var gone error
+		if !st.exited || r.scope.stopping != nil {
+			// Without evExited only the scope's end proves the tree is gone. After evExited
+			// the scope is empty and systemd collects it on its own (CollectMode): waiting for
+			// that would only add a round trip to every run.
+			gone = r.scope.awaitGone()
+		}
+		return r.scopeOutcome(st, err, werr, gone)
 	}
 	if err == nil || !errors.Is(err, ErrGuardian) {
 		return res, err

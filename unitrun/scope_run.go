@@ -191,7 +191,8 @@ func (sc *scopeRun) awaitGone() error {
 //
 // Stopped and RuntimeExceeded are set when Run asked for the stop before the command exited;
 // RuntimeExceeded also when systemd stopped the scope on its own at or after RuntimeMax from
-// the scope's start (its RuntimeMaxSec fired before Run's own timer).
+// the scope's start (its RuntimeMaxSec fired before Run's own timer), ScopeStopped when it did
+// so earlier.
 func (r *runner) scopeOutcome(st *supervision, baseErr, guardianErr, goneErr error) (Result, error) {
 	res := st.res
 	if st.pid == 0 {
@@ -211,6 +212,7 @@ func (r *runner) scopeOutcome(st *supervision, baseErr, guardianErr, goneErr err
 		(st.external || res.Signal != 0) && st.cmdEndedAt.Sub(r.scope.started) >= r.spec.RuntimeMax {
 		res.RuntimeExceeded = true
 	}
+	res.ScopeStopped = st.external && st.reason == notStopping && !res.RuntimeExceeded
 	switch {
 	case st.exited:
 		return res, nil

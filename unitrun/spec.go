@@ -79,6 +79,10 @@ type Result struct {
 	// still running command because it ran longer than Spec.RuntimeMax (D7: the caller exits
 	// 124).
 	RuntimeExceeded bool
+	// ScopeStopped is true in scope mode when systemd stopped the scope on its own while the
+	// command ran, not at Run's request nor for RuntimeMax: the caller's service stopping
+	// (BindsTo=, D8) or an operator's `systemctl stop` of the scope.
+	ScopeStopped bool
 }
 
 // withDefaults returns a copy of s with the documented defaults filled in.
