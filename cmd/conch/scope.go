@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
@@ -143,10 +144,32 @@ func (p *scopePlan) run(ctx context.Context, rep *reporter, spec unitrun.Spec, n
 		Properties:  p.flags.props,
 	}
 	res, err := unitrun.Run(ctx, scoped)
+	if res.ScopeStopped && strings.HasSuffix(ownUnit(), ".service") {
+		awaitServiceStop(ctx)
+	}
 	if res.Started || !errors.Is(err, unitrun.ErrScopeFailed) {
 		return res, err
 	}
 	return p.fallback(ctx, rep, spec, err)
+}
+
+// serviceStopWait bounds how long conch waits for its own stop signal after systemd stopped
+// the child's scope on its own while conch runs in a service.
+const serviceStopWait = 2 * time.Second
+
+// awaitServiceStop waits up to serviceStopWait for ctx to end. The scope is bound to conch's
+// service and ordered after it (D8), so `systemctl stop` of the service stops the scope first
+// and signals conch only once the scope is gone: waiting for that signal lets conch end as D3
+// says for a stopped service (release, then die of the signal: a clean stop for systemd)
+// rather than exit with the child's 128+n, which systemd would record as a failure. An
+// operator's `systemctl stop` of the scope alone costs this wait, then the child's status.
+func awaitServiceStop(ctx context.Context) {
+	t := time.NewTimer(serviceStopWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // fallback handles a scope that could not be created (D3): always returns err, auto warns
