@@ -7,8 +7,13 @@
 // after the grace period. The guardian gets a parent-death signal when conch dies, even by
 // SIGKILL, and then stops the whole tree itself.
 //
-// Scope mode (D8) uses the same guardian and moves it into a transient systemd scope through
-// Spec.BeforeStart, before the command runs a single instruction.
+// Scope mode (Spec.Scope, D8) uses the same guardian and moves it into a transient systemd
+// scope (StartScope) before it starts the command, so the command runs not a single
+// instruction outside the scope. Stopping is then systemd's job (StopScope: the scope's
+// KillSignal, SIGKILL after TimeoutStopSec); the guardian stays the command's parent inside
+// the scope, reports its status, and stops its own scope over D-Bus when conch dies (D7).
+// The primitives (ScopeName, ParseProperties, ReadPlacement, InheritedProperties, Dial,
+// StartScope, StopScope) are usable on their own.
 //
 // The package imports only the standard library, go-systemd, godbus and x/sys: never sema,
 // never etcd. It does not log, exit or install signal handlers, except in GuardianMain, which

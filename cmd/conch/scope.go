@@ -139,7 +139,7 @@ func (p *scopePlan) run(ctx context.Context, rep *reporter, spec unitrun.Spec, n
 	scoped.Scope = &unitrun.ScopeSpec{
 		Conn:        p.conn,
 		Name:        unitrun.ScopeName(name, rev),
-		Description: fmt.Sprintf("conch sema %s[%d], holder rev %d", name, max, rev),
+		Description: fmt.Sprintf("conch sema %s[max=%d], holder rev %d", name, max, rev),
 		Slice:       p.flags.slice,
 		Properties:  p.flags.props,
 	}

@@ -157,6 +157,9 @@ func unified(procCgroup string) string {
 	return ""
 }
 
+// shellQuote quotes s for /bin/sh (unit names hold backslashes).
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 // runOpts are RunOptions with conch's environment.
 func (n *node) runOpts() systemdtest.RunOptions {
 	return systemdtest.RunOptions{Env: n.env()}
@@ -249,6 +252,13 @@ func testSIGKILL(t *testing.T, e *env, inService bool) {
 	}
 	took := n.allGone(began, killAfter+stopMargin, pid, gc)
 	t.Logf("child and grandchild gone %v after conch's SIGKILL (--kill-after %v)", took.Round(time.Millisecond), killAfter)
+	if !inService {
+		// No service to bind the scope to: only the guardian can have asked systemd to stop
+		// it (D7), which systemd logs as a stop job.
+		if j := n.sh("journalctl -q --no-pager -u " + shellQuote(scope)); !strings.Contains(j, "Stopping "+scope) {
+			t.Errorf("no stop job of %s in the journal: the guardian did not stop its own scope:\n%s", scope, j)
+		}
+	}
 	n.waitFor("the lease to expire", func() bool { return len(e.holders(t, name, 1)) == 0 })
 	if took := time.Since(began); took > ttl+stopMargin {
 		t.Errorf("slot freed %v after SIGKILL, want at lease expiry (TTL %v)", took, ttl)
