@@ -171,14 +171,13 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	return res, err
 }
 
-// abort tells the guardian to exit without starting the command, waits for it and, in scope
-// mode, for the scope (which then only held the guardian) to be gone. It returns err.
+// abort tells the guardian to exit without starting the command and waits for it. It returns
+// err. In scope mode the scope, if it was created, held only the guardian: empty now, systemd
+// collects it (CollectMode). It is not stopped here: when StartScope failed, a unit of that
+// name may be someone else's (ErrUnitExists).
 func (r *runner) abort(err error) error {
 	_ = r.g.send(ctlAbort)
 	_ = r.g.close()
-	if r.scope != nil {
-		_ = r.scope.awaitGone()
-	}
 	return err
 }
 

@@ -458,7 +458,12 @@ func testScopeFails(t *testing.T, e *env) {
 		if h := e.holders(t, name, 1); len(h) != 0 {
 			t.Errorf("--scope=%s: %d keys left, want the slot released", mode, len(h))
 		}
+		// conch must not have stopped the unit that took its scope's name: it is not conch's.
+		if units := n.scopes(); len(units) != 3 {
+			t.Errorf("--scope=%s: scopes %v, want the 3 squatting ones untouched", mode, units)
+		}
 		n.sh("systemctl stop 'conch-sema-scopefail-*.scope'")
+		n.noScopeLeft()
 	}
 	n.noScopeLeft()
 }
