@@ -25,6 +25,10 @@ const scopeTestTimeout = 2 * time.Minute
 
 // helperEvent mirrors testdata/scopehelper's output.
 type helperEvent struct {
+	Result      *unitrun.Result `json:"result"`
+	RunError    string          `json:"run_error"`
+	ScopeFailed bool            `json:"scope_failed"`
+
 	Scope       string `json:"scope"`
 	Child       int    `json:"child"`
 	Service     string `json:"service"`
@@ -290,4 +294,98 @@ func TestScopeUserManagerInNode(t *testing.T) {
 		t.Fatalf("systemctl --user stop %s: %v %s", scope, err, res.Stderr)
 	}
 	procGone(t, ctx, n, ev.Child)
+}
+
+// Run in scope mode (D8), at the package's level: the command runs inside the scope and its
+// status comes back; a scope systemd stops on its own gives ScopeStopped; RuntimeMax stops the
+// command through the scope (RuntimeExceeded); a scope that cannot be created gives
+// ErrScopeFailed without running the command, and Run leaves the unit holding the name alone.
+func TestRunScopeModeInNode(t *testing.T) {
+	n, ctx, conn := scopeNode(t)
+	helper := systemdtest.BinMount + "/scopehelper"
+	result := func(p *systemdtest.Proc) helperEvent {
+		t.Helper()
+		return awaitEvent(t, ctx, p, "Run's result", func(ev helperEvent) bool { return ev.Result != nil })
+	}
+
+	// Exit status, and the command's own cgroup is the scope's.
+	scope := unitrun.ScopeName("run-mode", 1)
+	p, err := n.Start(ctx, helper, "run", "-name", scope, "--", "/bin/sh", "-c", "grep ^0:: /proc/self/cgroup; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := result(p)
+	if want := (unitrun.Result{Started: true, ExitStatus: 3}); *ev.Result != want || ev.RunError != "" {
+		t.Errorf("Run = %+v, %q; want %+v", *ev.Result, ev.RunError, want)
+	}
+	if out := string(p.Stdout()); !strings.Contains(out, "0::/system.slice/"+scope+"\n") {
+		t.Errorf("the command saw its cgroup as %q, want %s", out, scope)
+	}
+
+	// systemd stops the scope on its own: the command's status, ScopeStopped.
+	scope = unitrun.ScopeName("run-mode", 2)
+	p, err = n.Start(ctx, helper, "run", "-name", scope, "--", "/bin/sh", "-c", "echo started; exec sleep 100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = systemdtest.WaitFor(ctx, "the command to start", func() (bool, error) {
+		return strings.Contains(string(p.Stdout()), "started"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Systemctl(ctx, "stop", scope); err != nil {
+		t.Fatal(err)
+	}
+	ev = result(p)
+	if want := (unitrun.Result{Started: true, ExitStatus: 143, Signal: 15, ScopeStopped: true}); *ev.Result != want || ev.RunError != "" {
+		t.Errorf("Run after systemctl stop = %+v, %q; want %+v", *ev.Result, ev.RunError, want)
+	}
+
+	// RuntimeMax through the scope.
+	scope = unitrun.ScopeName("run-mode", 3)
+	began := time.Now()
+	p, err = n.Start(ctx, helper, "run", "-name", scope, "-runtime-max", "1s", "--", "sleep", "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev = result(p)
+	if took := time.Since(began); !ev.Result.RuntimeExceeded || ev.Result.ExitStatus != 143 || took < time.Second {
+		t.Errorf("Run with RuntimeMax 1s = %+v, %q after %v; want RuntimeExceeded, status 143", *ev.Result, ev.RunError, took)
+	}
+
+	// A unit already holds the name: ErrScopeFailed, nothing run, that unit untouched.
+	scope = unitrun.ScopeName("run-mode", 4)
+	if _, err := n.Nsenter(ctx, "/bin/sh", "-c", "setsid systemd-run --scope --quiet --unit='"+scope+"' sleep 100 </dev/null >/dev/null 2>&1 &"); err != nil {
+		t.Fatal(err)
+	}
+	err = systemdtest.WaitFor(ctx, "the squatting scope", func() (bool, error) {
+		units, err := conn.ListUnitsByNamesContext(ctx, []string{scope})
+		return err == nil && len(units) == 1 && units[0].ActiveState == "active", err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = n.Start(ctx, helper, "run", "-name", scope, "--", "/bin/sh", "-c", "echo ran")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev = result(p)
+	if !ev.ScopeFailed || ev.Result.Started || strings.Contains(string(p.Stdout()), "ran") {
+		t.Errorf("Run with the scope's name taken = %+v, %q; want ErrScopeFailed and nothing run", *ev.Result, ev.RunError)
+	}
+	units, err := conn.ListUnitsByNamesContext(ctx, []string{scope})
+	if err != nil || len(units) != 1 || units[0].ActiveState != "active" {
+		t.Errorf("the unit that held %s: %+v, %v; want it still active", scope, units, err)
+	}
+	if _, err := n.Systemctl(ctx, "stop", scope); err != nil {
+		t.Fatal(err)
+	}
+	err = systemdtest.WaitFor(ctx, "no conch scope left", func() (bool, error) {
+		units, err := conn.ListUnitsByPatternsContext(ctx, nil, []string{"conch-sema-*"})
+		return err == nil && len(units) == 0, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -8,6 +8,9 @@
 //	    start "scopehelper hold" as a child, put it into scope N (bound to this helper's
 //	    service with -bind, D8), report {"scope","child"}, then wait for the child to end and
 //	    report {"child_exit"}. With -twice, also try a second scope of the same name.
+//	scopehelper run -name N [-kill-after D] [-runtime-max D] [-p NAME=VALUE]... -- ARGV...
+//	    run ARGV with unitrun.Run in scope mode (SIGTERM to the helper cancels its context)
+//	    and report {"result", "run_error", "scope_failed"}.
 package main
 
 import (
@@ -36,6 +39,10 @@ type event struct {
 	Twice       string `json:"twice,omitempty"`
 	TwiceExists bool   `json:"twice_exists,omitempty"`
 	Error       string `json:"error,omitempty"`
+
+	Result      *unitrun.Result `json:"result,omitempty"`
+	RunError    string          `json:"run_error,omitempty"`
+	ScopeFailed bool            `json:"scope_failed,omitempty"`
 }
 
 func emit(ev event) { _ = json.NewEncoder(os.Stdout).Encode(ev) }
@@ -46,6 +53,9 @@ func (p *props) String() string     { return fmt.Sprint(*p) }
 func (p *props) Set(v string) error { *p = append(*p, v); return nil }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == unitrun.GuardianArg {
+		os.Exit(unitrun.GuardianMain()) // Run re-executes this program as its guardian (D7)
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: scopehelper hold|available|scope ...")
 		os.Exit(64)
@@ -64,6 +74,11 @@ func main() {
 			ev.Available = err.Error()
 		}
 		emit(ev)
+	case "run":
+		if err := run(os.Args[2:]); err != nil {
+			emit(event{Error: err.Error()})
+			os.Exit(1)
+		}
 	case "scope":
 		if err := scope(os.Args[2:]); err != nil {
 			emit(event{Error: err.Error()})
@@ -161,4 +176,49 @@ func startHold() (*exec.Cmd, error) {
 		return nil, err
 	}
 	return cmd, nil
+}
+
+// run is Run in scope mode: the command after "--" in scope -name.
+func run(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	name := fs.String("name", "", "scope unit name")
+	killAfter := fs.Duration("kill-after", time.Second, "grace period")
+	runtimeMax := fs.Duration("runtime-max", 0, "runtime limit")
+	var ps props
+	fs.Var(&ps, "p", "NAME=VALUE scope property (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return errors.New("no command")
+	}
+	userProps, err := unitrun.ParseProperties(ps)
+	if err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := unitrun.Dial(dctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	path, err := unitrun.Resolve(argv[0])
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	res, err := unitrun.Run(ctx, unitrun.Spec{
+		Path: path, Args: argv, Stdout: os.Stdout, Stderr: os.Stderr,
+		KillAfter: *killAfter, RuntimeMax: *runtimeMax,
+		Scope: &unitrun.ScopeSpec{Conn: conn, Name: *name, Description: "scopehelper run", Properties: userProps},
+	})
+	ev := event{Result: &res, ScopeFailed: errors.Is(err, unitrun.ErrScopeFailed)}
+	if err != nil {
+		ev.RunError = err.Error()
+	}
+	emit(ev)
+	return nil
 }
