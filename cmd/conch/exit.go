@@ -20,7 +20,7 @@ const exitTable = `Exit status:
   64              bad flags or arguments; nothing was written to etcd
   69              etcd unreachable (no answer within --dial-timeout at start, or
                   --wait ran out during an outage), or a scope required by
-                  --scope=always, -p or --slice could not be made (no systemd)
+                  --scope=always, -p or --slice could not be made (e.g. no systemd)
   70              the slot was lost while the child ran (lease lost, key deleted,
                   lease not confirmable); the child was stopped
   124             the child ran past --runtime-max and was stopped
