@@ -37,7 +37,7 @@ func TestExitConflict(t *testing.T) {
 	waitFor(t, "holder to start", func() bool { return exists(e.path("held")) })
 	ran := e.path("ran")
 	r := e.run("sema", "cf", "--max", "1", "--nonblock", "--", "touch", ran)
-	if r.status != 75 || !strings.Contains(r.stderr, "cf[1]") {
+	if r.status != 75 || !strings.Contains(r.stderr, "cf[max=1]") {
 		t.Fatalf("--nonblock: %v", r)
 	}
 	r = e.run("sema", "cf", "--max", "1", "-E", "3", "--wait", "300ms", "--", "touch", ran)
