@@ -24,11 +24,13 @@ type Holder struct {
 	wg     sync.WaitGroup
 }
 
-// newHolder switches the lease to the holding cadence and starts the two
-// supervisors: one waits for the lease to be lost, one watches our key for
-// DELETE from watchRev+1. Both stop in Release.
-func (s *Semaphore) newHolder(l *lease, key string, rev, watchRev int64) *Holder {
-	l.hold(s.opts.FenceMargin)
+// newHolder switches the lease to the holding cadence (see lease.hold for
+// its errors) and starts the two supervisors: one waits for the lease to be
+// lost, one watches our key for DELETE from watchRev+1. Both stop in Release.
+func (s *Semaphore) newHolder(ctx context.Context, l *lease, key string, rev, watchRev int64) (*Holder, error) {
+	if err := l.hold(ctx, s.opts.FenceMargin); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	wctx, stop := context.WithCancel(context.Background())
 	h := &Holder{s: s, l: l, key: key, rev: rev, ctx: ctx, cancel: cancel, stop: stop}
@@ -45,7 +47,7 @@ func (s *Semaphore) newHolder(l *lease, key string, rev, watchRev int64) *Holder
 		defer h.wg.Done()
 		h.watchKey(wctx, watchRev)
 	}()
-	return h
+	return h, nil
 }
 
 // watchKey cancels the holder when our key is deleted. A failed watch

@@ -12,10 +12,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Keep-alive cadence (D7). While waiting, a late keep-alive only costs our
-// place in the queue, so the stock TTL/3 is enough. While holding, conch
-// keeps the lease on its own clock: a keep-alive every TTL/6, at least once a
-// second, so it learns early that the lease can no longer be proven alive.
+// Keep-alive cadence (D7). Deep in the queue a late keep-alive only costs
+// our place, so the stock TTL/3 is enough. At the head of the queue and while
+// holding, conch keeps the lease on its own clock: a keep-alive every TTL/6,
+// at least once a second, so it learns early that the lease can no longer be
+// proven alive, and a promoted waiter starts with a fresh confirmation.
 const (
 	waitKeepAliveDivisor = 3
 	holdKeepAliveDivisor = 6
@@ -38,8 +39,9 @@ type lease struct {
 	mu        sync.Mutex
 	confirmed time.Time     // send time of the last confirmed keep-alive
 	margin    time.Duration // fence this long before the deadline; 0 while waiting
-	holding   bool
-	changed   chan struct{} // poked when holding/margin change
+	holding   bool          // fence margin before the deadline
+	fast      bool          // holding cadence (head of the queue, or holding)
+	changed   chan struct{} // poked when the cadence or margin change
 
 	done   chan struct{} // closed when the lease is lost or stopped
 	cause  error
@@ -82,13 +84,57 @@ func (l *lease) Err() error {
 	return l.cause
 }
 
+// quicken switches to the holding cadence without fencing yet: the head of
+// the queue is about to hold, and must not start holding on a stale
+// confirmation.
+func (l *lease) quicken() {
+	l.mu.Lock()
+	changed := !l.fast
+	l.fast = true
+	l.mu.Unlock()
+	if changed {
+		l.poke()
+	}
+}
+
 // hold switches to the holding cadence and starts fencing margin before the
 // deadline (D7: kill-after + 1 s, so the child is gone before the server can
-// hand the slot on).
-func (l *lease) hold(margin time.Duration) {
+// hand the slot on). If the last confirmation is too old for that fence to be
+// at least one keep-alive interval away (a waiter promoted from deep in the
+// queue, on the slow cadence), it first confirms the lease with one
+// keep-alive, so a healthy lease is never fenced at once. Errors: ErrLeaseLost
+// if the server no longer knows the lease, ErrFenced if no answer came in time.
+func (l *lease) hold(ctx context.Context, margin time.Duration) error {
 	l.mu.Lock()
-	l.holding, l.margin = true, margin
+	iv := keepAliveInterval(l.ttl, true)
+	stale := time.Until(l.confirmed.Add(fenceDelay(l.ttl, margin, true))) < iv
 	l.mu.Unlock()
+	if stale {
+		cctx, cancel := context.WithTimeout(ctx, iv)
+		sent := time.Now()
+		resp, err := l.c.KeepAliveOnce(cctx, l.id)
+		cancel()
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
+			l.fail(ErrLeaseLost)
+			return ErrLeaseLost
+		case err != nil:
+			return fmt.Errorf("%w: %w", ErrFenced, err)
+		}
+		l.mu.Lock()
+		if sent.After(l.confirmed) {
+			l.confirmed = sent
+		}
+		l.mu.Unlock()
+	}
+	l.mu.Lock()
+	l.holding, l.fast, l.margin = true, true, margin
+	l.mu.Unlock()
+	l.poke()
+	return nil
+}
+
+func (l *lease) poke() {
 	select {
 	case l.changed <- struct{}{}:
 	default:
@@ -98,11 +144,11 @@ func (l *lease) hold(margin time.Duration) {
 func (l *lease) interval() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return keepAliveInterval(l.ttl, l.holding)
+	return keepAliveInterval(l.ttl, l.fast)
 }
 
-func keepAliveInterval(ttl time.Duration, holding bool) time.Duration {
-	if !holding {
+func keepAliveInterval(ttl time.Duration, fast bool) time.Duration {
+	if !fast {
 		return ttl / waitKeepAliveDivisor
 	}
 	return min(ttl/holdKeepAliveDivisor, maxHoldKeepAlive)

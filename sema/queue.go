@@ -26,7 +26,7 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 	s.emit(Event{Kind: Enqueued, Rank: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others})
 	if r.held { // held at once: no rewrite, D2's three requests
 		s.emit(Event{Kind: Held, Rank: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl})
-		return s.newHolder(l, key, myRev, r.rev), nil
+		return s.newHolder(ctx, l, key, myRev, r.rev)
 	}
 	if s.opts.Nonblock {
 		return nil, ErrNoSlot
@@ -38,6 +38,9 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 			t = turnPromoted
 		} else {
 			s.emit(Event{Kind: Waiting, Rank: r.rank, Ahead: ahead, Rev: myRev, Lease: l.id, TTL: l.ttl})
+			if r.holders != nil {
+				l.quicken() // next in line: keep the lease fresh for the hand-off
+			}
 			t = s.watchTurn(ctx, l, key, r)
 		}
 		switch t {
@@ -49,7 +52,7 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 				return nil, err
 			}
 			s.emit(Event{Kind: Held, Rank: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl})
-			return s.newHolder(l, key, myRev, rev), nil
+			return s.newHolder(ctx, l, key, myRev, rev)
 		case turnKeyDeleted:
 			return nil, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
 		case turnLeaseLost:
