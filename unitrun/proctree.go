@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -55,7 +56,7 @@ func parseProcStat(data []byte) (procEntry, error) {
 	return procEntry{pid: pid, ppid: ppid, state: rest[0][0], start: start}, nil
 }
 
-// listProcs returns every process in /proc that could be read; processes that vanish while
+// listProcs returns every process in /proc that could be read (descendants' fallback); processes that vanish while
 // it reads are skipped.
 func listProcs() ([]procEntry, error) {
 	d, err := os.Open("/proc")
@@ -102,20 +103,106 @@ func descendantsOf(root int, procs []procEntry) []procEntry {
 	return out
 }
 
-// signalDescendants sends sig to every current descendant of the calling process, walking
-// /proc. Processes that are gone by the time the signal is sent are skipped silently.
+// signalDescendants sends sig to every current descendant of the calling process (see
+// descendants). Processes that are gone by the time the signal is sent are skipped silently.
 func signalDescendants(sig syscall.Signal) error {
-	procs, err := listProcs()
+	procs, err := descendants()
 	if err != nil {
 		return fmt.Errorf("cannot list processes: %w", err)
 	}
 	var firstErr error
-	for _, p := range descendantsOf(os.Getpid(), procs) {
+	for _, p := range procs {
 		if err := signalProc(p, sig); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
 	return firstErr
+}
+
+// hasChildren reports whether the calling process has any child, a zombie or a clone child
+// included. As a child subreaper, a process without children has no descendant at all: an
+// orphan is reparented to its subreaper before its parent's exit can be reaped. It is one
+// waitid(2) with WNOWAIT, so no status is consumed; on any error but ECHILD it says true.
+func hasChildren() bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return !errors.Is(err, unix.ECHILD)
+	}
+}
+
+// descendants returns the calling process's descendants, parents first. It follows the
+// kernel's children lists (/proc/PID/task/TID/children) down from the calling process, which
+// costs a few reads per descendant, whatever runs on the host; without them (a kernel built
+// without CONFIG_PROC_CHILDREN) it reads every process in /proc. A process found in a
+// children list is kept only if its parent, read from its stat afterwards, is in the tree
+// found so far, so a PID reused meanwhile by an unrelated process is left out; a process
+// forked during the walk may be missed (callers walk again).
+func descendants() ([]procEntry, error) {
+	self := os.Getpid()
+	queue, err := childrenOf(self)
+	if err != nil {
+		procs, err := listProcs()
+		if err != nil {
+			return nil, err
+		}
+		return descendantsOf(self, procs), nil
+	}
+	tree := map[int]bool{self: true}
+	var out []procEntry
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if tree[pid] {
+			continue
+		}
+		p, err := readProcStat(pid)
+		if err != nil || !tree[p.ppid] {
+			continue // gone, or the PID now names a process outside the tree
+		}
+		tree[pid] = true
+		out = append(out, p)
+		kids, _ := childrenOf(pid) // gone meanwhile: its children are reparented to a member
+		queue = append(queue, kids...)
+	}
+	return out, nil
+}
+
+// childrenOf returns the PIDs in the children lists of every thread of pid. The error is
+// that of the first list that could not be read; a process that has just exited has none.
+func childrenOf(pid int) ([]int, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	tids, err := d.Readdirnames(-1)
+	_ = d.Close()
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, tid := range tids {
+		data, err := os.ReadFile(dir + tid + "/children")
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(dir + tid); serr == nil {
+				return nil, err // the thread exists but has no children list: not supported
+			}
+			continue // the thread has exited meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
 }
 
 // signalProc sends sig to p unless p has ended meanwhile. It opens a pidfd first, which pins

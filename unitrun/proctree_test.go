@@ -2,6 +2,9 @@ package unitrun
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -48,4 +51,64 @@ func TestReadProcStatSelf(t *testing.T) {
 	if err != nil || p.pid != os.Getpid() || p.ppid != os.Getppid() || p.start == 0 {
 		t.Fatalf("readProcStat(self) = %+v, %v", p, err)
 	}
+}
+
+// descendants follows the kernel's children lists: it finds a child, a background grandchild
+// and a setsid great-grandchild, parents first, and agrees with the full /proc walk.
+func TestDescendants(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", `sleep 1000 & echo $! > "$1/bg"
+sh -c 'setsid sleep 1000 & echo $! > "$1/ss.tmp"; mv "$1/ss.tmp" "$1/ss"; wait' sh "$1" &
+wait`, "sh", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = signalDescendantsOf(cmd.Process.Pid)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	bg, ss := waitPIDFile(t, filepath.Join(dir, "bg")), waitPIDFile(t, filepath.Join(dir, "ss"))
+	got, err := descendants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := map[int]int{}
+	for i, p := range got {
+		pos[p.pid] = i
+	}
+	for _, pid := range []int{cmd.Process.Pid, bg, ss} {
+		if _, ok := pos[pid]; !ok {
+			t.Fatalf("descendants() = %+v: pid %d missing", got, pid)
+		}
+	}
+	if pos[cmd.Process.Pid] > pos[bg] || pos[cmd.Process.Pid] > pos[ss] {
+		t.Fatalf("descendants() = %+v: a parent after its descendant", got)
+	}
+	procs, err := listProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := map[int]bool{}
+	for _, p := range descendantsOf(os.Getpid(), procs) {
+		full[p.pid] = true
+	}
+	for _, pid := range []int{cmd.Process.Pid, bg, ss} {
+		if !full[pid] {
+			t.Fatalf("the /proc walk misses pid %d", pid)
+		}
+	}
+}
+
+// signalDescendantsOf SIGKILLs every descendant of root (test clean-up).
+func signalDescendantsOf(root int) error {
+	procs, err := listProcs()
+	if err != nil {
+		return err
+	}
+	for _, p := range descendantsOf(root, procs) {
+		_ = signalProc(p, syscall.SIGKILL)
+	}
+	return nil
 }
