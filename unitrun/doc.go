@@ -3,9 +3,12 @@
 //
 // Direct mode: Run re-executes the program as a small guardian (GuardianMain) that is the
 // command's parent and a child subreaper. The command runs in its own process group; stopping
-// it means the stop signal to that group and to every descendant found in /proc, then SIGKILL
-// after the grace period. The guardian gets a parent-death signal when conch dies, even by
-// SIGKILL, and then stops the whole tree itself.
+// it means the stop signal to that group and to every descendant (found through /proc), then
+// SIGKILL after the grace period. The guardian gets a parent-death signal when conch dies,
+// even by SIGKILL, and then stops the whole tree itself. Prepare starts the guardian ahead of
+// the command, so that its start-up overlaps the caller's wait for a slot; Prepared.Run then
+// gives it the command and returns as soon as the command's tree is gone, while the guardian
+// exits.
 //
 // Scope mode (Spec.Scope, D8) uses the same guardian and moves it into a transient systemd
 // scope (StartScope) before it starts the command, so the command runs not a single

@@ -21,17 +21,19 @@ const GuardianArg = "__conch-guardian"
 // a library function: it owns the process's signals and file descriptors 3 and 4, and must not
 // be called in any other situation.
 //
-// It makes itself a child subreaper, reads the spec from the control pipe, reports ready and
-// waits for "go" (so that scope mode can move it into its scope and Spec.BeforeStart can run
-// first). It then starts the command in a
+// It makes itself a child subreaper and waits for the spec on the control pipe (Prepare may
+// start the guardian long before Run sends it; EOF or SIGTERM meanwhile make it exit at
+// once), then reports ready and waits for "go" (so that scope mode can move it into its scope
+// and Spec.BeforeStart can run first). It then starts the command in a
 // process group of its own, in the terminal's foreground if asked (D5), and supervises it:
 // on SIGTERM (also its parent-death signal), "stop" or EOF of the control pipe (conch died) it
 // sends the stop signal, then SIGCONT, to the command's process group and to every descendant
 // (reparented ones included), waits up to the kill-after grace, then SIGKILLs every descendant
 // left, walking /proc again until none is.
 // When the command exits on its own, whatever it left running is stopped the same way (D7:
-// nothing runs on without a slot). It reports the command's status as soon as it is reaped,
-// and again once every descendant is gone and reaped, then returns 0. SIGINT and SIGHUP are
+// nothing runs on without a slot). In scope mode it reports the command's status as soon as
+// it is reaped; in both modes it reports it once every descendant is gone and reaped, then
+// returns 0. SIGINT and SIGHUP are
 // caught and dropped: the terminal's Ctrl-C is for the command's group, and conch decides about
 // the rest (D3, D7).
 //
@@ -59,11 +61,14 @@ func GuardianMain() int {
 		out.send(guardianEvent{Event: evError, Msg: "cannot become a child subreaper: " + err.Error()})
 		return 1
 	}
-	in := bufio.NewReader(ctl)
-	spec, err := readSpec(in)
+	control := readControl(bufio.NewReader(ctl))
+	spec, ok, err := awaitSpec(sigs, control)
 	if err != nil {
 		out.send(guardianEvent{Event: evError, Msg: err.Error()})
 		return 1
+	}
+	if !ok {
+		return 0 // closed before Run, or conch died: nothing was started
 	}
 	if spec.Scope != nil {
 		// systemd stops the scope with its KillSignal, which reaches the guardian too: catch
@@ -74,7 +79,6 @@ func GuardianMain() int {
 	}
 	out.send(guardianEvent{Event: evReady})
 
-	control := readControl(in)
 	if !awaitGo(sigs, control) {
 		return 0
 	}
@@ -135,6 +139,27 @@ func cloexecFromProc() {
 	for _, e := range names {
 		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
 			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// awaitSpec waits for the spec, the first line of the control pipe, which Run sends when it
+// is called, possibly long after Prepare started the guardian. ok is false, meaning exit
+// without starting anything, on EOF of the control pipe (Prepared.Close, or conch died) or
+// SIGTERM (the parent-death signal); err is set for a line that is no valid spec.
+func awaitSpec(sigs <-chan os.Signal, control <-chan string) (spec wireSpec, ok bool, err error) {
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM {
+				return spec, false, nil
+			}
+		case line, open := <-control:
+			if !open {
+				return spec, false, nil
+			}
+			spec, err = parseSpec([]byte(line))
+			return spec, err == nil, err
 		}
 	}
 }

@@ -11,19 +11,24 @@ import (
 
 // guardianProc is Run's handle on a running guardian.
 type guardianProc struct {
-	pid    int
-	ctl    *os.File             // write end of the control pipe
-	events <-chan guardianEvent // closed when the guardian exited (status pipe EOF)
-	exited <-chan error         // the guardian's wait result; receives exactly once
+	pid      int
+	proc     *os.Process
+	ctl      *os.File             // write end of the control pipe
+	events   <-chan guardianEvent // closed when the guardian exited (status pipe EOF)
+	exited   <-chan error         // the guardian's wait result; receives exactly once
+	specSent bool                 // the guardian may have started something: no SIGKILL
+	closed   bool
+	waitErr  error // the wait result, once closed
 }
 
-// startGuardian starts the guardian (D7) with the control and status pipes and sends it the
-// spec, and in scope mode the scope it is to live in (D8). The guardian is forked by a goroutine locked to its OS thread that stays in
-// wait4 until the guardian exits: Linux delivers the parent-death signal (SIGTERM) when the
-// forking thread ends, so that thread must outlive the guardian, and it does unless the whole
-// process dies, which is exactly when the signal should fire. That goroutine and the status
-// reader both end when the guardian exits; close waits for them.
-func startGuardian(spec Spec, foreground bool, scope *wireScope) (*guardianProc, error) {
+// startGuardian starts the guardian (D7) with the control and status pipes; the guardian then
+// waits for its spec (sendSpec). It uses spec's Guardian, Stdin, Stdout and Stderr only. The
+// guardian is forked by a goroutine locked to its OS thread that stays in wait4 until the
+// guardian exits: Linux delivers the parent-death signal (SIGTERM) when the forking thread
+// ends, so that thread must outlive the guardian, and it does unless the whole process dies,
+// which is exactly when the signal should fire. That goroutine and the status reader both end
+// when the guardian exits; close waits for them.
+func startGuardian(spec Spec) (*guardianProc, error) {
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot create control pipe: %v", ErrGuardian, err)
@@ -70,8 +75,14 @@ func startGuardian(spec Spec, foreground bool, scope *wireScope) (*guardianProc,
 		_, _ = ctlW.Close(), stR.Close()
 		return nil, fmt.Errorf("%w: cannot start %s: %v", ErrGuardian, spec.Guardian[0], err)
 	}
-	g := &guardianProc{pid: cmd.Process.Pid, ctl: ctlW, events: readEvents(stR), exited: exited}
+	return &guardianProc{pid: cmd.Process.Pid, proc: cmd.Process, ctl: ctlW, events: readEvents(stR), exited: exited}, nil
+}
 
+// sendSpec sends the guardian the command's spec, whether its process group is to get the
+// terminal (D5), and in scope mode the scope it is to live in (D8). An error wraps
+// ErrGuardian; the guardian must then be closed.
+func (g *guardianProc) sendSpec(spec Spec, foreground bool, scope *wireScope) error {
+	g.specSent = true
 	line, err := json.Marshal(wireSpec{
 		Path:       spec.Path,
 		Args:       spec.Args,
@@ -86,10 +97,9 @@ func startGuardian(spec Spec, foreground bool, scope *wireScope) (*guardianProc,
 		_, err = g.ctl.Write(append(line, '\n'))
 	}
 	if err != nil {
-		_ = g.close()
-		return nil, fmt.Errorf("%w: cannot send the spec: %v", ErrGuardian, err)
+		return fmt.Errorf("%w: cannot send the spec: %v", ErrGuardian, err)
 	}
-	return g, nil
+	return nil
 }
 
 // send writes one control word. An error means the guardian is gone, which Run learns from
@@ -100,12 +110,23 @@ func (g *guardianProc) send(word string) error {
 }
 
 // close tells the guardian to abort if it has not started the command (EOF on the control
-// pipe), then waits for it to exit and for the status reader to finish. Run calls it on every
-// path; once the command has started it is only called after the guardian reported or died.
+// pipe; SIGKILL when it has not even been sent its spec, so that an unused guardian does not
+// finish its start-up for nothing), then waits for it to exit and for the status reader to
+// finish, and returns the guardian's wait result. Run calls it on every path; once the
+// command has started it is only called after the guardian reported or died. Later calls
+// return the same result.
 func (g *guardianProc) close() error {
+	if g.closed {
+		return g.waitErr
+	}
+	g.closed = true
 	_ = g.ctl.Close()
+	if !g.specSent {
+		_ = g.proc.Kill() // not reaped yet (its wait is pending), so the PID is still ours
+	}
 	for range g.events {
 		// drain until the guardian exits
 	}
-	return <-g.exited
+	g.waitErr = <-g.exited
+	return g.waitErr
 }

@@ -39,6 +39,9 @@ type helperConfig struct {
 	Runs            []helperRun `json:"runs"`
 	GuardianPIDFile string      `json:"guardian_pid_file"` // BeforeStart writes the guardian's PID
 	ResultFile      string      `json:"result_file"`       // one helperResult JSON line per run
+	// PrepareOnly makes the helper Prepare a guardian, write its PID to GuardianPIDFile and
+	// wait forever without running anything (until it is killed).
+	PrepareOnly bool `json:"prepare_only,omitempty"`
 }
 
 type helperRun struct {
@@ -64,6 +67,18 @@ func runHelper(cfgPath string) int {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 3
+	}
+	if cfg.PrepareOnly {
+		p, err := Prepare(Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 3
+		}
+		if err := os.WriteFile(cfg.GuardianPIDFile, []byte(strconv.Itoa(p.g.pid)), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 3
+		}
+		select {} // until killed
 	}
 	out, err := os.OpenFile(cfg.ResultFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {

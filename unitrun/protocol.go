@@ -11,15 +11,18 @@ import (
 // The guardian protocol (D7). conch passes two pipes to the guardian, never anything through
 // the environment the command could inherit:
 //
-//   - the control pipe (conch -> guardian, fd ctlFD): one JSON line with the wireSpec, then
-//     one word per line: ctlGo, ctlStop or ctlAbort. EOF means conch died: stop.
+//   - the control pipe (conch -> guardian, fd ctlFD): one JSON line with the wireSpec, sent
+//     when Run is called (the guardian may have been started by Prepare long before and waits
+//     for it), then one word per line: ctlGo, ctlStop or ctlAbort. EOF means conch died or
+//     closed a prepared guardian: stop, or exit if nothing was started.
 //   - the status pipe (guardian -> conch, fd statusFD): JSON lines of guardianEvent, in the
-//     order evReady, then evStarted or evExecError, then evCmdExited as soon as the command
-//     is reaped, then evExited once its whole tree is gone; evStopSignal (scope mode) when the
-//     guardian gets the scope's stop signal from systemd; evError on a protocol failure. EOF
-//     means the guardian exited. In scope mode the guardian may be SIGKILLed by systemd at the
-//     end of the scope's stop timeout before it sends evExited: evCmdExited is sent early so
-//     that the command's status is known then too.
+//     order evReady, then evStarted or evExecError, then (scope mode) evCmdExited as soon as
+//     the command is reaped, then evExited once its whole tree is gone, after which the
+//     guardian only exits; evStopSignal (scope mode) when the guardian gets the scope's stop
+//     signal from systemd; evError on a protocol failure. EOF means the guardian exited. In
+//     scope mode the guardian may be SIGKILLed by systemd at the end of the scope's stop
+//     timeout before it sends evExited: evCmdExited is sent early so that the command's status
+//     is known then too.
 //
 // Both ends are the same binary image (Spec.Guardian defaults to /proc/self/exe), so the
 // format needs no versioning.
@@ -34,7 +37,7 @@ const (
 	evReady      = "ready"          // spec read, subreaper set; waiting for ctlGo
 	evStarted    = "started"        // command running: PID
 	evExecError  = "exec-error"     // command could not be started: Status 126/127, Msg
-	evCmdExited  = "command-exited" // command reaped (descendants may remain): Status, Signal, Stopped
+	evCmdExited  = "command-exited" // scope mode: command reaped (descendants may remain): Status, Signal, Stopped
 	evStopSignal = "stop-signal"    // scope mode: systemd is stopping the scope (not asked by conch)
 	evExited     = "exited"         // command and all its descendants are gone: Status, Signal, Stopped
 	evError      = "error"          // the guardian cannot go on: Msg
@@ -80,13 +83,9 @@ type guardianEvent struct {
 	Msg     string `json:"msg,omitempty"`
 }
 
-// readSpec reads the first line of the control pipe.
-func readSpec(r *bufio.Reader) (wireSpec, error) {
+// parseSpec decodes the first line of the control pipe.
+func parseSpec(line []byte) (wireSpec, error) {
 	var ws wireSpec
-	line, err := r.ReadBytes('\n')
-	if err != nil {
-		return ws, fmt.Errorf("cannot read the spec from the control pipe: %w", err)
-	}
 	if err := json.Unmarshal(line, &ws); err != nil {
 		return ws, fmt.Errorf("cannot decode the spec from the control pipe: %w", err)
 	}

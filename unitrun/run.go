@@ -24,7 +24,9 @@ const (
 const fallbackPollInterval = 50 * time.Millisecond
 
 // Run starts the command described by spec through a guardian (D7), blocks until the command
-// AND everything it left running have ended, and returns how the command ended.
+// AND everything it left running have ended, and returns how the command ended. It is Prepare,
+// Prepared.Run and Prepared.Close in one call: callers that can start the guardian earlier, to
+// hide its start-up behind other work, use those.
 //
 // The guardian is this program re-executed (Spec.Guardian; cmd/conch must dispatch GuardianArg
 // to GuardianMain). It is the command's parent and a child subreaper, and it gets SIGTERM when
@@ -72,17 +74,81 @@ const fallbackPollInterval = 50 * time.Millisecond
 // ended when Run returns. Concurrent calls are allowed, but only one at a time should own the
 // terminal.
 func Run(ctx context.Context, spec Spec) (Result, error) {
-	if spec.Path == "" {
-		return Result{ExitStatus: statusNotFound}, fmt.Errorf("%w: empty path", ErrNotFound)
+	if err := spec.check(); err != nil {
+		return Result{ExitStatus: statusFor(err)}, err
 	}
-	if spec.Scope != nil && (spec.Scope.Conn == nil || spec.Scope.Name == "") {
-		return Result{}, fmt.Errorf("%s: not started: %w: no connection or no unit name", spec.Path, ErrScopeFailed)
-	}
-	spec = spec.withScope().withDefaults()
 	if ctx.Err() != nil {
 		return Result{}, notStarted(spec.Path, context.Cause(ctx))
 	}
-	r := &runner{spec: spec}
+	p, err := Prepare(spec)
+	if err != nil {
+		return Result{}, err
+	}
+	defer p.Close()
+	return p.Run(ctx, spec)
+}
+
+// Prepared is a guardian (D7) started by Prepare ahead of its command: a process that has
+// done its start-up and waits, blocked, for Run or Close. It is not safe for concurrent use.
+type Prepared struct {
+	g     *guardianProc
+	start Spec // Guardian, Stdin, Stdout and Stderr as the guardian got them
+	used  bool // Run was called
+}
+
+// Prepare starts the guardian of a command that Prepared.Run will start later, so that the
+// guardian's start-up (the re-execution of this program: several milliseconds) overlaps
+// whatever the caller does meanwhile, such as acquiring the slot. It uses only spec's
+// Guardian, Stdin, Stdout and Stderr, which the guardian gets at its start; everything else,
+// the command included, is given to Run. It does not block beyond the guardian's fork and exec.
+//
+// The guardian waits without running anything; it exits when Close is called, when the
+// caller's process dies, even by SIGKILL (its parent-death signal, or the EOF of its control
+// pipe), or after Run. The result must be closed, also after Run (Close then joins the
+// guardian, which Run may leave exiting). Errors wrap ErrGuardian.
+//
+// Prepare starts the guardian's locked forking thread and its status-pipe reader; Close ends
+// both.
+func Prepare(spec Spec) (*Prepared, error) {
+	spec = spec.withDefaults()
+	g, err := startGuardian(spec)
+	if err != nil {
+		return nil, err
+	}
+	return &Prepared{g: g, start: spec}, nil
+}
+
+// Run runs the command of spec with the prepared guardian, exactly as the package-level Run
+// does (see there for the blocking, ctx, Result and errors), except that it returns as soon as
+// the guardian reports that the command and everything it left running are gone, without
+// waiting for the guardian's own exit: Close joins that. So the caller can act on the result
+// (release the slot, D7) while the guardian exits.
+//
+// spec is the whole Spec; its Guardian, Stdin, Stdout and Stderr must be those given to
+// Prepare (the guardian already has them), else Run does not start the command and returns an
+// error wrapping ErrGuardian. Run may be called once; a second call, or a call after Close,
+// returns an error wrapping ErrGuardian. Nothing about the command is decided before Run: the
+// environment, the scope (D8), the terminal's foreground (D5) are all taken from spec here.
+// If the guardian died while it waited, Run returns ErrGuardian and the command never started.
+func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
+	if p.used || p.g.closed {
+		return Result{}, fmt.Errorf("%s: not started: %w: prepared guardian already used", spec.Path, ErrGuardian)
+	}
+	p.used = true
+	if err := spec.check(); err != nil {
+		_ = p.g.close()
+		return Result{ExitStatus: statusFor(err)}, err
+	}
+	spec = spec.withScope().withDefaults()
+	if !p.start.sameStart(spec) {
+		_ = p.g.close()
+		return Result{}, fmt.Errorf("%s: not started: %w: guardian prepared with another Guardian, Stdin, Stdout or Stderr", spec.Path, ErrGuardian)
+	}
+	if ctx.Err() != nil {
+		_ = p.g.close()
+		return Result{}, notStarted(spec.Path, context.Cause(ctx))
+	}
+	r := &runner{spec: spec, g: p.g}
 	var scope *wireScope
 	if spec.Scope != nil {
 		r.scope = &scopeRun{ScopeSpec: *spec.Scope, killAfter: spec.KillAfter}
@@ -92,17 +158,43 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		scope = r.scope.wire()
 	}
 	fg := inForeground(spec.Stdin)
-	g, err := startGuardian(spec, fg, scope)
-	if err != nil {
-		return Result{}, err
+	if err := p.g.sendSpec(spec, fg, scope); err != nil {
+		_ = p.g.close()
+		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 	}
-	r.g = g
 	res, err := r.run(ctx)
 	if fg {
 		// Also after an exec failure: the child took the terminal before its execve failed.
 		_ = reclaimForeground(spec.Stdin)
 	}
 	return res, err
+}
+
+// Close ends the prepared guardian and waits for it to exit: before Run, the guardian is
+// killed (it has started nothing); after Run, it is already exiting or gone, and Close only
+// joins it and the goroutines Prepare started. It blocks for as long as the guardian takes to
+// exit (milliseconds). Calling it more than once is harmless.
+func (p *Prepared) Close() {
+	_ = p.g.close()
+}
+
+// check validates what Run needs before anything starts.
+func (s Spec) check() error {
+	if s.Path == "" {
+		return fmt.Errorf("%w: empty path", ErrNotFound)
+	}
+	if s.Scope != nil && (s.Scope.Conn == nil || s.Scope.Name == "") {
+		return fmt.Errorf("%s: not started: %w: no connection or no unit name", s.Path, ErrScopeFailed)
+	}
+	return nil
+}
+
+// statusFor is the Result.ExitStatus that goes with a check error.
+func statusFor(err error) int {
+	if errors.Is(err, ErrNotFound) {
+		return statusNotFound
+	}
+	return 0
 }
 
 // runner is the caller's side of one Run.
@@ -125,8 +217,10 @@ type supervision struct {
 	err            error
 }
 
-// run drives the guardian from "ready" to its exit and always waits for that exit (and, in
-// scope mode, for the scope to be gone).
+// run drives the guardian from "ready" to evExited, or to its exit when it does not report
+// that, and then waits for the scope to be gone if one is being stopped. It waits for the
+// guardian's exit (close) on every path but the one where the guardian reported evExited
+// and no scope is being stopped: the caller's Prepared.Close joins it then.
 func (r *runner) run(ctx context.Context) (Result, error) {
 	if err := r.awaitReady(ctx); err != nil {
 		_ = r.g.close()
@@ -148,6 +242,14 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	_ = r.g.send(ctlGo) // a dead guardian shows up as EOF below
 	st := r.supervise(ctx)
 	res, started, err := r.finish(st)
+	if st.exited && (r.scope == nil || r.scope.stopping == nil) {
+		// The command's tree is gone and nothing else is to wait for: the guardian's own
+		// exit is left to the caller to join (Prepared.Close).
+		if r.scope != nil {
+			return r.scopeOutcome(st, err, nil, nil)
+		}
+		return res, nil
+	}
 	werr := r.g.close()
 	if r.scope != nil {
 		var gone error
@@ -198,7 +300,7 @@ func (r *runner) awaitReady(ctx context.Context) error {
 	}
 }
 
-// supervise consumes the guardian's events until it exits, turning ctx's end and RuntimeMax
+// supervise consumes the guardian's events until evExited or its exit, turning ctx's end and RuntimeMax
 // into a stop request: "stop" to the guardian, and in scope mode StopScope as well (systemd
 // then signals the whole scope, SIGKILL after TimeoutStopSec; the guardian's own escalation
 // is the fallback should the bus fail). In scope mode RuntimeMax counts from the scope's
@@ -255,11 +357,12 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 				}
 			case evStopSignal:
 				st.external = true
-			case evExited:
+			case evExited: // the last event: the guardian only exits after it
 				st.exited = true
 				st.res.ExitStatus, st.res.Signal = ev.Status, syscall.Signal(ev.Signal)
 				st.res.Stopped = ev.Stopped && st.reason == stopByContext
 				st.res.RuntimeExceeded = ev.Stopped && st.reason == stopByRuntimeMax
+				return st
 			case evError:
 				st.err = fmt.Errorf("%s: %w: %s", r.spec.Path, ErrGuardian, ev.Msg)
 			}

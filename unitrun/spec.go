@@ -2,6 +2,7 @@ package unitrun
 
 import (
 	"os"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -103,4 +104,10 @@ func (s Spec) withDefaults() Spec {
 		s.Guardian = []string{"/proc/self/exe", GuardianArg}
 	}
 	return s
+}
+
+// sameStart reports whether t asks for the guardian that s started: the same Guardian argv
+// and the same Stdin, Stdout and Stderr (Prepare, Prepared.Run).
+func (s Spec) sameStart(t Spec) bool {
+	return slices.Equal(s.Guardian, t.Guardian) && s.Stdin == t.Stdin && s.Stdout == t.Stdout && s.Stderr == t.Stderr
 }

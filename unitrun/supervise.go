@@ -145,8 +145,10 @@ func (s *supervisor) handleReaped(c reapedChild, ok bool) {
 	}
 	if c.pid == s.cmdPID {
 		s.cmdReaped, s.cmdStatus = true, c.ws
-		code, sig := shellStatus(c.ws)
-		s.out.send(guardianEvent{Event: evCmdExited, Status: code, Signal: int(sig), Stopped: s.stoppedRun})
+		if s.scope != nil { // direct mode: Run takes the status from evExited alone
+			code, sig := shellStatus(c.ws)
+			s.out.send(guardianEvent{Event: evCmdExited, Status: code, Signal: int(sig), Stopped: s.stoppedRun})
+		}
 		s.beginStop() // stop whatever the command left running (D7)
 	}
 }

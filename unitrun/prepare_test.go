@@ -1,0 +1,164 @@
+package unitrun
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// prepareSh prepares a guardian for runSh-like specs (stdout to a file) and closes it at the
+// end of the test.
+func prepareSh(t *testing.T, script string) (*Prepared, Spec) {
+	t.Helper()
+	out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = out.Close() })
+	path, err := Resolve("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Path: path, Args: []string{"sh", "-c", script}, Env: []string{testPATH}, Stdout: out, Stderr: os.Stderr}
+	p, err := Prepare(spec)
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p, spec
+}
+
+// A prepared guardian waits, then runs the command it is given later; Run returns its status
+// and may not be called twice; Close joins the guardian.
+func TestPreparedRun(t *testing.T) {
+	t.Parallel()
+	p, spec := prepareSh(t, "exit 3")
+	guardian := snapshotProc(t, p.g.pid)
+	waitAwaitingSpec(t, guardian.pid)
+	spec.Env = append(spec.Env, "LATE=1") // known only now, e.g. CONCH_REV (D5)
+	res, err := p.Run(t.Context(), spec)
+	if want := (Result{Started: true, ExitStatus: 3}); err != nil || res != want {
+		t.Fatalf("Run = %+v, %v; want %+v", res, err, want)
+	}
+	if _, err := p.Run(t.Context(), spec); !errors.Is(err, ErrGuardian) {
+		t.Fatalf("second Run: %v, want ErrGuardian", err)
+	}
+	p.Close()
+	if alive(guardian) {
+		t.Fatalf("guardian %d alive after Close", guardian.pid)
+	}
+	p.Close()
+}
+
+// Close before Run ends the guardian at once: nothing was started, nothing is left.
+func TestPreparedClose(t *testing.T) {
+	t.Parallel()
+	p, spec := prepareSh(t, "exit 0")
+	guardian := snapshotProc(t, p.g.pid)
+	p.Close()
+	if alive(guardian) {
+		t.Fatalf("guardian %d alive after Close", guardian.pid)
+	}
+	if _, err := p.Run(t.Context(), spec); !errors.Is(err, ErrGuardian) {
+		t.Fatalf("Run after Close: %v, want ErrGuardian", err)
+	}
+}
+
+// What Run cannot honour with the prepared guardian, or a ctx already ended, means the command
+// never starts, and the guardian is gone.
+func TestPreparedRunRefused(t *testing.T) {
+	t.Parallel()
+	ended, cancel := context.WithCancelCause(t.Context())
+	cancel(errBoom)
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		mod     func(*Spec)
+		wantErr error
+	}{
+		{"other stdout", t.Context(), func(s *Spec) { s.Stdout = os.Stderr }, ErrGuardian},
+		{"other guardian", t.Context(), func(s *Spec) { s.Guardian = []string{"/proc/self/exe", GuardianArg, "x"} }, ErrGuardian},
+		{"ctx ended", ended, nil, errBoom},
+		{"empty path", t.Context(), func(s *Spec) { s.Path = "" }, ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			p, spec := prepareSh(t, `touch "$DIR/ran"`)
+			spec.Env = append(spec.Env, "DIR="+dir)
+			guardian := snapshotProc(t, p.g.pid)
+			if tt.mod != nil {
+				tt.mod(&spec)
+			}
+			res, err := p.Run(tt.ctx, spec)
+			if !errors.Is(err, tt.wantErr) || res.Started {
+				t.Fatalf("Run = %+v, %v; want not started, %v", res, err, tt.wantErr)
+			}
+			p.Close()
+			if alive(guardian) {
+				t.Fatalf("guardian %d alive after Close", guardian.pid)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+				t.Fatal("the command ran")
+			}
+		})
+	}
+}
+
+// A prepared guardian that died while it waited: Run says so and starts nothing.
+func TestPreparedGuardianDied(t *testing.T) {
+	t.Parallel()
+	p, spec := prepareSh(t, "exit 0")
+	if err := p.g.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(t.Context(), spec)
+	if !errors.Is(err, ErrGuardian) || res.Started {
+		t.Fatalf("Run = %+v, %v; want not started, ErrGuardian", res, err)
+	}
+}
+
+// SIGKILL of the caller while its prepared guardian waits for a command: the guardian exits
+// at once (D7: nothing may outlive conch).
+func TestPreparedCallerKilled(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd, done, _ := startHelper(t, dir, helperConfig{
+		PrepareOnly:     true,
+		GuardianPIDFile: filepath.Join(dir, "guardian"),
+	}, nil)
+	guardian := snapshotProc(t, waitPIDFile(t, filepath.Join(dir, "guardian")))
+	if guardian.ppid != cmd.Process.Pid {
+		t.Fatalf("guardian %+v: want parent %d", guardian, cmd.Process.Pid)
+	}
+	waitAwaitingSpec(t, guardian.pid)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	killed := time.Now()
+	waitFor(t, 3*time.Second, "the prepared guardian to end", func() bool { return !alive(guardian) })
+	t.Logf("prepared guardian gone %v after SIGKILL of the caller", time.Since(killed))
+}
+
+// waitAwaitingSpec waits until the guardian pid has done its start-up and waits for its spec:
+// one of its threads is blocked reading a pipe (its control pipe; wchan "pipe_read", or
+// "anon_pipe_read" on newer kernels).
+func waitAwaitingSpec(t *testing.T, pid int) {
+	t.Helper()
+	waitFor(t, generousTimeout, "the prepared guardian to wait on its control pipe", func() bool {
+		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/wchan")
+		for _, f := range tasks {
+			if w, err := os.ReadFile(f); err == nil && strings.HasSuffix(string(w), "pipe_read") {
+				return true
+			}
+		}
+		return false
+	})
+}
