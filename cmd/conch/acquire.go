@@ -37,6 +37,12 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		return 0
 	}
 
+	// The guardian starts now, so that its start-up overlaps the D-Bus and etcd round trips;
+	// it is closed while we wait behind others (D7).
+	stdio := unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	pre := startPrestarter(stdio)
+	defer pre.close() // after the release below: the guardian's exit is not waited for first
+
 	plan, status := openScope(rep, j.scope) // D8: before any etcd call
 	if plan == nil {
 		return status, 0
@@ -62,7 +68,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		FenceMargin:    killAfter + time.Second, // D7
 		Nonblock:       c.Nonblock || (j.waitSet && j.wait == 0),
 		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: plan.inScope()},
-		OnEvent:        rep.onEvent,
+		OnEvent:        func(e sema.Event) { rep.onEvent(e); pre.onEvent(e) },
 	})
 	if err != nil {
 		rep.errorf("", "%v", err)
@@ -107,13 +113,13 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		}
 	})
 	heldAt := time.Now()
-	res, runErr := plan.run(runCtx, rep, unitrun.Spec{
+	res, runErr := plan.run(runCtx, rep, pre.take(), unitrun.Spec{
 		Path:       j.path,
 		Args:       c.command,
 		Env:        childEnv(os.Environ(), j.name, j.max, h.Rev(), int64(h.Lease())),
-		Stdin:      os.Stdin,
-		Stdout:     os.Stdout,
-		Stderr:     os.Stderr,
+		Stdin:      stdio.Stdin,
+		Stdout:     stdio.Stdout,
+		Stderr:     stdio.Stderr,
 		KillAfter:  killAfter,
 		RuntimeMax: c.RuntimeMax.d,
 		Started:    rep.started, // READY=1 (D10)

@@ -123,16 +123,18 @@ func ownUnit() string {
 }
 
 // run runs the child as spec says, in the transient scope conch-sema-<name>-<rev>.scope when
-// the plan has one (D8). If that scope cannot be created: with always the error (wrapping
-// unitrun.ErrScopeFailed, child not started) is returned, for the caller to release the slot
-// and exit 69; with auto conch warns and runs the child in direct mode (D3).
-func (p *scopePlan) run(ctx context.Context, rep *reporter, spec unitrun.Spec, name string, max int, rev int64) (unitrun.Result, error) {
+// the plan has one (D8), with the guardian g started ahead (unitrun.Prepare; nil: Run starts
+// one). It returns once the child's tree is gone; g may still be exiting, its owner closes it.
+// If that scope cannot be created: with always the error (wrapping unitrun.ErrScopeFailed,
+// child not started) is returned, for the caller to release the slot and exit 69; with auto
+// conch warns and runs the child in direct mode (D3).
+func (p *scopePlan) run(ctx context.Context, rep *reporter, g *unitrun.Prepared, spec unitrun.Spec, name string, max int, rev int64) (unitrun.Result, error) {
 	if p.conn == nil {
-		return unitrun.Run(ctx, spec)
+		return runWith(ctx, g, spec)
 	}
 	if !p.conn.Connected() { // the bus went away while we waited for the slot
 		if err := p.redial(); err != nil {
-			return p.fallback(ctx, rep, spec, fmt.Errorf("%s: not started: %w: %w", spec.Path, unitrun.ErrScopeFailed, err))
+			return p.fallback(ctx, rep, g, spec, fmt.Errorf("%s: not started: %w: %w", spec.Path, unitrun.ErrScopeFailed, err))
 		}
 	}
 	scoped := spec
@@ -143,14 +145,22 @@ func (p *scopePlan) run(ctx context.Context, rep *reporter, spec unitrun.Spec, n
 		Slice:       p.flags.slice,
 		Properties:  p.flags.props,
 	}
-	res, err := unitrun.Run(ctx, scoped)
+	res, err := runWith(ctx, g, scoped)
 	if res.ScopeStopped && strings.HasSuffix(ownUnit(), ".service") {
 		awaitServiceStop(ctx)
 	}
 	if res.Started || !errors.Is(err, unitrun.ErrScopeFailed) {
 		return res, err
 	}
-	return p.fallback(ctx, rep, spec, err)
+	return p.fallback(ctx, rep, nil, spec, err) // g is used up: a fresh guardian
+}
+
+// runWith runs spec with the prepared guardian g, or with a guardian of its own when g is nil.
+func runWith(ctx context.Context, g *unitrun.Prepared, spec unitrun.Spec) (unitrun.Result, error) {
+	if g == nil {
+		return unitrun.Run(ctx, spec)
+	}
+	return g.Run(ctx, spec)
 }
 
 // serviceStopWait bounds how long conch waits for its own stop signal after systemd stopped
@@ -173,13 +183,13 @@ func awaitServiceStop(ctx context.Context) {
 }
 
 // fallback handles a scope that could not be created (D3): always returns err, auto warns
-// and runs spec in direct mode.
-func (p *scopePlan) fallback(ctx context.Context, rep *reporter, spec unitrun.Spec, err error) (unitrun.Result, error) {
+// and runs spec in direct mode, with g if it is still unused (nil: a guardian of its own).
+func (p *scopePlan) fallback(ctx context.Context, rep *reporter, g *unitrun.Prepared, spec unitrun.Spec, err error) (unitrun.Result, error) {
 	if p.flags.mode == scopeAlways {
 		return unitrun.Result{}, err
 	}
 	rep.warnf("WARNING: %v; running the child under conch's own supervision instead (--scope=auto)", err)
-	return unitrun.Run(ctx, spec)
+	return runWith(ctx, g, spec)
 }
 
 // redial replaces a connection the bus dropped.

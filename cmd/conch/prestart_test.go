@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/conch-project/conch/sema"
+)
+
+// childPIDs returns the PIDs of pid's children, from the kernel's children lists.
+func childPIDs(pid int) []int {
+	files, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	var out []int
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, s := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(s); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// D7 and the 20 MiB budget of a waiting conch: only the waiter next in line keeps a guardian
+// started ahead of its slot; one further back has none. When the slot passes on, the new head
+// starts one, and every command runs.
+func TestGuardianOnlyNextInLine(t *testing.T) {
+	e := newEnv(t)
+	pre := sema.Prefix("nl", 1)
+	holder := e.start("sema", "nl", "--max", "1", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	next := e.start("sema", "nl", "--max", "1", "--", "sh", "-c", e.gated("n"))
+	waitFor(t, "next in line queued", func() bool { return e.keys(pre) == 2 })
+	back := e.start("sema", "nl", "--max", "1", "--", "touch", e.path("back-ran"))
+	waitFor(t, "second waiter queued", func() bool { return e.keys(pre) == 3 })
+
+	waitFor(t, "a guardian for the waiter next in line", func() bool { return len(childPIDs(next.cmd.Process.Pid)) == 1 })
+	waitFor(t, "no guardian for the waiter behind it", func() bool { return len(childPIDs(back.cmd.Process.Pid)) == 0 })
+
+	e.open("h")
+	if r := holder.wait(t); r.status != 0 {
+		t.Fatalf("holder: %v", r)
+	}
+	waitFor(t, "the next waiter's command", func() bool { return e.held("n") })
+	waitFor(t, "a guardian for the new head", func() bool { return len(childPIDs(back.cmd.Process.Pid)) == 1 })
+	e.open("n")
+	if r := next.wait(t); r.status != 0 {
+		t.Fatalf("next: %v", r)
+	}
+	if r := back.wait(t); r.status != 0 || !exists(e.path("back-ran")) {
+		t.Fatalf("last waiter: %v", r)
+	}
+}
+
+// D7: SIGKILL of a waiting conch that keeps a guardian ahead of its slot: the guardian, which
+// has no command yet, exits at once.
+func TestSIGKILLToWaiterEndsItsGuardian(t *testing.T) {
+	e := newEnv(t)
+	holder := e.start("sema", "kw", "--max", "1", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	w := e.start("sema", "kw", "--max", "1", "--", "touch", e.path("ran"))
+	var guardian int
+	waitFor(t, "the waiter's guardian", func() bool {
+		kids := childPIDs(w.cmd.Process.Pid)
+		if len(kids) == 1 {
+			guardian = kids[0]
+		}
+		return guardian != 0
+	})
+	w.cmd.Process.Signal(syscall.SIGKILL)
+	w.wait(t)
+	waitFor(t, "the guardian to exit", func() bool { return !pidAlive(guardian) })
+	e.open("h")
+	holder.wait(t)
+	if exists(e.path("ran")) {
+		t.Fatal("the killed waiter's command ran")
+	}
+}
