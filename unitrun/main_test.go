@@ -151,7 +151,7 @@ func readHelperResults(t *testing.T, path string) []helperResult {
 }
 
 // waitFor polls cond until it holds or timeout passes, then fails the test with what.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -150,7 +150,7 @@ func TestPreparedCallerKilled(t *testing.T) {
 // waitAwaitingSpec waits until the guardian pid has done its start-up and waits for its spec:
 // one of its threads is blocked reading a pipe (its control pipe; wchan "pipe_read", or
 // "anon_pipe_read" on newer kernels).
-func waitAwaitingSpec(t *testing.T, pid int) {
+func waitAwaitingSpec(t testing.TB, pid int) {
 	t.Helper()
 	waitFor(t, generousTimeout, "the prepared guardian to wait on its control pipe", func() bool {
 		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/wchan")
@@ -161,4 +161,35 @@ func waitAwaitingSpec(t *testing.T, pid int) {
 		}
 		return false
 	})
+}
+
+// BenchmarkPreparedRun measures Prepared.Run of /bin/true with a guardian that has done its
+// start-up: "start" is from the call to the Started callback (spec, ready, go, the guardian's
+// fork and exec), ns/op from the call to Run's return (also the exit and the teardown).
+func BenchmarkPreparedRun(b *testing.B) {
+	path, err := Resolve("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var start time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		p, err := Prepare(Spec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		waitAwaitingSpec(b, p.g.pid)
+		var t0 time.Time
+		spec := Spec{Path: path, Env: []string{testPATH}, Started: func(int) { start += time.Since(t0) }}
+		b.StartTimer()
+		t0 = time.Now()
+		res, err := p.Run(context.Background(), spec)
+		b.StopTimer()
+		p.Close()
+		if err != nil || res.ExitStatus != 0 {
+			b.Fatalf("Run = %+v, %v", res, err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(start.Microseconds())/float64(b.N)/1000, "ms-to-start/op")
 }

@@ -226,18 +226,8 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		_ = r.g.close()
 		return Result{}, err
 	}
-	if r.scope != nil {
-		if err := r.scope.start(ctx, r.spec, r.g.pid); err != nil {
-			return Result{}, r.abort(err)
-		}
-	}
-	if r.spec.BeforeStart != nil {
-		if err := r.spec.BeforeStart(r.g.pid); err != nil {
-			return Result{}, r.abort(fmt.Errorf("%s: not started: before-start hook failed: %w", r.spec.Path, err))
-		}
-	}
-	if ctx.Err() != nil {
-		return Result{}, r.abort(notStarted(r.spec.Path, context.Cause(ctx)))
+	if err := r.beforeGo(ctx); err != nil {
+		return Result{}, r.abort(err)
 	}
 	_ = r.g.send(ctlGo) // a dead guardian shows up as EOF below
 	st := r.supervise(ctx)
@@ -271,6 +261,25 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		err = fmt.Errorf("%w (guardian: %v)", err, werr)
 	}
 	return res, err
+}
+
+// beforeGo does what must precede the command's start once the guardian is ready: the scope
+// (D8), BeforeStart, a last look at ctx. An error means the command must not start.
+func (r *runner) beforeGo(ctx context.Context) error {
+	if r.scope != nil {
+		if err := r.scope.start(ctx, r.spec, r.g.pid); err != nil {
+			return err
+		}
+	}
+	if r.spec.BeforeStart != nil {
+		if err := r.spec.BeforeStart(r.g.pid); err != nil {
+			return fmt.Errorf("%s: not started: before-start hook failed: %w", r.spec.Path, err)
+		}
+	}
+	if ctx.Err() != nil {
+		return notStarted(r.spec.Path, context.Cause(ctx))
+	}
+	return nil
 }
 
 // abort tells the guardian to exit without starting the command and waits for it. It returns
