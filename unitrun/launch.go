@@ -15,10 +15,10 @@ type guardianProc struct {
 	proc     *os.Process
 	ctl      *os.File             // write end of the control pipe
 	events   <-chan guardianEvent // closed when the guardian exited (status pipe EOF)
-	exited   <-chan error         // the guardian's wait result; receives exactly once
+	done     <-chan struct{}      // closed once the guardian has exited and been reaped
+	waitErr  *error               // the wait result, set before done is closed
 	specSent bool                 // the guardian may have started something: no SIGKILL
 	closed   bool
-	waitErr  error // the wait result, once closed
 }
 
 // startGuardian starts the guardian (D7) with the control and status pipes; the guardian then
@@ -57,7 +57,8 @@ func startGuardian(spec Spec) (*guardianProc, error) {
 	}
 
 	started := make(chan error, 1)
-	exited := make(chan error, 1)
+	done := make(chan struct{})
+	waitErr := new(error)
 	go func() {
 		// Never unlocked: the goroutine ends locked, so the runtime retires the thread
 		// instead of reusing it.
@@ -67,7 +68,8 @@ func startGuardian(spec Spec) (*guardianProc, error) {
 			return
 		}
 		started <- nil
-		exited <- cmd.Wait()
+		*waitErr = cmd.Wait()
+		close(done)
 	}()
 	err = <-started
 	_, _ = ctlR.Close(), stW.Close() // the guardian has its copies
@@ -75,7 +77,17 @@ func startGuardian(spec Spec) (*guardianProc, error) {
 		_, _ = ctlW.Close(), stR.Close()
 		return nil, fmt.Errorf("%w: cannot start %s: %v", ErrGuardian, spec.Guardian[0], err)
 	}
-	return &guardianProc{pid: cmd.Process.Pid, proc: cmd.Process, ctl: ctlW, events: readEvents(stR), exited: exited}, nil
+	return &guardianProc{pid: cmd.Process.Pid, proc: cmd.Process, ctl: ctlW, events: readEvents(stR), done: done, waitErr: waitErr}, nil
+}
+
+// gone reports whether the guardian has exited already.
+func (g *guardianProc) gone() bool {
+	select {
+	case <-g.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // sendSpec sends the guardian the command's spec, whether its process group is to get the
@@ -117,7 +129,7 @@ func (g *guardianProc) send(word string) error {
 // return the same result.
 func (g *guardianProc) close() error {
 	if g.closed {
-		return g.waitErr
+		return *g.waitErr
 	}
 	g.closed = true
 	_ = g.ctl.Close()
@@ -127,6 +139,6 @@ func (g *guardianProc) close() error {
 	for range g.events {
 		// drain until the guardian exits
 	}
-	g.waitErr = <-g.exited
-	return g.waitErr
+	<-g.done
+	return *g.waitErr
 }

@@ -111,16 +111,24 @@ func TestPreparedRunRefused(t *testing.T) {
 	}
 }
 
-// A prepared guardian that died while it waited: Run says so and starts nothing.
+// A prepared guardian killed while it waited (OOM killer, an operator): Run takes a fresh one
+// and the command runs.
 func TestPreparedGuardianDied(t *testing.T) {
 	t.Parallel()
-	p, spec := prepareSh(t, "exit 0")
+	p, spec := prepareSh(t, "exit 4")
+	dead := p.g.pid
 	if err := p.g.proc.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, generousTimeout, "the guardian to be reaped", p.g.gone)
+	var started int
+	spec.BeforeStart = func(gpid int) error { started = gpid; return nil }
 	res, err := p.Run(t.Context(), spec)
-	if !errors.Is(err, ErrGuardian) || res.Started {
-		t.Fatalf("Run = %+v, %v; want not started, ErrGuardian", res, err)
+	if want := (Result{Started: true, ExitStatus: 4}); err != nil || res != want {
+		t.Fatalf("Run = %+v, %v; want %+v", res, err, want)
+	}
+	if started == 0 || started == dead {
+		t.Fatalf("command started by guardian %d, want a fresh one (the killed one was %d)", started, dead)
 	}
 }
 

@@ -129,7 +129,8 @@ func Prepare(spec Spec) (*Prepared, error) {
 // error wrapping ErrGuardian. Run may be called once; a second call, or a call after Close,
 // returns an error wrapping ErrGuardian. Nothing about the command is decided before Run: the
 // environment, the scope (D8), the terminal's foreground (D5) are all taken from spec here.
-// If the guardian died while it waited, Run returns ErrGuardian and the command never started.
+// A guardian found dead when Run is called (killed while it waited) is replaced by a fresh
+// one; one that dies after that gives ErrGuardian, as in the package-level Run.
 func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	if p.used || p.g.closed {
 		return Result{}, fmt.Errorf("%s: not started: %w: prepared guardian already used", spec.Path, ErrGuardian)
@@ -147,6 +148,14 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	if ctx.Err() != nil {
 		_ = p.g.close()
 		return Result{}, notStarted(spec.Path, context.Cause(ctx))
+	}
+	if p.g.gone() { // killed while it waited (OOM killer, operator): take a fresh one
+		_ = p.g.close()
+		g, err := startGuardian(p.start)
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
+		}
+		p.g = g
 	}
 	r := &runner{spec: spec, g: p.g}
 	var scope *wireScope
