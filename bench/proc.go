@@ -219,6 +219,26 @@ func procStatusKB(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
 
+// procPssKB is the proportional set size of pid (smaps_rollup): pages shared
+// with other processes, such as the conch binary mapped by both conch and its
+// guardian, are split between them instead of counted in full by each.
+func procPssKB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Pss:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+				return 0, err
+			}
+			return kb, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/smaps_rollup: no Pss", pid)
+}
+
 // childrenOf lists the PIDs of pid's children (all threads).
 func childrenOf(pid int) []int {
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
