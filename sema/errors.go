@@ -18,6 +18,10 @@ var (
 	// ErrUnavailable: etcd did not answer: at start within the connect
 	// timeout, or when the wait ended during an outage (D3, status 69).
 	ErrUnavailable = errors.New("etcd unavailable")
+	// ErrRefused: etcd rejected a request for good (permission denied,
+	// authentication, an argument it refuses); the caller exits 64 (D3:
+	// nothing was written).
+	ErrRefused = errors.New("etcd refused the request")
 	// ErrLeaseLost: the server reports our lease expired or revoked (D7).
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrFenced: no keep-alive was confirmed in time, so the lease cannot be

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Defaults (04_sema.md "Flags", D3, D7).
@@ -129,7 +132,9 @@ func (s *Semaphore) Max() int { return s.max }
 //
 // Errors: ErrUnavailable if the first request gets no answer within
 // ConnectTimeout, or ctx ends while etcd does not answer; ErrTimeout if ctx
-// ends while etcd answers; ErrNoSlot with Nonblock when no slot is free. In
+// ends while etcd answers; ErrNoSlot with Nonblock when no slot is free;
+// ErrRefused at once when etcd rejects a request for good (permission
+// denied, bad credentials, a TTL it does not grant): retrying cannot help. In
 // each case our key is deleted before Acquire returns (best effort when etcd
 // is down: then it goes at lease expiry). A lost lease or a deleted key while
 // queued re-enters at the back of the queue (Reentering event) while ctx
@@ -144,6 +149,9 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		}
 		l, err := grantLease(gctx, s.c, s.opts.TTL)
 		cancel()
+		if refused(err) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
+		}
 		if err != nil {
 			if first {
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
@@ -161,6 +169,8 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		}
 		revokeErr := l.revoke(ctx, min(l.ttl, giveUpTimeout))
 		switch {
+		case refused(err):
+			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		case errors.Is(err, ErrNoSlot):
 			return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
 		case ctx.Err() != nil:
@@ -198,4 +208,27 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// refused reports whether err is etcd rejecting the request itself rather
+// than failing to answer: authentication, permissions, invalid arguments
+// (e.g. a TTL above etcd's maximum). Retrying such a request cannot succeed.
+func refused(err error) bool {
+	if err == nil {
+		return false
+	}
+	var code codes.Code
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	} else if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	} else {
+		return false
+	}
+	switch code {
+	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.OutOfRange:
+		return true
+	}
+	return false
 }

@@ -41,7 +41,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 	// it is closed while we wait behind others (D7).
 	stdio := unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	pre := startPrestarter(stdio)
-	defer pre.close() // after the release below: the guardian's exit is not waited for first
+	defer func() { pre.close() }() // after the release below: the guardian's exit is not waited for first
 
 	plan, status := openScope(rep, j.scope) // D8: before any etcd call
 	if plan == nil {
@@ -79,28 +79,48 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 	if j.waitSet && j.wait > 0 {
 		waitCtx, cancelWait = context.WithTimeout(ctx, j.wait)
 	}
+	defer cancelWait()
+	for {
+		status, sig, again := c.holdAndRun(ctx, waitCtx, j, rep, s, plan, pre, stdio, killAfter, signalled)
+		if !again {
+			return status, sig
+		}
+		// the slot was lost before the command could start: the command
+		// never ran, so queue again while --wait allows (04_sema.md
+		// "Failure behavior"), with a fresh guardian
+		pre.close()
+		pre = startPrestarter(stdio)
+	}
+}
+
+// holdAndRun acquires a slot and runs the command in it. again is true when
+// the slot was lost before the command started, so the caller re-enters.
+func (c *semaCmd) holdAndRun(ctx, waitCtx context.Context, j job, rep *reporter, s *sema.Semaphore, plan *scopePlan,
+	pre *prestarter, stdio unitrun.Spec, killAfter time.Duration, signalled func() syscall.Signal) (status int, sig syscall.Signal, again bool) {
 	h, err := s.Acquire(waitCtx)
 	waitRanOut := waitCtx.Err() != nil && ctx.Err() == nil
-	cancelWait()
 	if err != nil {
 		if sig := signalled(); sig != 0 {
 			rep.errorf(stateTimeout, "%s while waiting: left the queue", unix.SignalName(sig))
-			return 0, sig
+			return 0, sig, false
 		}
 		switch {
+		case errors.Is(err, sema.ErrRefused):
+			rep.errorf(stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
+			return exitUsage, 0, false
 		case errors.Is(err, sema.ErrNoSlot):
 			rep.errorf(stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
-			return c.Conflict, 0
+			return c.Conflict, 0, false
 		case errors.Is(err, sema.ErrTimeout):
 			rep.errorf(stateTimeout, "no slot within --wait %v", j.wait)
-			return c.Conflict, 0
+			return c.Conflict, 0, false
 		case waitRanOut:
 			rep.errorf(stateTimeout, "no slot within --wait %v, and etcd at %s is unreachable: %v", j.wait, strings.Join(j.conn.Endpoints, ","), err)
-			return exitUnavailable, 0
+			return exitUnavailable, 0, false
 		default:
 			rep.errorf(stateTimeout, "cannot reach etcd at %s within --dial-timeout %v (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): %v",
 				strings.Join(j.conn.Endpoints, ","), j.conn.DialTimeout, err)
-			return exitUnavailable, 0
+			return exitUnavailable, 0, false
 		}
 	}
 
@@ -125,16 +145,26 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		Started:    rep.started, // READY=1 (D10)
 	}, j.name, j.max, h.Rev())
 	lost := h.Context().Err() != nil
-	status, sig := c.outcome(rep, res, runErr, lost, context.Cause(h.Context()), signalled(), heldAt)
+	if lost && !res.Started && signalled() == 0 && !errors.Is(runErr, unitrun.ErrNotFound) && !errors.Is(runErr, unitrun.ErrNotExecutable) {
+		rep.line(stateWait, false, "slot lost before the command started (%v): queueing again", context.Cause(h.Context()))
+		_ = h.Release(context.Background())
+		return 0, 0, true
+	}
+	status, sig = c.outcome(rep, res, runErr, lost, context.Cause(h.Context()), signalled(), heldAt)
 	if err := h.Release(context.Background()); err != nil {
 		rep.line("", false, "could not release (the key goes at lease expiry, %v): %v", h.TTL(), err)
 	}
-	return status, sig
+	return status, sig, false
 }
 
 // minTTL is the smallest --ttl that leaves room to fence a child with a
 // stop grace of killAfter (D7: deadline - kill-after - 1 s, two keep-alives).
 func minTTL(killAfter time.Duration) time.Duration {
+	// from 6 s on the holding cadence is 1 s, so the fence needs
+	// kill-after + 1 s + 2 keep-alives; below that, try the few values
+	if ttl := (killAfter + 3*time.Second + time.Second - 1) / time.Second * time.Second; ttl >= 6*time.Second {
+		return ttl
+	}
 	ttl := time.Second
 	for sema.FenceTooLate(ttl, killAfter) {
 		ttl += time.Second

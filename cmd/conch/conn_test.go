@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/sema"
 )
 
 // D9: flags > CONCH_* > ETCDCTL_* > config file > default, per setting.
@@ -108,6 +110,15 @@ func TestCheckEndpoint(t *testing.T) { // D9: a bad endpoint is a usage error
 	for _, bad := range []string{"notaurl::", "localhost", "ftp://x:1", "http://x", ":2379", "x:0", "x:99999", "unix://"} {
 		if err := checkEndpoint(bad); err == nil {
 			t.Errorf("checkEndpoint(%q) accepted", bad)
+		}
+	}
+}
+
+func TestMinTTL(t *testing.T) { // the TTL warning's advice must silence it
+	for _, ka := range []time.Duration{0, time.Second, 5 * time.Second, 9 * time.Second, 90 * time.Minute} {
+		ttl := minTTL(ka)
+		if sema.FenceTooLate(ttl, ka) || (ttl > time.Second && !sema.FenceTooLate(ttl-time.Second, ka)) {
+			t.Errorf("minTTL(%v) = %v, not the smallest TTL that fences in time", ka, ttl)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -224,5 +225,50 @@ func TestUnknownCommand(t *testing.T) {
 		if r.status != 64 || !strings.Contains(r.stderr, "unknown command") {
 			t.Errorf("conch %q: %v, want 64 naming the unknown command", args, r)
 		}
+	}
+}
+
+// etcd refusing a request for good (a TTL above its maximum) is a usage
+// error with a reason, not an outage (D3) and not a retry loop.
+func TestRefusedByEtcdIs64(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("sema", "big", "--max", "1", "--ttl", "9000000001s", "--", "true")
+	if r.status != 64 || !strings.Contains(r.stderr, "refused") {
+		t.Fatalf("--ttl above etcd's maximum: %v", r)
+	}
+}
+
+// A closed stderr pipe does not kill a waiting conch with SIGPIPE (its key
+// would linger until lease expiry, looking like a holder).
+func TestClosedStderrDoesNotKillWaiter(t *testing.T) {
+	e := newEnv(t)
+	holder := e.start("sema", "pipe", "--max", "1", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd.Close()
+	w := exec.Command(conchBin, "sema", "pipe", "--max", "1", "--", "touch", e.path("ran"))
+	w.Env, w.Stderr = e.vars, wr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wr.Close()
+	done := make(chan error, 1)
+	go func() { done <- w.Wait() }()
+	waitFor(t, "waiter queued", func() bool { return e.keys(sema.Prefix("pipe", 1)) == 2 })
+	e.open("h")
+	holder.wait(t)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiter with a closed stderr: %v", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("waiter did not finish")
+	}
+	if !exists(e.path("ran")) {
+		t.Fatal("the waiter's command did not run")
 	}
 }

@@ -23,6 +23,11 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == unitrun.GuardianArg {
 		os.Exit(unitrun.GuardianMain())
 	}
+	// A closed stderr pipe must not kill conch with SIGPIPE in the middle of
+	// its queue (its key would linger until expiry): with SIGPIPE caught,
+	// writes fail with EPIPE instead. Caught, not ignored, so the child
+	// gets the default disposition.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	status, sig := run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	if sig != 0 {
 		reraise(sig)
