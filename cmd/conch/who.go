@@ -25,7 +25,7 @@ type whoRecord struct {
 	HeldSince *time.Time `json:"held_since,omitempty"`
 	Rev       int64      `json:"rev"`
 	Lease     string     `json:"lease"` // hex, as etcdctl prints lease IDs
-	Unit      string     `json:"unit"` // "" when conch ran outside any unit
+	Unit      string     `json:"unit"`  // "" when conch ran outside any unit
 }
 
 // who lists the semaphore's keys (D6): every capacity found under the name
