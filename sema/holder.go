@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,6 +24,9 @@ type Holder struct {
 	cancel context.CancelCauseFunc
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
+	// overwritten: someone put our key without our lease (D7); Release
+	// must then delete it explicitly
+	overwritten atomic.Bool
 }
 
 // newHolder switches the lease to the holding cadence (see lease.hold for
@@ -54,14 +59,21 @@ func (s *Semaphore) newHolder(ctx context.Context, l *lease, key string, rev, wa
 // (e.g. ErrCompacted) re-reads the key and watches again from that read.
 func (h *Holder) watchKey(ctx context.Context, rev int64) {
 	for ctx.Err() == nil {
-		wch := h.s.c.Watch(ctx, h.key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+		wch := h.s.c.Watch(ctx, h.key, clientv3.WithRev(rev+1))
 		for wr := range wch {
 			if wr.Err() != nil {
 				break
 			}
-			if len(wr.Events) > 0 {
-				h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
-				return
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+					return
+				}
+				if ev.Kv.Lease != int64(h.l.id) { // an operator's put detached it from our lease
+					h.overwritten.Store(true)
+					h.cancel(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
+					return
+				}
 			}
 		}
 		if ctx.Err() != nil {
@@ -73,7 +85,7 @@ func (h *Holder) watchKey(ctx context.Context, rev int64) {
 			if !sleepCtx(ctx, time.Second) {
 				return
 			}
-		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
+		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev || resp.Kvs[0].Lease != int64(h.l.id):
 			h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
 			return
 		default:
@@ -109,6 +121,18 @@ func (h *Holder) Release(ctx context.Context) error {
 		within = min(within, giveUpTimeout)
 	}
 	err := h.l.revoke(ctx, within)
+	if h.overwritten.Load() {
+		// revoking no longer deletes a key detached from our lease; delete
+		// it ourselves, if it is still the one we created, or the slot
+		// would stay taken for good
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+		_, derr := h.s.c.Txn(dctx).If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
+			Then(clientv3.OpDelete(h.key)).Commit()
+		cancel()
+		if derr != nil && err == nil {
+			err = fmt.Errorf("cannot delete overwritten key %s: %w", h.key, derr)
+		}
+	}
 	h.cancel(ErrReleased)
 	h.wg.Wait()
 	return err

@@ -327,3 +327,36 @@ func TestListCapacities(t *testing.T) { // D6
 		t.Fatalf("keys left: %+v", es)
 	}
 }
+
+// An operator's put over a holder's key detaches it from the lease: the
+// holder must learn it lost the slot, and its release must still free the
+// slot (found by the hostile test: the slot stayed taken for good).
+func TestOverwrittenHolderKey(t *testing.T) {
+	_, c := startEtcd(t)
+	s := newSem(t, c, "ow", 1, Options{})
+	h := mustAcquire(t, s)
+	if _, err := c.Put(t.Context(), h.Key(), "{bad json"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Context().Done():
+	case <-time.After(testTimeout):
+		t.Fatal("holder not told its key was overwritten")
+	}
+	release(t, h)
+	waitQueued(t, c, s, 0)
+	release(t, mustAcquire(t, s))
+}
+
+// A key under <name>/<max>/ that conch did not write takes a rank in the
+// queue, so --who must list it rather than promote the next waiter on paper.
+func TestListShowsForeignKeys(t *testing.T) {
+	_, c := startEtcd(t)
+	if _, err := c.Put(t.Context(), Prefix("fk", 1)+"not-a-lease", "x"); err != nil {
+		t.Fatal(err)
+	}
+	es, err := List(t.Context(), c, "fk")
+	if err != nil || len(es) != 1 || !es[0].Held || es[0].RecordErr == nil {
+		t.Fatalf("List = %+v, %v; want the foreign key, held, with RecordErr", es, err)
+	}
+}

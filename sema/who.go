@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -25,9 +26,10 @@ type Entry struct {
 
 // List reads every key under NamePrefix(name), all capacities, in one range
 // request, and returns them sorted by capacity then create revision, with
-// rank and state derived per capacity (D6). Keys that do not follow the
-// schema are skipped. It returns an etcd error wrapping ErrUnavailable when
-// the request fails.
+// rank and state derived per capacity (D6). A key under <name>/<max>/ that
+// conch did not write is listed with RecordErr set (it takes a rank in the
+// queue all the same); keys elsewhere under the name are skipped. It
+// returns an etcd error wrapping ErrUnavailable when the request fails.
 func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -40,6 +42,13 @@ func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error)
 	for _, kv := range resp.Kvs {
 		max, lease, ok := parseKey(name, string(kv.Key))
 		if !ok {
+			// a key under <name>/<max>/ that conch did not write still
+			// takes a rank in the recipe: show it, or --who would lie
+			m, _, found := strings.Cut(strings.TrimPrefix(string(kv.Key), NamePrefix(name)), "/")
+			if max, err := ParseMax(m); found && err == nil {
+				out = append(out, Entry{Name: name, Max: max, Key: string(kv.Key), Rev: kv.CreateRevision,
+					RecordErr: fmt.Errorf("%s is not a conch key", kv.Key)})
+			}
 			continue
 		}
 		rec, rerr := decodeRecord(kv.Value)
