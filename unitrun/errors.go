@@ -15,10 +15,12 @@ var (
 	// that cannot be entered. The caller exits 126 (shell convention, D3).
 	ErrNotExecutable = errors.New("command cannot be executed")
 
-	// ErrGuardian means the guardian process (D7) could not be started, broke its protocol or
-	// died before reporting how the command ended. Run then falls back to killing the command's
-	// process group itself (direct mode) or to stopping the scope (scope mode); in direct mode
-	// descendants that left that group may be out of its reach.
+	// ErrGuardian means the guardian process (D7) could not be started, broke its protocol,
+	// died before reporting how the command ended, or (direct mode) did not report the tree
+	// gone within KillAfter plus a margin after a stop request (stopped or hung: Run kills it).
+	// Run then stops the command's tree itself (direct mode: the caller is a child subreaper,
+	// so the command and all its descendants are reparented to it) or stops the scope (scope
+	// mode).
 	ErrGuardian = errors.New("guardian failed")
 
 	// ErrScopeFailed means Run in scope mode could not create the transient scope or move the

@@ -6,8 +6,37 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
+
+// subreaperOnce makes the process calling Prepare or Run a child subreaper (D7) once, before
+// its first guardian starts: when a guardian dies (SIGKILL, OOM killer), the command and its
+// descendants, setsid ones included, are reparented to the caller instead of PID 1, so that
+// Run's fallback (stopOrphans) can still find, stop and reap them. The process starts no
+// other children of its own in conch; those it does start are waited for by PID (os/exec),
+// never by wait4(-1), so being a subreaper collects nothing that is not ours to collect.
+var subreaperOnce sync.Once
+
+// liveGuardians holds the PIDs of the guardians this process has started and not yet reaped:
+// stopOrphans leaves them and their trees alone (concurrent Runs each have one).
+var liveGuardians = struct {
+	sync.Mutex
+	pids map[int]bool
+}{pids: map[int]bool{}}
+
+// guardianSet returns a copy of liveGuardians.
+func guardianSet() map[int]bool {
+	liveGuardians.Lock()
+	defer liveGuardians.Unlock()
+	m := make(map[int]bool, len(liveGuardians.pids))
+	for pid := range liveGuardians.pids {
+		m[pid] = true
+	}
+	return m
+}
 
 // guardianProc is Run's handle on a running guardian.
 type guardianProc struct {
@@ -56,6 +85,10 @@ func startGuardian(spec Spec) (*guardianProc, error) {
 		cmd.Stderr = spec.Stderr
 	}
 
+	subreaperOnce.Do(func() {
+		// Failure (Linux < 3.4) only loses the reach over descendants of a dead guardian.
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	})
 	started := make(chan error, 1)
 	done := make(chan struct{})
 	waitErr := new(error)
@@ -63,12 +96,19 @@ func startGuardian(spec Spec) (*guardianProc, error) {
 		// Never unlocked: the goroutine ends locked, so the runtime retires the thread
 		// instead of reusing it.
 		runtime.LockOSThread()
+		liveGuardians.Lock() // so that no stopOrphans sees the new guardian unregistered
 		if err := cmd.Start(); err != nil {
+			liveGuardians.Unlock()
 			started <- err
 			return
 		}
+		liveGuardians.pids[cmd.Process.Pid] = true
+		liveGuardians.Unlock()
 		started <- nil
 		*waitErr = cmd.Wait()
+		liveGuardians.Lock()
+		delete(liveGuardians.pids, cmd.Process.Pid)
+		liveGuardians.Unlock()
 		close(done)
 	}()
 	err = <-started

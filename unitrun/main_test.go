@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == GuardianArg {
 		os.Exit(GuardianMain())
 	}
+	if len(os.Args) > 1 && os.Args[1] == hungGuardianArg {
+		os.Exit(hungGuardianMain())
+	}
 	if cfg := os.Getenv(helperEnv); cfg != "" {
 		os.Exit(runHelper(cfg))
 	}

@@ -142,6 +142,11 @@ func hasChildren() bool {
 // found so far, so a PID reused meanwhile by an unrelated process is left out; a process
 // forked during the walk may be missed (callers walk again).
 func descendants() ([]procEntry, error) {
+	return descendantsExcept(nil)
+}
+
+// descendantsExcept is descendants without the processes in skip and their own descendants.
+func descendantsExcept(skip map[int]bool) ([]procEntry, error) {
 	self := os.Getpid()
 	queue, err := childrenOf(self)
 	if err != nil {
@@ -149,14 +154,20 @@ func descendants() ([]procEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		return descendantsOf(self, procs), nil
+		kept := procs[:0]
+		for _, p := range procs {
+			if !skip[p.pid] { // their children then hang from no member of the tree
+				kept = append(kept, p)
+			}
+		}
+		return descendantsOf(self, kept), nil
 	}
 	tree := map[int]bool{self: true}
 	var out []procEntry
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
-		if tree[pid] {
+		if tree[pid] || skip[pid] {
 			continue
 		}
 		p, err := readProcStat(pid)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 	"time"
 
@@ -22,6 +23,13 @@ const (
 // fallbackPollInterval is how often Run checks whether the command's process group is gone
 // when it has to stop the group itself because the guardian died.
 const fallbackPollInterval = 50 * time.Millisecond
+
+// guardianStopMargin is how long past KillAfter Run waits, in direct mode, for the guardian to
+// report the command's tree gone after a stop request, before it takes over (D7): it then
+// SIGKILLs the guardian, which is stopped (SIGSTOP again after Run's SIGCONT) or hung, and
+// kills the command's tree itself. The guardian's own escalation ends at KillAfter, and a
+// SIGKILLed tree is gone within milliseconds, so the margin is ample for a working guardian.
+const guardianStopMargin = 2 * time.Second
 
 // Run starts the command described by spec through a guardian (D7), blocks until the command
 // AND everything it left running have ended, and returns how the command ended. It is Prepare,
@@ -51,9 +59,18 @@ const fallbackPollInterval = 50 * time.Millisecond
 // Errors: a command that cannot be executed gives Result{ExitStatus: 127 or 126} and an error
 // wrapping ErrNotFound or ErrNotExecutable. A BeforeStart error is returned wrapped, the
 // command never started. ErrGuardian when the guardian cannot be started or dies before
-// reporting: if the command had started, Run then stops its process group itself (same
-// escalation), returns Result.Started with ExitStatus -1 (unknown), and descendants that left
-// the group may survive. Any other error of the command is in Result, not in the error.
+// reporting: if the command had started, Run then stops its tree itself (same escalation; the
+// caller is a child subreaper, so the command and its descendants, setsid ones included, are
+// reparented to it when the guardian dies) and returns Result.Started with ExitStatus -1
+// (unknown). This also covers a guardian stopped (SIGSTOP) or hung while Run stops the
+// command: Run sends it SIGCONT with the stop request and, in direct mode, if it has not
+// reported the tree gone within KillAfter plus guardianStopMargin, SIGKILLs it and SIGKILLs
+// the tree; Result.Stopped or RuntimeExceeded is then set as for a normal stop. The caller
+// must start no children of its own besides guardians that it does not mind being stopped by
+// this fallback (cmd/conch starts none). Nothing in this process can help when the caller is
+// SIGKILLed while its guardian is stopped: the guardian acts on its parent-death signal only
+// once someone sends it SIGCONT. Any other error of the command is in Result, not in the
+// error.
 //
 // Scope mode (Spec.Scope, D8): once the guardian is ready, Run creates the transient scope
 // with the guardian in it (ScopeSpec; in the caller's service's slice, bound to that service
@@ -223,6 +240,7 @@ type supervision struct {
 	cmdExitedFirst bool       // ... before Run asked for a stop
 	cmdEndedAt     time.Time
 	external       bool // evStopSignal: systemd stopped the scope on its own
+	takenOver      bool // the guardian did not stop the command in time: Run killed it
 	err            error
 }
 
@@ -264,7 +282,14 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	if started != 0 {
-		killGroupFallback(started, r.spec.StopSignal, r.spec.KillAfter)
+		grace := r.spec.KillAfter
+		if st.takenOver {
+			grace = 0 // the stop signal's grace has passed already: SIGKILL at once
+		}
+		stopOrphans(started, r.spec.StopSignal, grace)
+		err = fmt.Errorf("%w; Run stopped the command and its descendants itself", err)
+		res.Stopped = st.reason == stopByContext
+		res.RuntimeExceeded = st.reason == stopByRuntimeMax
 	}
 	if werr != nil {
 		err = fmt.Errorf("%w (guardian: %v)", err, werr)
@@ -328,13 +353,25 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 	var (
 		done     = ctx.Done()
 		runtimeC <-chan time.Time
+		stuck    *time.Timer
+		stuckC   <-chan time.Time
 	)
+	defer func() {
+		if stuck != nil {
+			stuck.Stop()
+		}
+	}()
 	requestStop := func(why stopReason) {
 		if st.reason == notStopping {
 			st.reason = why
+			// A stopped guardian (SIGSTOP) would never act on the stop word (D7).
+			_ = r.g.proc.Signal(syscall.SIGCONT)
 			_ = r.g.send(ctlStop)
 			if r.scope != nil {
 				r.scope.stop()
+			} else {
+				stuck = time.NewTimer(r.spec.KillAfter + guardianStopMargin)
+				stuckC = stuck.C
 			}
 		}
 	}
@@ -346,6 +383,13 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 		case <-runtimeC:
 			runtimeC = nil
 			requestStop(stopByRuntimeMax)
+		case <-stuckC:
+			// Still no evExited: the guardian is stopped again or hung. Kill it, which ends
+			// its status pipe; run then kills the tree reparented to this process.
+			stuckC = nil
+			st.takenOver = true
+			st.err = fmt.Errorf("%s: %w: did not stop the command within KillAfter %v + %v (stopped or hung): killed", r.spec.Path, ErrGuardian, r.spec.KillAfter, guardianStopMargin)
+			_ = r.g.proc.Kill()
 		case ev, ok := <-r.g.events:
 			if !ok {
 				return st
@@ -411,18 +455,60 @@ func notStarted(path string, cause error) error {
 	return fmt.Errorf("%s: not started: %w", path, cause)
 }
 
-// killGroupFallback stops process group pgid without the guardian: sig, then SIGKILL once
-// killAfter has passed with members left. It blocks for at most killAfter.
-func killGroupFallback(pgid int, sig syscall.Signal, killAfter time.Duration) {
-	_ = signalGroup(pgid, sig)
-	deadline := time.Now().Add(killAfter)
+// stopOrphans stops, without the guardian, every descendant of this process that is not a
+// live guardian or below one: after a guardian's death the command and its descendants are
+// reparented here (the caller is a child subreaper, D7). It sends sig, then SIGCONT, to them
+// and to process group pgid while its leader is still an unreaped child of ours (so the PGID
+// is certainly the command's), then SIGKILL once grace has passed (at once for grace <= 0),
+// again every fallbackPollInterval, reaping each child of ours that ends (by PID, never
+// wait4(-1): the guardians' waits are os/exec's). It returns once none is left.
+func stopOrphans(pgid int, sig syscall.Signal, grace time.Duration) {
+	self := os.Getpid()
+	// send signals every orphan and reaps those that have ended; it reports whether any
+	// was left.
+	send := func(sigs ...syscall.Signal) bool {
+		procs, err := descendantsExcept(guardianSet())
+		if err != nil {
+			// Cannot list /proc: at least the group, as long as there is a signal to send
+			// (until SIGKILL, which ends the wait: nothing more can be learnt).
+			for _, s := range sigs {
+				_ = signalGroup(pgid, s)
+			}
+			return len(sigs) == 0 || sigs[0] != syscall.SIGKILL
+		}
+		for _, s := range sigs {
+			for _, p := range procs {
+				if p.pid == pgid && p.ppid == self {
+					_ = signalGroup(pgid, s)
+				}
+				_ = signalProc(p, s)
+			}
+		}
+		for _, p := range procs {
+			if p.ppid == self {
+				var ws unix.WaitStatus
+				_, _ = unix.Wait4(p.pid, &ws, unix.WNOHANG|unix.WALL, nil)
+			}
+		}
+		return len(procs) > 0
+	}
+	first := []syscall.Signal{syscall.SIGKILL}
+	if grace > 0 {
+		first = []syscall.Signal{sig}
+		if sig != syscall.SIGCONT && sig != syscall.SIGKILL {
+			first = append(first, syscall.SIGCONT)
+		}
+	}
+	left := send(first...)
+	deadline := time.Now().Add(grace)
 	tick := time.NewTicker(fallbackPollInterval)
 	defer tick.Stop()
-	for time.Now().Before(deadline) {
-		if errors.Is(unix.Kill(-pgid, 0), unix.ESRCH) {
-			return
-		}
+	for left {
 		<-tick.C
+		if time.Now().Before(deadline) {
+			left = send()
+		} else {
+			left = send(syscall.SIGKILL)
+		}
 	}
-	_ = signalGroup(pgid, syscall.SIGKILL)
 }

@@ -164,9 +164,10 @@ exit 7`
 	}
 }
 
-// If the guardian dies, Run stops the command's process group itself and says so.
+// If the guardian dies, Run stops the command's process group itself and says so. Not
+// parallel: Run's fallback stops every child of this process that is not a guardian, which
+// would include other tests' helper processes.
 func TestRunGuardianDies(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	var gpid atomic.Int64
 	ch := startRunSh(t.Context(), t, `echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
