@@ -51,6 +51,11 @@ type reapedChild struct {
 	ws  syscall.WaitStatus
 }
 
+// scopeSignalGrace is how long, in scope mode, the guardian waits for its own
+// stop signal after finding the command killed by a signal: only then, and
+// it costs nothing when the command exits on its own.
+const scopeSignalGrace = 100 * time.Millisecond
+
 // run supervises until the command and every descendant are gone and reaped. It returns the
 // command's wait status and whether the stop began while the command was still running.
 // A stop begins on SIGTERM, on a stop or abort word, on EOF of control, or when the command
@@ -75,6 +80,17 @@ func (s *supervisor) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 				s.requestStop()
 			}
 		case c, ok := <-s.reaped:
+			if ok && s.scope != nil && c.pid == s.cmdPID && c.ws.Signaled() && !s.externalStop {
+				// systemd signals every process of a stopping scope at
+				// nearly the same instant: let a stop signal on its way
+				// to us arrive first, so that the stop is reported as the
+				// scope's (ScopeStopped), not as the command's own death
+				select {
+				case sig := <-sigs:
+					s.onSignal(sig.(syscall.Signal))
+				case <-time.After(scopeSignalGrace):
+				}
+			}
 			s.handleReaped(c, ok)
 		case <-s.graceOver:
 			s.graceOver = nil
