@@ -219,24 +219,33 @@ func procStatusKB(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
 
-// procPssKB is the proportional set size of pid (smaps_rollup): pages shared
-// with other processes, such as the conch binary mapped by both conch and its
-// guardian, are split between them instead of counted in full by each.
-func procPssKB(pid int) (int64, error) {
+// procUssKB is the unique set size of pid (smaps_rollup Private_Clean +
+// Private_Dirty): the memory only this process holds, i.e. what one more
+// waiter costs. Pages of the conch binary, which conch and its guardian (and
+// every other conch) map, are shared and not counted.
+func procUssKB(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 	if err != nil {
 		return 0, err
 	}
+	var total int64
+	found := 0
 	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "Pss:"); ok {
-			var kb int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
-				return 0, err
+		for _, f := range []string{"Private_Clean:", "Private_Dirty:"} {
+			if rest, ok := strings.CutPrefix(l, f); ok {
+				var kb int64
+				if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+					return 0, err
+				}
+				total += kb
+				found++
 			}
-			return kb, nil
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/smaps_rollup: no Pss", pid)
+	if found != 2 {
+		return 0, fmt.Errorf("/proc/%d/smaps_rollup: no Private_Clean/Private_Dirty", pid)
+	}
+	return total, nil
 }
 
 // childrenOf lists the PIDs of pid's children (all threads).
