@@ -33,8 +33,14 @@ type ScopeRequest struct {
 	// earlier ones: pass the service's inherited limits (InheritedProperties) first, then the
 	// -p ones (ParseProperties), D8.
 	Properties []sdbus.Property
-	// BindTo is the service conch runs in (Placement.Service): the scope gets BindsTo= and
-	// After= on it, so stopping the service stops the command (D8). "" for none.
+	// BindTo is the service conch runs in (Placement.Service): the scope gets BindsTo= on
+	// it, so stopping the service stops the command (D8). "" for none.
+	//
+	// Not After=, although D8 names it: the scope's start job would then wait for the
+	// service's start job, and a service running conch is still starting while conch starts
+	// its child (Type=oneshot until conch exits, Type=notify until READY=1, which conch sends
+	// once the child runs): the two jobs deadlock until the scope's start times out. Without
+	// After=, stopping the service stops the scope at the same time as conch.
 	BindTo string
 }
 
@@ -101,7 +107,7 @@ func scopeProperties(req ScopeRequest) []sdbus.Property {
 		props = append(props, sdbus.PropSlice(req.Slice))
 	}
 	if req.BindTo != "" {
-		props = append(props, sdbus.PropBindsTo(req.BindTo), sdbus.PropAfter(req.BindTo))
+		props = append(props, sdbus.PropBindsTo(req.BindTo))
 	}
 	return append(props, req.Properties...)
 }

@@ -188,7 +188,7 @@ func (c *semaCmd) outcome(rep *reporter, res unitrun.Result, runErr error, lost 
 			return exitSlotLost, 0
 		}
 		return exitUnavailable, 0
-	case sig != 0 && res.Stopped:
+	case sig != 0 && (res.Stopped || res.ScopeStopped):
 		rep.errorf(stateReleased, "%s: stopped the child and released the slot", unix.SignalName(sig))
 		return 0, sig
 	case lost && res.Stopped:

@@ -321,6 +321,11 @@ func testMaintenance(t *testing.T, nodes []*node) {
 		}
 		env := envFile(n.sh("cat /var/tmp/maintenance.env"))
 		var entries []map[string]string
+		defer func() {
+			if t.Failed() {
+				t.Logf("journal entries of node-maintenance on %s: %v", n.Name(), entries)
+			}
+		}()
 		n.waitFor("HELD and RELEASED journal entries", func() bool {
 			entries = n.journal("CONCH_SEMA=node-maintenance")
 			return slices.Equal(states(entries), []string{"HELD", "RELEASED"})
@@ -479,7 +484,7 @@ func testWorker(t *testing.T, nodes []*node) {
 	})
 	t.Logf("node %s: batch-worker states %v", n3.Name(), states(entries))
 	wait, held, released := entries[0], entries[len(entries)-2], entries[len(entries)-1]
-	if wait["CONCH_AHEAD"] != "1" || wait["MESSAGE"] != "batch-worker[2]: "+status {
+	if wait["CONCH_AHEAD"] != "1" || wait["MESSAGE"] != "batch-worker[max=2]: "+status {
 		t.Errorf("WAIT entry: %v", wait)
 	}
 	for _, e := range entries {

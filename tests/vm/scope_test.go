@@ -78,7 +78,9 @@ func TestConchInSystemd(t *testing.T) {
 func testScopeListed(t *testing.T, e *env) {
 	n := e.boot(t)
 	const name = "listed"
-	p := n.service("listed.service", nil, cmdline(args(name, "--max", "1", "--kill-after", "3s"), n.child(false))...)
+	// Type=notify: the service is still starting (no READY=1) while conch creates the
+	// scope; a scope ordered After= the service would deadlock with it until its timeout.
+	p := n.service("listed.service", []string{"Type=notify", "NotifyAccess=main"}, cmdline(args(name, "--max", "1", "--kill-after", "3s"), n.child(false))...)
 	pid, gc, scope := n.running(name)
 
 	if units := n.scopes(); len(units) != 1 || units[0] != scope {
@@ -99,10 +101,11 @@ func testScopeListed(t *testing.T, e *env) {
 	if d := props["Description"]; !strings.Contains(d, name) || !strings.Contains(d, rev) {
 		t.Errorf("%s: Description=%q, want the semaphore %q and the revision %s", scope, d, name, rev)
 	}
-	for _, dep := range []string{"BindsTo", "After"} {
-		if !strings.Contains(" "+props[dep]+" ", " listed.service ") {
-			t.Errorf("%s: %s=%q, want listed.service", scope, dep, props[dep])
-		}
+	if !strings.Contains(" "+props["BindsTo"]+" ", " listed.service ") {
+		t.Errorf("%s: BindsTo=%q, want listed.service", scope, props["BindsTo"])
+	}
+	if strings.Contains(" "+props["After"]+" ", " listed.service ") {
+		t.Errorf("%s: After=%q must not hold listed.service (deadlock with a starting service)", scope, props["After"])
 	}
 	// The child's first statement read its own cgroup; its grandchild and its parent (the
 	// guardian) are in the scope too.
