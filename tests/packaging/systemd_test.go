@@ -310,7 +310,7 @@ func testMaintenance(t *testing.T, nodes []*node) {
 
 	// Release both; each run ends cleanly and leaves HELD and RELEASED in its journal.
 	for _, n := range ran {
-		n.write("/var/tmp/maintenance.release", "", 0o644)
+		n.must("touch", "/var/tmp/maintenance.release") // atomic: the job removes it as soon as it appears
 	}
 	for _, n := range ran {
 		n.waitFor("the maintenance run to end", func() bool {
@@ -352,7 +352,7 @@ func testTimerFires(t *testing.T, n *node) {
 	n.must("systemctl", "daemon-reload")
 	n.must("systemctl", "restart", "conch-maintenance.timer")
 	n.waitFor("the timer to start the maintenance job", func() bool { return n.exists("/var/tmp/maintenance.started") })
-	n.write("/var/tmp/maintenance.release", "", 0o644)
+	n.must("touch", "/var/tmp/maintenance.release") // atomic: the job removes it as soon as it appears
 	n.waitFor("the timer's run to end", func() bool {
 		return n.exists("/var/tmp/maintenance.runs") && n.show("conch-maintenance.service", "ActiveState")["ActiveState"] == "inactive"
 	})
