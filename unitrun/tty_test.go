@@ -1,42 +1,17 @@
 package unitrun
 
 import (
-	"bytes"
 	"io"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/conch-project/conch/internal/syncbuf"
 )
-
-// lockedBuffer collects a pty's output for polling.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) contains(s string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Contains(b.buf.String(), s)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A Run caller in the foreground of a terminal (D5): the command reads a line typed on the
 // terminal, and Ctrl-C there kills the command with SIGINT (status 130) while the caller,
@@ -47,7 +22,7 @@ func TestRunTerminal(t *testing.T) {
 	results := filepath.Join(dir, "results")
 	var (
 		ptmx     io.ReadWriteCloser
-		out      lockedBuffer
+		out      syncbuf.Buffer
 		readDone = make(chan struct{})
 	)
 	_, done, waitErr := startHelper(t, dir, helperConfig{
@@ -78,7 +53,7 @@ func TestRunTerminal(t *testing.T) {
 	})
 	waitOutput := func(s string) {
 		t.Helper()
-		waitFor(t, generousTimeout, "terminal output "+s, func() bool { return out.contains(s) })
+		waitFor(t, generousTimeout, "terminal output "+s, func() bool { return out.Contains(s) })
 	}
 
 	waitOutput("prompt")

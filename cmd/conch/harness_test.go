@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,13 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/syncbuf"
 )
 
 // These tests drive the built conch binary as a user would, against a real
@@ -83,26 +83,8 @@ type proc struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	res    result
-	stdout syncBuffer
-	stderr syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe to read while the process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	stdout syncbuf.Buffer
+	stderr syncbuf.Buffer
 }
 
 // start runs conch with args in the background; Cleanup kills it if still running.

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/syncbuf"
 	"github.com/conch-project/conch/sema"
 	"github.com/creack/pty"
 )
@@ -24,26 +23,10 @@ func (e *env) ptyRun(args ...string) (*exec.Cmd, io.Writer, func() string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	go func() {
-		b := make([]byte, 1024)
-		for {
-			n, err := master.Read(b)
-			mu.Lock()
-			buf.Write(b[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	var buf syncbuf.Buffer
+	go func() { _, _ = io.Copy(&buf, master) }() // ends when the pty closes
 	e.t.Cleanup(func() { cmd.Process.Kill(); master.Close() })
-	return cmd, master, func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.String()
-	}
+	return cmd, master, buf.String
 }
 
 func exitOf(t *testing.T, cmd *exec.Cmd) int {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/conch-project/conch/internal/syncbuf"
 )
 
 // waitDelay bounds how long a finished nsenter may keep its output pipes open through a
@@ -117,8 +119,8 @@ type Proc struct {
 	node   *Node
 	argv   []string
 	unit   string
-	stdout lockedBuffer
-	stderr lockedBuffer
+	stdout syncbuf.Buffer
+	stderr syncbuf.Buffer
 	done   chan struct{} // closed when the command ended
 	res    *Result
 	err    error

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conch-project/conch/internal/syncbuf"
 )
 
 // Defaults for Options.
@@ -87,7 +89,7 @@ type bootState struct {
 	init    int
 	exited  chan struct{} // closed when cmd.Wait returned
 	waitErr error         // valid after exited is closed
-	log     *lockedBuffer
+	log     *syncbuf.Buffer
 }
 
 // Boot boots a node from the shared root filesystem (EnsureRootfs) with a fresh, empty overlay
@@ -203,7 +205,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	b := &bootState{cgroups: cg, exited: make(chan struct{}), log: &lockedBuffer{}}
+	b := &bootState{cgroups: cg, exited: make(chan struct{}), log: &syncbuf.Buffer{}}
 	n.mu.Lock()
 	n.boot = b
 	n.mu.Unlock()
@@ -477,23 +479,4 @@ func (n *Node) cleanup() {
 	if err != nil {
 		n.t.Errorf("systemdtest: cleanup of node %s: %v", n.name, err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer goroutine and concurrent readers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// Bytes returns a copy of what was written so far.
-func (b *lockedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }
