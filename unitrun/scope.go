@@ -47,8 +47,8 @@ type ScopeRequest struct {
 // StartScope creates the transient scope req describes and moves req.PIDs into it (D8). The
 // scope gets Description, PIDs, TimeoutStopUSec=KillAfter, SendSIGKILL=yes,
 // KillMode=control-group (a scope has no main process: mixed would SIGKILL everything at once),
-// CollectMode=inactive-or-failed (no finished scope lingers), Slice, BindsTo= and After= the
-// service, then req.Properties.
+// CollectMode=inactive-or-failed (no finished scope lingers), Slice, BindsTo= the service
+// (not After=, see BindTo), then req.Properties.
 //
 // StartTransientUnit only enqueues a job: StartScope registers for the job's JobRemoved signal
 // as it calls (go-systemd's connection subscribed when it was made; the result channel is

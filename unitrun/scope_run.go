@@ -100,8 +100,8 @@ func (sc *scopeRun) wire() *wireScope {
 }
 
 // start creates the scope with the guardian (pid) in it (D8). When the caller runs in a
-// service, the scope goes into that service's slice (unless Slice is set), gets BindsTo= and
-// After= it and inherits its resource-control settings that are set, then spec.RuntimeMax as
+// service, the scope goes into that service's slice (unless Slice is set), gets BindsTo= it
+// (not After=: see ScopeRequest.BindTo) and inherits its resource-control settings that are set, then spec.RuntimeMax as
 // RuntimeMaxSec, then the -p properties. ctx and Timeout bound it all. The error wraps
 // ErrScopeFailed, or is ctx's cause when ctx ended (the slot was lost meanwhile).
 func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {

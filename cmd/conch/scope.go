@@ -168,9 +168,9 @@ func runWith(ctx context.Context, g *unitrun.Prepared, spec unitrun.Spec) (unitr
 const serviceStopWait = 2 * time.Second
 
 // awaitServiceStop waits up to serviceStopWait for ctx to end. The scope is bound to conch's
-// service and ordered after it (D8), so `systemctl stop` of the service stops the scope first
-// and signals conch only once the scope is gone: waiting for that signal lets conch end as D3
-// says for a stopped service (release, then die of the signal: a clean stop for systemd)
+// service (BindsTo=, D8), so `systemctl stop` of the service stops the scope and signals conch
+// at about the same time, and the child can be seen gone before conch's own signal arrives:
+// waiting for that signal lets conch end as D3 says for a stopped service (release, then die of the signal: a clean stop for systemd)
 // rather than exit with the child's 128+n, which systemd would record as a failure. An
 // operator's `systemctl stop` of the scope alone costs this wait, then the child's status.
 func awaitServiceStop(ctx context.Context) {
