@@ -95,7 +95,7 @@ func (c *semaCmd) Execute(args []string) error {
 			status = exitCannotExec
 		}
 		c.run = func() (int, syscall.Signal) {
-			fmt.Fprintf(c.stderr, "conch: %s[%d]: %v\n", j.name, j.max, err)
+			fmt.Fprintf(c.stderr, "conch: %s[max=%d]: %v\n", j.name, j.max, err)
 			return status, 0
 		}
 		return nil
