@@ -132,7 +132,8 @@ func (s *Semaphore) Max() int { return s.max }
 //
 // Errors: ErrUnavailable if the first request gets no answer within
 // ConnectTimeout, or ctx ends while etcd does not answer; ErrTimeout if ctx
-// ends while etcd answers; ErrNoSlot with Nonblock when no slot is free;
+// ends while etcd answers (also when it ends before the first request is
+// answered, as a short --wait against a slow etcd does); ErrNoSlot with Nonblock when no slot is free;
 // ErrRefused at once when etcd rejects a request for good (permission
 // denied, bad credentials, a TTL it does not grant): retrying cannot help. In
 // each case our key is deleted before Acquire returns (best effort when etcd
@@ -153,9 +154,12 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		}
 		if err != nil {
-			if first {
+			if first && ctx.Err() == nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
 			}
+			// the caller's wait ran out during the grant (a --wait shorter
+			// than a slow etcd's answer): a plain time-out if etcd answers
+			// now, an outage otherwise (D3: 75 vs 69)
 			if ctx.Err() != nil || !sleepCtx(ctx, backoff) {
 				return nil, s.waitEnded(ctx, err)
 			}
@@ -175,9 +179,11 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 			return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
 		case ctx.Err() != nil:
 			// the wait ran out: an outage if etcd cannot even take our
-			// key back, a plain time-out otherwise (D3: 69 vs 75)
+			// key back and does not answer a probe either, a plain
+			// time-out otherwise (D3: 69 vs 75); a revoke that was merely
+			// slow leaves the key to lease expiry
 			if revokeErr != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, revokeErr)
+				return nil, s.waitEnded(ctx, revokeErr)
 			}
 			return nil, fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):

@@ -116,6 +116,28 @@ func TestWaitTimeoutRemovesKey(t *testing.T) {
 	release(t, h)
 }
 
+// TestWaitEndsBeforeFirstAnswer: a --wait that runs out before etcd answers
+// the first request (here: before it is even sent) is a plain time-out while
+// etcd is up, and an outage only when etcd does not answer (D3: 75 vs 69).
+// Seen in CI as a slow grant under a 200 ms wait reported as "unavailable".
+func TestWaitEndsBeforeFirstAnswer(t *testing.T) {
+	_, c := startEtcd(t)
+	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := newSem(t, c, "early", 1, Options{}).Acquire(ctx); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("acquire with an expired wait, etcd up: %v, want ErrTimeout", err)
+	}
+
+	down, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	if _, err := newSem(t, down, "early", 1, Options{}).Acquire(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("acquire with an expired wait, etcd down: %v, want ErrUnavailable", err)
+	}
+}
+
 func TestUnavailableAtStart(t *testing.T) {
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
