@@ -107,18 +107,22 @@ func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, er
 	return &Semaphore{c: c, name: name, max: max, prefix: Prefix(name, max), opts: opts}, nil
 }
 
-// waitEnded classifies a wait that ran out while we held no key (re-entering
-// after a lost session): ErrTimeout if etcd answers a probe now, else
-// ErrUnavailable (D3: 75 vs 69). The probe gets a fresh context bounded by
-// min(ConnectTimeout, 2 s).
+// waitEnded classifies a wait that ran out while we held no key (before the
+// first lease was granted, or re-entering after a lost session): ErrTimeout
+// if etcd answers a probe now, else ErrUnavailable (D3: 75 vs 69). The probe
+// gets a fresh context bounded by probeTimeout.
 func (s *Semaphore) waitEnded(ctx context.Context, cause error) error {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(s.opts.ConnectTimeout, 2*time.Second))
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.probeTimeout())
 	defer cancel()
 	if _, err := s.c.Get(pctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, cause)
 	}
 	return fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
 }
+
+// probeTimeout bounds the last request that decides 75 vs 69 when a wait
+// ended: min(ConnectTimeout, 2 s).
+func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTimeout, 2*time.Second) }
 
 // Name returns the semaphore's name; Max its capacity.
 func (s *Semaphore) Name() string { return s.name }
@@ -133,11 +137,12 @@ func (s *Semaphore) Max() int { return s.max }
 // Errors: ErrUnavailable if the first request gets no answer within
 // ConnectTimeout, or ctx ends while etcd does not answer; ErrTimeout if ctx
 // ends while etcd answers (also when it ends before the first request is
-// answered, as a short --wait against a slow etcd does); ErrNoSlot with Nonblock when no slot is free;
-// ErrRefused at once when etcd rejects a request for good (permission
-// denied, bad credentials, a TTL it does not grant): retrying cannot help. In
-// each case our key is deleted before Acquire returns (best effort when etcd
-// is down: then it goes at lease expiry). A lost lease or a deleted key while
+// answered, as a short --wait against a slow etcd does); ErrNoSlot with
+// Nonblock when no slot is free; ErrRefused at once when etcd rejects a
+// request for good (permission denied, bad credentials, a TTL it does not
+// grant): retrying cannot help. In each case our key is deleted before
+// Acquire returns (best effort when etcd is down: then it goes at lease
+// expiry; ErrTimeout always means it is gone, D3). A lost lease or a deleted key while
 // queued re-enters at the back of the queue (Reentering event) while ctx
 // allows (04_sema.md "Failure behavior"; D7 for operator deletes).
 func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
@@ -157,9 +162,9 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 			if first && ctx.Err() == nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
 			}
-			// the caller's wait ran out during the grant (a --wait shorter
-			// than a slow etcd's answer): a plain time-out if etcd answers
-			// now, an outage otherwise (D3: 75 vs 69)
+			// no key yet: a wait that ran out (also during the first grant,
+			// a --wait shorter than a slow etcd's answer) is a time-out if
+			// etcd answers now, an outage otherwise (D3: 75 vs 69)
 			if ctx.Err() != nil || !sleepCtx(ctx, backoff) {
 				return nil, s.waitEnded(ctx, err)
 			}
@@ -178,12 +183,15 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		case errors.Is(err, ErrNoSlot):
 			return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
 		case ctx.Err() != nil:
-			// the wait ran out: an outage if etcd cannot even take our
-			// key back and does not answer a probe either, a plain
-			// time-out otherwise (D3: 69 vs 75); a revoke that was merely
-			// slow leaves the key to lease expiry
+			// the wait ran out. 75 promises our key is gone (D3), so a
+			// revoke that was merely slow (a loaded etcd) gets a second
+			// chance; if etcd still cannot take the key back it is an
+			// outage (69) and the key goes at lease expiry
 			if revokeErr != nil {
-				return nil, s.waitEnded(ctx, revokeErr)
+				revokeErr = l.revoke(ctx, min(l.ttl, s.probeTimeout()))
+			}
+			if revokeErr != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, revokeErr)
 			}
 			return nil, fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):
