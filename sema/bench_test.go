@@ -9,7 +9,8 @@ package sema_test
 // Besides ns/op each reports the server's own counters per operation,
 // scraped from the embedded etcd's /metrics: unary requests (D2: 3 per
 // uncontended acquire+release), bytes sent, and watch events sent (D1: at
-// most 2 per release). The server runs with etcdtest's fast timers and
+// most 2 waiters woken per release, so at most 3 events with the releaser's
+// own key watch). The server runs with etcdtest's fast timers and
 // without fsync, so ns/op is the recipe's own cost plus loopback gRPC, not
 // a disk's. The process-level comparison with etcdctl lock is `make bench`.
 

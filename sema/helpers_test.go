@@ -56,6 +56,17 @@ type acquired struct {
 }
 
 // waitQueued polls until the semaphore has n keys.
+// keyCount returns the number of keys under s's prefix now, one read: for
+// checks that a key is gone at once, not at lease expiry (D3).
+func keyCount(t *testing.T, c *clientv3.Client, s *Semaphore) int64 {
+	t.Helper()
+	resp, err := c.Get(t.Context(), s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
+}
+
 func waitQueued(t *testing.T, c *clientv3.Client, s *Semaphore, n int) {
 	t.Helper()
 	deadline := time.Now().Add(testTimeout)

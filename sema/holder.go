@@ -30,12 +30,14 @@ type Holder struct {
 }
 
 // newHolder switches the lease to the holding cadence (see lease.hold for
-// its errors) and starts the two supervisors: one waits for the lease to be
-// lost, one watches our key for DELETE from watchRev+1. Both stop in Release.
+// its errors), emits Held, and starts the two supervisors: one waits for the
+// lease to be lost, one watches our key for DELETE from watchRev+1. Both
+// stop in Release.
 func (s *Semaphore) newHolder(ctx context.Context, l *lease, key string, rev, watchRev int64) (*Holder, error) {
 	if err := l.hold(ctx, s.opts.FenceMargin); err != nil {
 		return nil, err
 	}
+	s.emit(Event{Kind: Held, Rev: rev, Lease: l.id, TTL: l.ttl})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	wctx, stop := context.WithCancel(context.Background())
 	h := &Holder{s: s, l: l, key: key, rev: rev, ctx: ctx, cancel: cancel, stop: stop}
@@ -103,7 +105,8 @@ func (h *Holder) Rev() int64 { return h.rev }
 // Lease is the ID of the lease our key is bound to (CONCH_LEASE, D5).
 func (h *Holder) Lease() clientv3.LeaseID { return h.l.id }
 
-// TTL is the lease TTL the server granted.
+// TTL is the lease TTL the server granted (whole seconds, at least what
+// Options.TTL asked for rounded up, D4).
 func (h *Holder) TTL() time.Duration { return h.l.ttl }
 
 // Key is our key under the semaphore's prefix.
@@ -112,7 +115,8 @@ func (h *Holder) Key() string { return h.key }
 // Release gives the slot back: it stops the supervisors and revokes the
 // lease, which deletes our key (D2: one request). It blocks on etcd at most
 // min(TTL, 5 s), or 1 s once the slot is already lost (etcd is then likely
-// unreachable), and ignores ctx's cancellation (STYLE 6). If etcd does not
+// unreachable), twice that when an operator's put detached our key from the
+// lease (then it is deleted too), and ignores ctx's cancellation (STYLE 6). If etcd does not
 // answer, the key goes at lease expiry and the error says so.
 func (h *Holder) Release(ctx context.Context) error {
 	h.stop()

@@ -7,14 +7,14 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // queue runs one life of our key on lease l: enqueue, wait for our turn,
 // become a holder (04_sema.md steps 1-4 with D1's wake-up rule).
-// Errors: ErrNoSlot (Nonblock), ErrKeyDeleted, the lease's ErrLeaseLost,
-// ctx's error, or etcd errors wrapping errEtcd.
+// Errors: ErrNoSlot (Nonblock), ErrKeyDeleted, the lease's ErrLeaseLost or
+// ErrFenced (from lease.hold at promotion), ctx's error, or etcd errors
+// wrapping errEtcd.
 func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 	key := leaseKey(s.prefix, l.id)
 	rec := s.opts.Record
@@ -23,9 +23,8 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.emit(Event{Kind: Enqueued, Rank: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others})
+	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others})
 	if r.held { // held at once: no rewrite, D2's three requests
-		s.emit(Event{Kind: Held, Rank: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl})
 		return s.newHolder(ctx, l, key, myRev, r.rev)
 	}
 	if s.opts.Nonblock {
@@ -37,7 +36,7 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 		if r.held {
 			t = turnPromoted
 		} else {
-			s.emit(Event{Kind: Waiting, Rank: r.rank, Ahead: ahead, Rev: myRev, Lease: l.id, TTL: l.ttl})
+			s.emit(Event{Kind: Waiting, Ahead: ahead, Rev: myRev, Lease: l.id, TTL: l.ttl})
 			if r.holders != nil {
 				l.quicken() // next in line: keep the lease fresh for the hand-off
 			}
@@ -51,7 +50,6 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.emit(Event{Kind: Held, Rank: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl})
 			return s.newHolder(ctx, l, key, myRev, rev)
 		case turnKeyDeleted:
 			return nil, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
@@ -127,10 +125,7 @@ func (s *Semaphore) watchTurn(ctx context.Context, l *lease, key string, r ranki
 				if wr.Err() != nil {
 					break
 				}
-				for _, ev := range wr.Events {
-					if onEvent == turnPromoted && ev.Type != mvccpb.DELETE {
-						continue
-					}
+				if len(wr.Events) > 0 { // PUTs are filtered where they do not count
 					res = onEvent
 					break loop
 				}

@@ -9,8 +9,7 @@ import (
 )
 
 // errEtcd marks an etcd request that failed (as opposed to a decision of the
-// recipe), so Acquire can tell an outage (ErrUnavailable) from a plain wait
-// that ran out (ErrTimeout).
+// recipe), so rerankRetry retries it and Acquire retries the whole key.
 var errEtcd = errors.New("etcd request failed")
 
 // ranking is what one ranking read tells us about our key.
@@ -62,8 +61,8 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 			r.holders = append(r.holders, string(kv.Key))
 		}
 	default:
-		if len(newest) != 2 || string(newest[0].Key) != key {
-			return s.rerank(ctx, key, myRev)
+		if len(newest) != 2 || string(newest[0].Key) != key { // cannot happen: our put is the Txn's newest key
+			return 0, r, fmt.Errorf("%w: %s is not the newest key under %s", errEtcd, key, s.prefix)
 		}
 		r.pred = string(newest[1].Key)
 	}

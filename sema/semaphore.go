@@ -66,7 +66,6 @@ const (
 // Event describes one queue transition.
 type Event struct {
 	Kind            EventKind
-	Rank            int // 0-based position by create revision; -1 if unknown
 	Ahead           int // Waiting: waiters ahead of us (0: next in line)
 	Rev             int64
 	Lease           clientv3.LeaseID
@@ -107,8 +106,8 @@ func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, er
 	return &Semaphore{c: c, name: name, max: max, prefix: Prefix(name, max), opts: opts}, nil
 }
 
-// waitEnded classifies a wait that ran out while we held no key (before the
-// first lease was granted, or re-entering after a lost session): ErrTimeout
+// waitEnded classifies a wait that ran out while we held no key (before a
+// lease was granted; gaveUp is its counterpart once a key was written): ErrTimeout
 // if etcd answers a probe now, else ErrUnavailable (D3: 75 vs 69). The probe
 // gets a fresh context bounded by probeTimeout.
 func (s *Semaphore) waitEnded(ctx context.Context, cause error) error {
@@ -123,12 +122,6 @@ func (s *Semaphore) waitEnded(ctx context.Context, cause error) error {
 // probeTimeout bounds the last request that decides 75 vs 69 when a wait
 // ended: min(ConnectTimeout, 2 s).
 func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTimeout, 2*time.Second) }
-
-// Name returns the semaphore's name; Max its capacity.
-func (s *Semaphore) Name() string { return s.name }
-
-// Max returns the semaphore's capacity.
-func (s *Semaphore) Max() int { return s.max }
 
 // Acquire enqueues and blocks until a slot is held, then returns the Holder,
 // whose Release the caller must call. ctx bounds the wait only (--wait); the
@@ -177,33 +170,40 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 			return h, nil
 		}
 		revokeErr := l.revoke(ctx, min(l.ttl, giveUpTimeout))
+		timeout := fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
 		switch {
 		case refused(err):
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		case errors.Is(err, ErrNoSlot):
-			return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
+			return nil, s.gaveUp(ctx, l, revokeErr, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max))
 		case ctx.Err() != nil:
-			// the wait ran out. 75 promises our key is gone (D3), so a
-			// revoke that was merely slow (a loaded etcd) gets a second
-			// chance; if etcd still cannot take the key back it is an
-			// outage (69) and the key goes at lease expiry
-			if revokeErr != nil {
-				revokeErr = l.revoke(ctx, min(l.ttl, s.probeTimeout()))
-			}
-			if revokeErr != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, revokeErr)
-			}
-			return nil, fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
+			return nil, s.gaveUp(ctx, l, revokeErr, timeout)
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):
-			s.emit(Event{Kind: Reentering, Rank: -1, Err: err})
+			s.emit(Event{Kind: Reentering, Err: err})
 			backoff = retryMin
-		default: // etcd errors while queued: retry
+		default: // etcd errors while queued (or at promotion): retry
+			s.emit(Event{Kind: Reentering, Err: err})
 			if !sleepCtx(ctx, backoff) {
-				return nil, s.waitEnded(ctx, err)
+				return nil, s.gaveUp(ctx, l, revokeErr, timeout)
 			}
 			backoff = min(2*backoff, retryMax)
 		}
 	}
+}
+
+// gaveUp returns verdict (an ErrTimeout or ErrNoSlot error) once our key is
+// gone: revokeErr is the result of the first revoke of lease l; a failed one
+// is tried once more within probeTimeout, since a loaded etcd may just be
+// slow. If etcd still cannot take the key back it returns ErrUnavailable
+// and the key goes at lease expiry: D3's 75 promises "our key is gone".
+func (s *Semaphore) gaveUp(ctx context.Context, l *lease, revokeErr, verdict error) error {
+	if revokeErr != nil {
+		revokeErr = l.revoke(ctx, min(l.ttl, s.probeTimeout()))
+	}
+	if revokeErr != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, revokeErr)
+	}
+	return verdict
 }
 
 func (s *Semaphore) emit(e Event) {

@@ -22,7 +22,9 @@ func TestAcquireReleaseCapacity(t *testing.T) {
 	if _, err := s3.Acquire(t.Context()); !errors.Is(err, ErrNoSlot) {
 		t.Fatalf("third acquire with 2 held: %v, want ErrNoSlot", err)
 	}
-	waitQueued(t, c, s, 2) // the nonblock key is gone (D3)
+	if n := keyCount(t, c, s); n != 2 { // the nonblock key is gone at once (D3)
+		t.Fatalf("%d keys after a --nonblock refusal, want 2", n)
+	}
 	release(t, h1)
 	h3, err := s3.Acquire(t.Context())
 	if err != nil {
@@ -30,7 +32,9 @@ func TestAcquireReleaseCapacity(t *testing.T) {
 	}
 	release(t, h2)
 	release(t, h3)
-	waitQueued(t, c, s, 0)
+	if n := keyCount(t, c, s); n != 0 { // Release revokes at once, not at expiry
+		t.Fatalf("%d keys after all released, want 0", n)
+	}
 	if cause := context.Cause(h3.Context()); !errors.Is(cause, ErrReleased) {
 		t.Fatalf("cause after release = %v", cause)
 	}
@@ -112,7 +116,9 @@ func TestWaitTimeoutRemovesKey(t *testing.T) {
 	if _, err := newSem(t, c, "to", 1, Options{}).Acquire(ctx); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("acquire with wait 500ms: %v, want ErrTimeout", err)
 	}
-	waitQueued(t, c, s, 1)
+	if n := keyCount(t, c, s); n != 1 { // the waiter's key is gone at once (D3)
+		t.Fatalf("%d keys after the wait ran out, want 1 (the holder's)", n)
+	}
 	release(t, h)
 }
 

@@ -29,12 +29,16 @@ type Entry struct {
 // rank and state derived per capacity (D6). A key under <name>/<max>/ that
 // conch did not write is listed with RecordErr set (it takes a rank in the
 // queue all the same); keys elsewhere under the name are skipped. It
-// returns an etcd error wrapping ErrUnavailable when the request fails.
+// returns an etcd error wrapping ErrRefused when etcd rejects the read
+// (permissions, credentials: D3's 64), else ErrUnavailable when it fails.
 func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
 	resp, err := c.Get(ctx, NamePrefix(name), clientv3.WithPrefix(), byCreateAsc)
+	if refused(err) {
+		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrRefused, NamePrefix(name), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrUnavailable, NamePrefix(name), err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -41,6 +42,10 @@ func (c *semaCmd) who(j job) int {
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
 	defer cancel()
 	all, err := sema.List(ctx, client, j.name)
+	if errors.Is(err, sema.ErrRefused) { // permissions or credentials: retrying cannot help (D3)
+		fmt.Fprintf(c.stderr, "conch: %s: etcd at %s refused the read: %v\n", j.name, strings.Join(j.conn.Endpoints, ","), err)
+		return exitUsage
+	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "conch: %s: cannot reach etcd at %s: %v\n", j.name, strings.Join(j.conn.Endpoints, ","), err)
 		return exitUnavailable
