@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -77,30 +78,27 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 	if (s.Cert == "") != (s.Key == "") {
 		return s, errors.New("--cert and --key must be given together")
 	}
-	// etcdctl accepts --user name:password; so does ETCDCTL_USER.
-	var userPass string
-	if name, pass, ok := strings.Cut(s.User, ":"); ok {
-		s.User, userPass = name, pass
-	}
-	// the password: a password file given as flag or CONCH_*, then
-	// ETCDCTL_PASSWORD (or ETCDCTL_USER's :password), then the config file's.
-	switch {
-	case strings.TrimSpace(flagged.PasswordFile) != "":
-		p, err := readPassword(flagged.PasswordFile)
-		if err != nil {
-			return s, err
+	// etcdctl's NAME:PASSWORD form is accepted wherever a user is given.
+	// The password ranks like the user (D9): at each level (flags and
+	// CONCH_*, then ETCDCTL_*, then the config file) a password file or
+	// ETCDCTL_PASSWORD first, then that level's NAME:PASSWORD.
+	s.User, _, _ = strings.Cut(s.User, ":")
+	for _, lv := range []struct{ passwordFile, password, user string }{
+		{flagged.PasswordFile, "", flagged.User},
+		{"", getenv("ETCDCTL_PASSWORD"), getenv("ETCDCTL_USER")},
+		{file.Etcd.PasswordFile, "", file.Etcd.User},
+	} {
+		_, userPass, _ := strings.Cut(lv.user, ":")
+		if strings.TrimSpace(lv.passwordFile) != "" {
+			p, err := readPassword(lv.passwordFile)
+			if err != nil {
+				return s, err
+			}
+			s.Password = p
+		} else if s.Password = cmp.Or(lv.password, userPass); s.Password == "" {
+			continue
 		}
-		s.Password = p
-	case getenv("ETCDCTL_PASSWORD") != "":
-		s.Password = getenv("ETCDCTL_PASSWORD")
-	case userPass != "":
-		s.Password = userPass
-	case strings.TrimSpace(file.Etcd.PasswordFile) != "":
-		p, err := readPassword(file.Etcd.PasswordFile)
-		if err != nil {
-			return s, err
-		}
-		s.Password = p
+		break
 	}
 	if s.Password != "" && s.User == "" {
 		return s, errors.New("a password was given without --user")

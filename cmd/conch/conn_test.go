@@ -35,6 +35,16 @@ func TestResolveConnPrecedence(t *testing.T) {
 	if strings.Join(s.Endpoints, ",") != "flag:1" || s.DialTimeout != 3*time.Second {
 		t.Fatalf("flag over ETCDCTL: %+v", s)
 	}
+	// the password ranks like the user (D9): a flag's NAME:PASSWORD beats
+	// ETCDCTL_PASSWORD, which beats the config file's password file
+	s, _ = resolveConn(connOptions{User: "amy:fromflag"}, env(map[string]string{"ETCDCTL_PASSWORD": "fromenv"}), conf, true)
+	if s.User != "amy" || s.Password != "fromflag" {
+		t.Fatalf("flag NAME:PASSWORD over ETCDCTL_PASSWORD: %+v", s)
+	}
+	s, _ = resolveConn(connOptions{User: "amy"}, env(map[string]string{"ETCDCTL_PASSWORD": "fromenv"}), conf, true)
+	if s.User != "amy" || s.Password != "fromenv" {
+		t.Fatalf("ETCDCTL_PASSWORD over the file's password file: %+v", s)
+	}
 	s, _ = resolveConn(connOptions{}, env(nil), filepath.Join(dir, "absent.conf"), false)
 	if strings.Join(s.Endpoints, ",") != defaultEndpoint || s.DialTimeout != defaultDialTimeout || s.User != "" {
 		t.Fatalf("defaults: %+v", s)

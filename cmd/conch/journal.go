@@ -4,8 +4,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
-	"syscall"
 
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
@@ -21,44 +19,20 @@ const journalIdentifier = "conch"
 // plain lines instead (D10).
 type journalFunc func(message string, priority journal.Priority, fields map[string]string) error
 
-// journalFor returns journal.Send when stderr is the journal's stream
-// socket (D10: JOURNAL_STREAM, which systemd sets to the device and inode of
-// the stream it connected to the service's stdout/stderr, matches stderr),
-// else nil. Only then are native entries right: when stderr was redirected
-// (to a file, a pipe, a terminal) the operator reads stderr, not the journal.
-func journalFor(stderr io.Writer, getenv func(string) string) journalFunc {
-	f, ok := stderr.(*os.File)
-	if !ok || !isJournalStream(getenv("JOURNAL_STREAM"), f) {
+// journalFor returns journal.Send when stderr is the process's own stderr
+// and that is the journal's stream socket (D10: go-systemd's
+// StderrIsJournalStream compares JOURNAL_STREAM's device and inode with
+// fd 2), else nil. Only then are native entries right: when stderr was
+// redirected (to a file, a pipe, a terminal) the operator reads stderr, not
+// the journal, even if JOURNAL_STREAM was inherited.
+func journalFor(stderr io.Writer) journalFunc {
+	if stderr != io.Writer(os.Stderr) {
+		return nil
+	}
+	if ok, err := journal.StderrIsJournalStream(); err != nil || !ok {
 		return nil
 	}
 	return journal.Send
-}
-
-// isJournalStream reports whether f is the stream JOURNAL_STREAM names:
-// the value is "DEVICE:INODE" in decimal, as systemd.exec(5) documents. An
-// empty or malformed value, or a file that cannot be stat'ed, is false.
-func isJournalStream(value string, f *os.File) bool {
-	dev, ino, ok := parseJournalStream(value)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && uint64(st.Dev) == dev && st.Ino == ino
-}
-
-// parseJournalStream parses JOURNAL_STREAM's "DEVICE:INODE".
-func parseJournalStream(value string) (dev, ino uint64, ok bool) {
-	d, i, found := strings.Cut(value, ":")
-	if !found {
-		return 0, 0, false
-	}
-	dev, err1 := strconv.ParseUint(d, 10, 64)
-	ino, err2 := strconv.ParseUint(i, 10, 64)
-	return dev, ino, err1 == nil && err2 == nil
 }
 
 // unitFields name the unit conch runs in, for its journal entries. journald

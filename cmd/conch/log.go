@@ -54,7 +54,7 @@ type reporter struct {
 // outside tests.
 func newReporter(stderr io.Writer, getenv func(string) string, verbose bool, name string, max int) *reporter {
 	r := &reporter{w: stderr, verbose: verbose, name: name, max: max,
-		journal: journalFor(stderr, getenv), notify: notifierFor(getenv)}
+		journal: journalFor(stderr), notify: notifierFor(getenv)}
 	if r.journal != nil {
 		r.unit = unitFields()
 	}

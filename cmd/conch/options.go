@@ -16,7 +16,7 @@ type connOptions struct {
 	CACert       string `long:"cacert" env:"CONCH_CACERT" value-name:"FILE" ini-name:"cacert" description:"CA bundle to verify etcd's TLS certificate"`
 	Cert         string `long:"cert" env:"CONCH_CERT" value-name:"FILE" ini-name:"cert" description:"TLS client certificate"`
 	Key          string `long:"key" env:"CONCH_KEY" value-name:"FILE" ini-name:"key" description:"TLS client key"`
-	User         string `long:"user" env:"CONCH_USER" value-name:"NAME" ini-name:"user" description:"etcd user (the password comes from --password-file or ETCDCTL_PASSWORD, never argv)"`
+	User         string `long:"user" env:"CONCH_USER" value-name:"NAME" ini-name:"user" description:"etcd user; the password comes from --password-file or ETCDCTL_PASSWORD (etcdctl's NAME:PASSWORD also works, but puts it on argv)"`
 	PasswordFile string `long:"password-file" env:"CONCH_PASSWORD_FILE" value-name:"FILE" ini-name:"password-file" description:"file holding the etcd password (first line)"`
 	DialTimeout  string `long:"dial-timeout" env:"CONCH_DIAL_TIMEOUT" value-name:"D" ini-name:"dial-timeout" description:"give up when no endpoint answers within D at start (exit 69) (default 5s)"`
 }
