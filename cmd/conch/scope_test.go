@@ -6,17 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/ci"
 	"github.com/conch-project/conch/sema"
 )
 
 // Scope flags on this host, where PID 1 is not systemd (D3, D8). The same flags inside a real
 // systemd are tested in tests/vm.
 
-// requireNoSystemd fails the test if this host runs systemd: these tests are about its absence.
+// requireNoSystemd stops the test if this host runs systemd: these tests are about its
+// absence (skipped outside CI, failed in CI, whose machines have no systemd as PID 1).
 func requireNoSystemd(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
-		t.Fatal("this host runs systemd (/run/systemd/system exists): the outside-systemd tests need a host without it; tests/vm covers scope mode")
+		ci.Unavailable(t, "this host runs systemd (/run/systemd/system exists): the outside-systemd tests need a host without it; tests/vm covers scope mode")
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/ci"
 	"golang.org/x/sys/unix"
 
 	"github.com/conch-project/conch/internal/syncbuf"
@@ -152,15 +153,15 @@ func checkPrerequisites(t testing.TB) {
 	t.Helper()
 	for _, cmd := range []string{"systemd-nspawn", "nsenter"} {
 		if _, err := exec.LookPath(cmd); err != nil {
-			unavailable(t, "%s not found; install it with: sudo bash %s", cmd, ScriptPath())
+			ci.Unavailable(t, "systemdtest: %s not found; install it with: sudo bash %s", cmd, ScriptPath())
 		}
 	}
 	fss, _ := os.ReadFile("/proc/filesystems")
 	if !bytes.Contains(fss, []byte("\toverlay\n")) {
-		unavailable(t, "the kernel has no overlayfs (modprobe overlay)")
+		ci.Unavailable(t, "systemdtest: the kernel has no overlayfs (modprobe overlay)")
 	}
 	if _, _, err := cgroupRoots(); err != nil {
-		unavailable(t, "%v", err)
+		ci.Unavailable(t, "systemdtest: %v", err)
 	}
 }
 

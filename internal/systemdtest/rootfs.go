@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/ci"
 )
 
 // rootfsBuildTimeout bounds one run of mkrootfs.sh: apt-get install (~10 s) plus mmdebstrap
@@ -21,23 +23,6 @@ const rootfsBuildTimeout = 10 * time.Minute
 var rootfs struct {
 	sync.Mutex
 	path string // set once the cache is known to exist
-}
-
-// inCI reports whether the tests run under CI, where a skipped test counts as a failure.
-func inCI() bool {
-	ci := os.Getenv("CI")
-	return ci != "" && ci != "false" && ci != "0"
-}
-
-// unavailable skips the test with why (and how to fix it) when CI is unset, and fails it under
-// CI, where a skip would hide a missing install step.
-func unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if inCI() {
-		t.Fatalf("systemdtest: %s (CI is set: not skipping)", msg)
-	}
-	t.Skipf("systemdtest: %s", msg)
 }
 
 // ScriptPath returns the absolute path of tests/vm/mkrootfs.sh in this source tree.
@@ -60,7 +45,7 @@ func EnsureRootfs(t testing.TB) string {
 		return rootfs.path
 	}
 	if os.Geteuid() != 0 {
-		unavailable(t, "booting nodes needs root; run the tests as root")
+		ci.Unavailable(t, "systemdtest: booting nodes needs root; run the tests as root")
 	}
 	script := ScriptPath()
 	path, err := runScript(script, "--print-path")
@@ -75,9 +60,9 @@ func EnsureRootfs(t testing.TB) string {
 	}
 	if _, err := os.Stat(path); err != nil || len(missing) > 0 {
 		args := []string{}
-		if !inCI() {
+		if !ci.Active() {
 			if len(missing) > 0 {
-				unavailable(t, "%v not found; install the prerequisites and the root filesystem with: sudo bash %s", missing, script)
+				ci.Unavailable(t, "systemdtest: %v not found; install the prerequisites and the root filesystem with: sudo bash %s", missing, script)
 			}
 			args = append(args, "--no-install")
 		}

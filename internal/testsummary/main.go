@@ -2,7 +2,7 @@
 // result lines, the output of failed tests and the names of skipped ones,
 // then one closing line "N passed, N failed, N skipped".
 //
-// It exits 1 if a test or package failed, or, when CI=true, if any test was
+// It exits 1 if a test or package failed, or, when CI is set (internal/ci), if any test was
 // skipped: in CI a skipped test is a failure (the harness must install what
 // a test needs instead).
 package main
@@ -14,6 +14,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/conch-project/conch/internal/ci"
 )
 
 type event struct {
@@ -43,7 +45,7 @@ func main() {
 			if e.Test == "" {
 				if strings.HasPrefix(e.Output, "ok ") || strings.HasPrefix(e.Output, "FAIL") ||
 					strings.HasPrefix(e.Output, "---") || strings.HasPrefix(e.Output, "panic") ||
-					strings.Contains(e.Output, "[no test files]") || strings.HasPrefix(e.Output, "#") {
+					strings.Contains(e.Output, "[no test files]") {
 					fmt.Print(e.Output)
 				}
 				continue
@@ -54,10 +56,21 @@ func main() {
 				outputs[key] = b
 			}
 			b.WriteString(e.Output)
+		case "build-output": // compiler and vet errors (Go 1.24+)
+			fmt.Print(e.Output)
 		case "pass", "fail", "skip":
 			if e.Test == "" {
 				if e.Action == "fail" {
 					pkgFailed = true
+					// a panic or -timeout ends the package with tests that
+					// never reported: they failed, and their output says why
+					for k, b := range outputs {
+						if strings.HasPrefix(k, e.Package+" ") {
+							failed++
+							fmt.Printf("--- FAIL: %s (did not finish)\n%s", k, b.String())
+							delete(outputs, k)
+						}
+					}
 				}
 				continue
 			}
@@ -88,7 +101,7 @@ func main() {
 	switch {
 	case failed > 0 || pkgFailed:
 		os.Exit(1)
-	case skipped > 0 && os.Getenv("CI") == "true":
+	case skipped > 0 && ci.Active():
 		fmt.Println("FAIL: tests were skipped in CI; install what they need")
 		os.Exit(1)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/ci"
 	"github.com/conch-project/conch/internal/systemdtest"
 )
 
@@ -119,29 +120,13 @@ func isExecutable(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-// inCI reports whether the tests run under CI, where a skipped test counts as a failure.
-func inCI() bool {
-	ci := os.Getenv("CI")
-	return ci != "" && ci != "false" && ci != "0"
-}
-
-// unavailable skips the test (saying how to fix it) when CI is unset and fails it under CI.
-func unavailable(t *testing.T, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if inCI() {
-		t.Fatalf("%s (CI is set: not skipping)", msg)
-	}
-	t.Skip(msg)
-}
-
 // needPackages stops the test when TestMain could not build the packages.
 func needPackages(t *testing.T) {
 	t.Helper()
 	switch {
 	case built.err == nil:
 	case built.missing:
-		unavailable(t, "%v", built.err)
+		ci.Unavailable(t, "%v", built.err)
 	default:
 		t.Fatalf("cannot build the packages: %v", built.err)
 	}
@@ -152,7 +137,7 @@ func needTool(t *testing.T, tool, pkg string) string {
 	t.Helper()
 	p, err := exec.LookPath(tool)
 	if err != nil {
-		unavailable(t, "%s not found; install it with: apt-get install --no-install-recommends %s", tool, pkg)
+		ci.Unavailable(t, "%s not found; install it with: apt-get install --no-install-recommends %s", tool, pkg)
 	}
 	return p
 }

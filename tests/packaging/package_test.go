@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/ci"
 )
 
 // The files both packages install (zsh completion aside: its directory differs).
@@ -178,7 +180,7 @@ func TestCompletionBash(t *testing.T) {
 	needTool(t, "bash", "bash")
 	const lib = "/usr/share/bash-completion/bash_completion"
 	if _, err := os.Stat(lib); err != nil {
-		unavailable(t, "%s not found; install it with: apt-get install --no-install-recommends bash-completion", lib)
+		ci.Unavailable(t, "%s not found; install it with: apt-get install --no-install-recommends bash-completion", lib)
 	}
 	ctx := testContext(t, time.Minute)
 	script := `
