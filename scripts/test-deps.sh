@@ -20,4 +20,6 @@ fi
 # install the pinned version: with a warm cache it takes a second, and a stale
 # or missing binary never decides the outcome.
 GOBIN=$(go env GOPATH)/bin go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
-echo "== root filesystem for the systemd test nodes: $(bash tests/vm/mkrootfs.sh | tail -1)"
+# (not inside echo's $(...): set -e would not see mkrootfs.sh fail)
+rootfs=$(bash tests/vm/mkrootfs.sh | tail -1)
+echo "== root filesystem for the systemd test nodes: $rootfs"
