@@ -2,7 +2,8 @@
 // appends "S <tag> <pid> <ns>" to a file as the first thing its main does,
 // optionally holds, then appends "E <tag> <pid> <ns>" as the last thing
 // before it exits. Times are CLOCK_MONOTONIC nanoseconds, comparable across
-// processes on one machine. It imports only the syscall package, so the Go
+// processes on one machine. It imports only os, strconv, syscall and unsafe
+// (no package with heavy init: no fmt, time or net), so the Go
 // runtime's start is all that precedes the first stamp (the harness measures
 // that cost and reports it as part of the floor).
 //
