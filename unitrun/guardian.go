@@ -198,6 +198,16 @@ func startCommand(spec wireSpec) (int, error) {
 	if env == nil {
 		env = []string{} // never the guardian's own environment
 	}
+	if spec.Dir != "" { // ForkExec reports a failed chdir as the exec's error; os.StartProcess does this check too
+		var st syscall.Stat_t
+		err := syscall.Stat(spec.Dir, &st)
+		if err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			err = syscall.ENOTDIR
+		}
+		if err != nil {
+			return 0, &os.PathError{Op: "chdir", Path: spec.Dir, Err: err}
+		}
+	}
 	pid, err := syscall.ForkExec(spec.Path, spec.Args, &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   env,

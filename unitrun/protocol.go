@@ -37,8 +37,8 @@ const (
 	evReady      = "ready"          // spec read, subreaper set; waiting for ctlGo
 	evStarted    = "started"        // command running: PID
 	evExecError  = "exec-error"     // command could not be started: Status 126/127, Msg
-	evCmdExited  = "command-exited" // scope mode: command reaped (descendants may remain): Status, Signal, Stopped
-	evStopSignal = "stop-signal"    // scope mode: systemd is stopping the scope (not asked by conch)
+	evCmdExited  = "command-exited" // scope mode: command reaped (descendants may remain): Status, Signal
+	evStopSignal = "stop-signal"    // scope mode: systemd is stopping the scope (on its own, or at Run's StopScope)
 	evExited     = "exited"         // command and all its descendants are gone: Status, Signal, Stopped
 	evError      = "error"          // the guardian cannot go on: Msg
 )

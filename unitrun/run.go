@@ -239,7 +239,7 @@ type supervision struct {
 	cmdExited      bool       // evCmdExited: the command itself was reaped
 	cmdExitedFirst bool       // ... before Run asked for a stop
 	cmdEndedAt     time.Time
-	external       bool // evStopSignal: systemd stopped the scope on its own
+	external       bool // evStopSignal: systemd is stopping the scope (reason says whether Run asked)
 	takenOver      bool // the guardian did not stop the command in time: Run killed it
 	err            error
 }
@@ -269,14 +269,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	}
 	werr := r.g.close()
 	if r.scope != nil {
-		var gone error
-		if !st.exited || r.scope.stopping != nil {
-			// Without evExited only the scope's end proves the tree is gone. After evExited
-			// the scope is empty and systemd collects it on its own (CollectMode): waiting for
-			// that would only add a round trip to every run.
-			gone = r.scope.awaitGone()
-		}
-		return r.scopeOutcome(st, err, werr, gone)
+		// Without evExited, or with a stop of the scope under way, only the scope's end proves
+		// the tree is gone. (After evExited with no stop, returned above, the scope is empty
+		// and systemd collects it on its own, CollectMode: waiting would add a round trip.)
+		return r.scopeOutcome(st, err, werr, r.scope.awaitGone())
 	}
 	if err == nil || !errors.Is(err, ErrGuardian) {
 		return res, err

@@ -66,6 +66,7 @@ func TestRunExecFailure(t *testing.T) {
 		{"directory", dir, "", 126, ErrNotExecutable},
 		{"bad interpreter", badInterp, "", 126, ErrNotExecutable},
 		{"bad working directory", "/bin/true", filepath.Join(dir, "missing-dir"), 126, ErrNotExecutable},
+		{"bad working directory, relative path", "./tool", filepath.Join(dir, "missing-dir"), 126, ErrNotExecutable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

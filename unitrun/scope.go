@@ -54,7 +54,8 @@ type ScopeRequest struct {
 // as it calls (go-systemd's connection subscribed when it was made; the result channel is
 // buffered, so a result arriving after ctx ended blocks nobody), requires the result "done", and
 // then checks in /proc/PID/cgroup that every PID landed in the scope's cgroup. ctx bounds the
-// call and the wait; give it the same deadline as Connect. It blocks until then.
+// call and the wait; give it the same deadline as Connect. It returns when the job's result
+// arrives or ctx ends.
 //
 // Errors name the unit and wrap ErrUnitExists (a unit of that name is loaded), ErrAccessDenied,
 // ErrBusUnavailable, ErrJobFailed (job result not "done"), ErrNotInScope (a PID is not in the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,11 +173,11 @@ func TestScopeStartStopInNode(t *testing.T) {
 		t.Errorf("scope %s: CollectMode %v, ActiveState %v, Description %v", scope,
 			unitProps["CollectMode"], unitProps["ActiveState"], unitProps["Description"])
 	}
-	if list, _ := unitProps["BindsTo"].([]string); !contains(list, "scope-helper.service") {
+	if list, _ := unitProps["BindsTo"].([]string); !slices.Contains(list, "scope-helper.service") {
 		t.Errorf("scope %s: BindsTo = %v, want it to hold scope-helper.service", scope, unitProps["BindsTo"])
 	}
 	// no After= on the service: it would deadlock with a service still starting
-	if list, _ := unitProps["After"].([]string); contains(list, "scope-helper.service") {
+	if list, _ := unitProps["After"].([]string); slices.Contains(list, "scope-helper.service") {
 		t.Errorf("scope %s: After = %v, must not order after scope-helper.service", scope, unitProps["After"])
 	}
 
@@ -256,15 +257,6 @@ func TestAvailableInNode(t *testing.T) {
 	if evs := events(res.Stdout); len(evs) != 1 || evs[0].Available != "yes" {
 		t.Errorf("Available() inside a node: %s", res.Stdout)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // As a non-root user, scope mode talks to the user's own manager (D8), like systemd-run --user.

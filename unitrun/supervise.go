@@ -80,7 +80,7 @@ func (s *supervisor) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 				s.requestStop()
 			}
 		case c, ok := <-s.reaped:
-			if ok && s.scope != nil && c.pid == s.cmdPID && c.ws.Signaled() && !s.externalStop {
+			if ok && s.scope != nil && c.pid == s.cmdPID && c.ws.Signaled() && !s.stopping {
 				// systemd signals every process of a stopping scope at
 				// nearly the same instant: let a stop signal on its way
 				// to us arrive first, so that the stop is reported as the
@@ -163,7 +163,7 @@ func (s *supervisor) handleReaped(c reapedChild, ok bool) {
 		s.cmdReaped, s.cmdStatus = true, c.ws
 		if s.scope != nil { // direct mode: Run takes the status from evExited alone
 			code, sig := shellStatus(c.ws)
-			s.out.send(guardianEvent{Event: evCmdExited, Status: code, Signal: int(sig), Stopped: s.stoppedRun})
+			s.out.send(guardianEvent{Event: evCmdExited, Status: code, Signal: int(sig)})
 		}
 		s.beginStop() // stop whatever the command left running (D7)
 	}
