@@ -37,7 +37,8 @@ echo "--- all jobs finished (status $status); --who on the empty semaphore exits
 echo "--- --nonblock while a job holds the only slot of a lock:"
 "$bin/conch" sema lock --max 1 -- sleep 2 &
 lockpid=$!
-sleep 0.5
+# wait until it holds (--who exits 0 once a key exists), at most ~10 s
+for _ in $(seq 100); do "$bin/conch" sema lock --max 1 --who >/dev/null 2>&1 && break; sleep 0.1; done
 "$bin/conch" sema lock --max 1 --nonblock -- echo never || echo "  already running elsewhere (exit $?)"
 wait "$lockpid"
 exit "$status"
