@@ -206,13 +206,17 @@ is not a failure:
 [Service]
 Type=oneshot
 NotifyAccess=main
-ExecStart=/usr/bin/conch sema node\-maintenance \-\-max 2 \-\-nonblock \-\- /usr/local/sbin/node\-maintenance
+ExecStart=/usr/bin/conch sema node\-maintenance \-\-max 2 \-\-nonblock \-\-runtime\-max 50m \-\- /usr/local/sbin/node\-maintenance
 SuccessExitStatus=75
+TimeoutStartSec=55min
 .fi
 .RE
 .PP
-Then \fBsystemctl status\fP shows the queue position of a waiting conch, and
-\fBjournalctl CONCH_SEMA=node\-maintenance\fP its transitions.
+A run that finds both slots taken exits 75 at once and the unit stays successful;
+\fBjournalctl CONCH_SEMA=node\-maintenance\fP shows every run's transitions. With
+\fB\-\-wait\fP instead of \fB\-\-nonblock\fP, \fBsystemctl status\fP shows the queue
+position while it waits (raise TimeoutStartSec= above the wait as well: a oneshot's start
+covers the wait and the run). /usr/share/doc/conch/examples has the complete units.
 .SH SEE ALSO
 .BR flock (1),
 .BR systemd\-run (1),

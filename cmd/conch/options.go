@@ -39,7 +39,7 @@ type semaCmd struct {
 	Scope      string   `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"run the child in a transient systemd scope: auto (when systemd is PID 1 and the bus answers), always (exit 69 without systemd), never"`
 	Property   []string `short:"p" long:"property" value-name:"NAME=VALUE" description:"set a property on the child's scope, as systemd-run -p (e.g. MemoryMax=1G, CPUQuota=50%, KillSignal=SIGINT, RuntimeMaxSec=1h); implies --scope=always"`
 	Slice      string   `long:"slice" value-name:"SLICE" description:"put the child's scope in SLICE; implies --scope=always"`
-	Config     string   `long:"config" value-name:"FILE" env:"CONCH_CONFIG" default:"/etc/conch/conch.conf" description:"INI file with an [etcd] section for the connection settings"`
+	Config     string   `long:"config" value-name:"FILE" env:"CONCH_CONFIG" description:"INI file with an [etcd] section for the connection settings (default /etc/conch/conch.conf, read if it exists; a file named here must exist)"`
 
 	Conn connOptions `group:"etcd connection"`
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -49,7 +50,7 @@ func (c *semaCmd) Execute(args []string) error {
 		}
 		j.max = m
 	}
-	conn, err := resolveConn(c.Conn, c.getenv, c.Config, c.Config != defaultConfigPath)
+	conn, err := resolveConn(c.Conn, c.getenv, cmp.Or(c.Config, defaultConfigPath), c.Config != "")
 	if err != nil {
 		return usageError{err.Error()}
 	}
