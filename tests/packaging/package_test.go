@@ -94,7 +94,10 @@ func TestDebContents(t *testing.T) {
 	if err != nil || strings.TrimSpace(conffiles) != "/etc/conch/conch.conf" {
 		t.Errorf("conffiles = %q (%v), want /etc/conch/conch.conf", conffiles, err)
 	}
-	ctrl, _, _ := run(ctx, nil, "sh", "-c", `dpkg-deb --ctrl-tarfile "$1" | tar -tf -`, "sh", built.deb)
+	ctrl, _, err := run(ctx, nil, "sh", "-c", `dpkg-deb --ctrl-tarfile "$1" | tar -tf -`, "sh", built.deb)
+	if err != nil {
+		t.Fatalf("listing the control archive: %v", err)
+	}
 	for _, s := range []string{"preinst", "postinst", "prerm", "postrm"} {
 		if strings.Contains(ctrl, s) {
 			t.Errorf(".deb has a %s script; none is needed", s)
@@ -105,6 +108,38 @@ func TestDebContents(t *testing.T) {
 	out, _, err := run(ctx, nil, bin, "--version")
 	if err != nil || strings.TrimSpace(out) != "conch "+built.version {
 		t.Errorf("conch --version = %q (%v), want conch %s", out, err, built.version)
+	}
+}
+
+// The copyright file names every module linked into the packaged binary (go version -m), so
+// each license is accounted for, and no module that is not linked.
+func TestDebCopyrightNamesEveryModule(t *testing.T) {
+	needPackages(t)
+	ctx := testContext(t, time.Minute)
+	copyright, err := os.ReadFile(filepath.Join(built.root, "usr/share/doc/conch/copyright"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(ctx, nil, "go", "version", "-m", filepath.Join(built.root, "usr/bin/conch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var linked []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "dep" {
+			linked = append(linked, f[1])
+			if !regexp.MustCompile(`(?m)^ ` + regexp.QuoteMeta(f[1]) + ` +\S`).Match(copyright) {
+				t.Errorf("copyright does not name %s, which the binary links", f[1])
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?m)^ ([a-z0-9.-]+\.[a-z]+/\S+) +\S`).FindAllSubmatch(copyright, -1) {
+		if !slices.Contains(linked, string(m[1])) {
+			t.Errorf("copyright names %s, which the binary does not link", m[1])
+		}
+	}
+	if len(linked) < 5 {
+		t.Fatalf("go version -m listed %d modules:\n%s", len(linked), out)
 	}
 }
 
