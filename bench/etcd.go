@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
+	"github.com/conch-project/conch/internal/metrics"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -110,79 +108,11 @@ func (s *etcdServer) client() (*clientv3.Client, error) {
 	})
 }
 
-// metrics is one scrape of /metrics: sample name{labels} -> value.
-type metrics map[string]float64
-
-// scrape reads the server's /metrics (plain HTTP, not a gRPC request, so it
-// never shows in the counters it reads).
-func (s *etcdServer) scrape() (metrics, error) {
+// scrape reads the server's /metrics (see metrics.Scrape).
+func (s *etcdServer) scrape() (metrics.Samples, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", s.metrics, resp.Status)
-	}
-	return parseMetrics(resp.Body)
-}
-
-// parseMetrics parses the Prometheus text format: comments skipped, each
-// sample kept under its full name with labels as printed.
-func parseMetrics(r io.Reader) (metrics, error) {
-	m := metrics{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if l == "" || l[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(l, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(l[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		m[l[:i]] = v
-	}
-	return m, sc.Err()
-}
-
-// sum adds the samples of metric name whose labels contain every one of
-// the label="value" pairs given.
-func (m metrics) sum(name string, labels ...string) float64 {
-	var t float64
-	for k, v := range m {
-		if k != name && !strings.HasPrefix(k, name+"{") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(k, l) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			t += v
-		}
-	}
-	return t
-}
-
-// delta is b - a for every sample.
-func delta(a, b metrics) metrics {
-	d := metrics{}
-	for k, v := range b {
-		d[k] = v - a[k]
-	}
-	return d
+	return metrics.Scrape(ctx, s.metrics)
 }
 
 // etcdCost is what the server's own counters say a window cost it.
@@ -200,21 +130,21 @@ type etcdCost struct {
 
 var costMethods = []string{"LeaseGrant", "Txn", "LeaseRevoke", "Range", "Put", "DeleteRange", "LeaseTimeToLive"}
 
-func costOf(d metrics) etcdCost {
+func costOf(d metrics.Samples) etcdCost {
 	c := etcdCost{unary: map[string]float64{}, streams: map[string]float64{}, msgsIn: map[string]float64{}, msgsOut: map[string]float64{}}
 	for _, meth := range costMethods {
-		c.unary[meth] = d.sum("grpc_server_handled_total", `grpc_type="unary"`, `grpc_method="`+meth+`"`)
+		c.unary[meth] = d.Sum("grpc_server_handled_total", `grpc_type="unary"`, `grpc_method="`+meth+`"`)
 	}
-	c.unaryTotal = d.sum("grpc_server_handled_total", `grpc_type="unary"`)
+	c.unaryTotal = d.Sum("grpc_server_handled_total", `grpc_type="unary"`)
 	for _, meth := range []string{"Watch", "LeaseKeepAlive"} {
-		c.streams[meth] = d.sum("grpc_server_started_total", `grpc_method="`+meth+`"`)
-		c.msgsIn[meth] = d.sum("grpc_server_msg_received_total", `grpc_method="`+meth+`"`)
-		c.msgsOut[meth] = d.sum("grpc_server_msg_sent_total", `grpc_method="`+meth+`"`)
+		c.streams[meth] = d.Sum("grpc_server_started_total", `grpc_method="`+meth+`"`)
+		c.msgsIn[meth] = d.Sum("grpc_server_msg_received_total", `grpc_method="`+meth+`"`)
+		c.msgsOut[meth] = d.Sum("grpc_server_msg_sent_total", `grpc_method="`+meth+`"`)
 	}
-	c.events = d.sum("etcd_debugging_mvcc_events_total")
-	c.bytesIn = d.sum("etcd_network_client_grpc_received_bytes_total")
-	c.bytesOut = d.sum("etcd_network_client_grpc_sent_bytes_total")
-	c.rangeTotals = d.sum("etcd_mvcc_range_total")
+	c.events = d.Sum("etcd_debugging_mvcc_events_total")
+	c.bytesIn = d.Sum("etcd_network_client_grpc_received_bytes_total")
+	c.bytesOut = d.Sum("etcd_network_client_grpc_sent_bytes_total")
+	c.rangeTotals = d.Sum("etcd_mvcc_range_total")
 	return c
 }
 
@@ -249,7 +179,7 @@ func (s *etcdServer) sampleGauge(name string, interval time.Duration) *gaugeSamp
 				return
 			case <-t.C:
 				if m, err := s.scrape(); err == nil {
-					g.samples = append(g.samples, m.sum(name))
+					g.samples = append(g.samples, m.Sum(name))
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/conch-project/conch/internal/metrics"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -206,7 +207,7 @@ func (h *harness) uncontended3(name string, runs int, conch bool) (etcdCost, err
 	if err != nil {
 		return etcdCost{}, err
 	}
-	return costOf(delta(m0, m1)), nil
+	return costOf(metrics.Delta(m0, m1)), nil
 }
 
 // queue3 measures one queue: max gates, w waiters, probes, drain.
@@ -288,7 +289,7 @@ func (h *harness) queue3(conch bool, max, w int, ka keepAlive) (*result3, error)
 	if err != nil {
 		return nil, err
 	}
-	var probesTotal metrics
+	var probesTotal metrics.Samples
 	if conch {
 		for tries := 0; len(r.probes) < h.cfg.probes3 && tries < 3*h.cfg.probes3; tries++ {
 			kaSize, err := h.kaSize(ka, own)
@@ -310,7 +311,7 @@ func (h *harness) queue3(conch bool, max, w int, ka keepAlive) (*result3, error)
 			if err != nil {
 				return nil, err
 			}
-			d := delta(a, b)
+			d := metrics.Delta(a, b)
 			c := costOf(d)
 			probesTotal = addMetrics(probesTotal, d)
 			if c.msgsIn["Watch"]+c.msgsOut["Watch"] > 0 {
@@ -344,18 +345,18 @@ func (h *harness) queue3(conch bool, max, w int, ka keepAlive) (*result3, error)
 		return nil, err
 	}
 	_ = m1
-	life := delta(m0, m3)
+	life := metrics.Delta(m0, m3)
 	if probesTotal != nil {
-		life = delta(probesTotal, life)
+		life = metrics.Delta(probesTotal, life)
 	}
 	r.life = costOf(life).sub(own)
-	r.drain = costOf(delta(m2, m3))
+	r.drain = costOf(metrics.Delta(m2, m3))
 	r.reenter = int(reenter.Load())
 	return r, nil
 }
 
-func addMetrics(a, b metrics) metrics {
-	out := metrics{}
+func addMetrics(a, b metrics.Samples) metrics.Samples {
+	out := metrics.Samples{}
 	for k, v := range a {
 		out[k] = v
 	}
@@ -428,8 +429,8 @@ const keepAliveReqSize = 10
 
 // quiesceWatches waits (up to 5 s) until no Watch stream message was sent or
 // received for 100 ms, and returns the last scrape.
-func (h *harness) quiesceWatches() (metrics, error) {
-	var last metrics
+func (h *harness) quiesceWatches() (metrics.Samples, error) {
+	var last metrics.Samples
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		m, err := h.etcd.scrape()
@@ -437,8 +438,8 @@ func (h *harness) quiesceWatches() (metrics, error) {
 			return nil, err
 		}
 		if last != nil {
-			d := delta(last, m)
-			if d.sum("grpc_server_msg_received_total", `grpc_method="Watch"`)+d.sum("grpc_server_msg_sent_total", `grpc_method="Watch"`) == 0 || time.Now().After(deadline) {
+			d := metrics.Delta(last, m)
+			if d.Sum("grpc_server_msg_received_total", `grpc_method="Watch"`)+d.Sum("grpc_server_msg_sent_total", `grpc_method="Watch"`) == 0 || time.Now().After(deadline) {
 				return m, nil
 			}
 		}

@@ -15,18 +15,15 @@ package sema_test
 // a disk's. The process-level comparison with etcdctl lock is `make bench`.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/metrics"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -257,44 +254,15 @@ func scrapeCounters(b *testing.B, url string) serverCounters {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	m, err := metrics.Scrape(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		b.Fatal(err)
+	return serverCounters{
+		unary:        m.Sum("grpc_server_handled_total", `grpc_type="unary"`),
+		sentBytes:    m.Sum("etcd_network_client_grpc_sent_bytes_total"),
+		events:       m.Sum("etcd_debugging_mvcc_events_total"),
+		watchers:     m.Sum("etcd_debugging_mvcc_watcher_total"),
+		slowWatchers: m.Sum("etcd_debugging_mvcc_slow_watcher_total"),
 	}
-	defer resp.Body.Close()
-	var sc serverCounters
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		l := s.Text()
-		i := strings.LastIndexByte(l, ' ')
-		if l == "" || l[0] == '#' || i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(l[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		name := l[:i]
-		switch {
-		case strings.HasPrefix(name, "grpc_server_handled_total{") && strings.Contains(name, `grpc_type="unary"`):
-			sc.unary += v
-		case name == "etcd_network_client_grpc_sent_bytes_total":
-			sc.sentBytes += v
-		case name == "etcd_debugging_mvcc_events_total":
-			sc.events += v
-		case name == "etcd_debugging_mvcc_watcher_total":
-			sc.watchers = v
-		case name == "etcd_debugging_mvcc_slow_watcher_total":
-			sc.slowWatchers = v
-		}
-	}
-	if err := s.Err(); err != nil {
-		b.Fatal(err)
-	}
-	return sc
 }

@@ -1,14 +1,8 @@
 package sema
 
 import (
-	"bufio"
 	"context"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
-
-	"github.com/conch-project/conch/internal/etcdtest"
 )
 
 // TestHerdFreeLongQueue queues 60 waiters behind 3 holders and releases one
@@ -56,35 +50,11 @@ func TestUncontendedThreeRequests(t *testing.T) {
 	srv, c := startEtcd(t)
 	s := newSem(t, c, "d2", 3, Options{})
 	for i := range 5 {
-		before := serverUnary(t, srv)
+		before := int(srv.Scrape(t).Sum("grpc_server_handled_total", `grpc_type="unary"`))
 		h := mustAcquire(t, s)
 		release(t, h)
-		if n := serverUnary(t, srv) - before; n != 3 {
+		if n := int(srv.Scrape(t).Sum("grpc_server_handled_total", `grpc_type="unary"`)) - before; n != 3 {
 			t.Fatalf("run %d: %d unary requests for acquire+release, want 3 (D2)", i, n)
 		}
 	}
-}
-
-// serverUnary sums grpc_server_handled_total over unary methods.
-func serverUnary(t *testing.T, srv *etcdtest.Server) int {
-	t.Helper()
-	resp, err := http.Get(srv.Metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sum := 0
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "grpc_server_handled_total{") || !strings.Contains(line, `grpc_type="unary"`) {
-			continue
-		}
-		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum += int(f)
-	}
-	return sum
 }

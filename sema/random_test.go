@@ -1,16 +1,13 @@
 package sema
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -294,26 +291,14 @@ func strandedKeys(evs []histEvent, n int, acquiredAt map[string]time.Time, grace
 }
 
 // serverEvents reads etcd's own count of watch events sent
-// (etcd_debugging_mvcc_events_total) from its metrics endpoint.
+// (etcd_debugging_mvcc_events_total).
 func serverEvents(t *testing.T, srv *etcdtest.Server) int {
 	t.Helper()
-	resp, err := http.Get(srv.Metrics)
-	if err != nil {
-		t.Fatal(err)
+	v, ok := srv.Scrape(t)["etcd_debugging_mvcc_events_total"]
+	if !ok {
+		t.Fatal("no etcd_debugging_mvcc_events_total in metrics")
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "etcd_debugging_mvcc_events_total "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return int(f)
-		}
-	}
-	t.Fatal("no etcd_debugging_mvcc_events_total in metrics")
-	return 0
+	return int(v)
 }
 
 func envInt(name string, def int) int {

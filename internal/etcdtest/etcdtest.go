@@ -15,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/conch-project/conch/internal/metrics"
 )
 
 // Fast raft timers, as measured in TESTING-INFRA.md: ready in ~100 ms, and
@@ -113,6 +115,19 @@ func (s *Server) Client(t testing.TB) *clientv3.Client {
 		t.Fatalf("etcdtest: first request: %v", err)
 	}
 	return c
+}
+
+// Scrape reads the server's /metrics (see metrics.Samples), failing t if
+// it cannot.
+func (s *Server) Scrape(t testing.TB) metrics.Samples {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := metrics.Scrape(ctx, s.Metrics)
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	return m
 }
 
 // Revision returns the store's current revision.
