@@ -59,7 +59,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		killAfter = unitrun.DefaultKillAfter
 	}
 	if sema.FenceTooLate(c.TTL.d, killAfter) {
-		rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", killAfter, c.TTL.d, minTTL(killAfter))
+		rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", killAfter, (c.TTL.d+time.Second-1).Truncate(time.Second), minTTL(killAfter))
 	}
 	host, _ := os.Hostname()
 	s, err := sema.New(client, j.name, j.max, sema.Options{
@@ -160,12 +160,7 @@ func (c *semaCmd) holdAndRun(ctx, waitCtx context.Context, j job, rep *reporter,
 // minTTL is the smallest --ttl that leaves room to fence a child with a
 // stop grace of killAfter (D7: deadline - kill-after - 1 s, two keep-alives).
 func minTTL(killAfter time.Duration) time.Duration {
-	// from 6 s on the holding cadence is 1 s, so the fence needs
-	// kill-after + 1 s + 2 keep-alives; below that, try the few values
-	if ttl := (killAfter + 3*time.Second + time.Second - 1) / time.Second * time.Second; ttl >= 6*time.Second {
-		return ttl
-	}
-	ttl := time.Second
+	ttl := time.Second // etcd leases are whole seconds
 	for sema.FenceTooLate(ttl, killAfter) {
 		ttl += time.Second
 	}

@@ -80,6 +80,9 @@ func (c *semaCmd) Execute(args []string) error {
 	if c.Conflict < 0 || c.Conflict > 255 {
 		return usagef("-E/--conflict-exit-code must be 0..255")
 	}
+	if c.KillAfter.set && c.KillAfter.d == 0 {
+		return usagef("--kill-after must be more than 0: it is the grace between the stop signal and SIGKILL")
+	}
 	if c.TTL.d < time.Second {
 		return usagef("--ttl must be at least 1s (etcd leases are whole seconds)")
 	}
