@@ -46,7 +46,11 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 		case turnPromoted:
 			now := time.Now().UTC().Truncate(time.Second)
 			rec.HeldSince = &now
-			rev, err := s.promote(ctx, key, myRev, l, rec.encode())
+			var rev int64
+			err := retryEtcd(ctx, l, func() (err error) { // a failed request must not cost our place
+				rev, err = s.promote(ctx, key, myRev, l, rec.encode())
+				return err
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -70,20 +74,34 @@ func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
 	}
 }
 
-// rerankRetry re-ranks, retrying etcd errors with backoff while ctx and the
-// lease live.
+// rerankRetry re-ranks, retrying etcd errors (see retryEtcd).
 func (s *Semaphore) rerankRetry(ctx context.Context, l *lease, key string, myRev int64) (ranking, error) {
+	var r ranking
+	err := retryEtcd(ctx, l, func() (err error) {
+		_, r, err = s.rerank(ctx, key, myRev)
+		return err
+	})
+	return r, err
+}
+
+// retryEtcd runs op until it returns nil or an error other than a failed
+// etcd request (errEtcd), backing off between tries from retryMin to
+// retryMax while ctx and lease l live. It returns op's last error, or the
+// lease's error (ErrLeaseLost, ErrFenced) once the lease is gone. Only
+// for requests that are safe to repeat: reads, and writes conditional on
+// our key's create revision.
+func retryEtcd(ctx context.Context, l *lease, op func() error) error {
 	backoff := retryMin
 	for {
-		_, r, err := s.rerank(ctx, key, myRev)
+		err := op()
 		if err == nil || !errors.Is(err, errEtcd) {
-			return r, err
+			return err
 		}
 		select {
 		case <-l.Done():
-			return r, l.Err()
+			return l.Err()
 		case <-ctx.Done():
-			return r, err
+			return err
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, retryMax)
