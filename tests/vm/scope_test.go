@@ -481,8 +481,10 @@ func testUserManager(t *testing.T, e *env) {
 	}
 	n.sh("chown " + uid + " " + n.dir)
 	a := cmdline(args(name, "--max", "1", "--kill-after", killAfter.String()), n.child(true))
-	n.StartWith(n.ctx, systemdtest.RunOptions{Unit: "asuser.service", Properties: []string{"User=" + uid},
-		Env: append(n.env(), "XDG_RUNTIME_DIR=/run/user/"+uid)}, append([]string{conch}, a...)...)
+	if _, err := n.StartWith(n.ctx, systemdtest.RunOptions{Unit: "asuser.service", Properties: []string{"User=" + uid},
+		Env: append(n.env(), "XDG_RUNTIME_DIR=/run/user/"+uid)}, append([]string{conch}, a...)...); err != nil {
+		t.Fatalf("starting conch as uid %s: %v", uid, err)
+	}
 	pid, gc, scope := n.running(name)
 	cg := n.read(n.dir + "/cgroup")
 	if !strings.HasPrefix(cg, "0::/user.slice/user-"+uid+".slice/user@"+uid+".service/") || !strings.HasSuffix(cg, "/"+scope) {
