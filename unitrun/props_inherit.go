@@ -37,3 +37,33 @@ func pickInherited(all map[string]any) []sdbus.Property {
 	}
 	return props
 }
+
+// CallerService is the systemd service the calling process runs in, which a scope it starts
+// is bound to (D8). The zero value means the caller is in no service (a login shell, a
+// scope, no systemd): the scope is then bound to nothing.
+type CallerService struct {
+	Unit      string           // the service, for BindsTo= ("" when in no service)
+	Slice     string           // its slice: the scope's slice unless --slice says otherwise
+	Inherited []sdbus.Property // its resource-control settings that are set (InheritedProperties)
+}
+
+// FindCallerService reads the caller's placement (/proc/self/cgroup, ReadPlacement) and, when
+// it runs in a service, that service's resource-control settings over conn. Call it before
+// the slot is taken: it costs a D-Bus round trip that would otherwise sit between the slot
+// and the child's start. A caller in no service gets the zero value and no error. ctx bounds
+// the call; errors are InheritedProperties'.
+func FindCallerService(ctx context.Context, conn *sdbus.Conn) (CallerService, error) {
+	place, err := ReadPlacement(0, UserManager())
+	if err != nil {
+		return CallerService{}, nil // no placement known: nothing to bind to
+	}
+	svc, err := place.Service()
+	if err != nil {
+		return CallerService{}, nil
+	}
+	inherited, err := InheritedProperties(ctx, conn, svc)
+	if err != nil {
+		return CallerService{}, err
+	}
+	return CallerService{Unit: svc, Slice: place.Slice, Inherited: inherited}, nil
+}

@@ -1,12 +1,14 @@
 package unitrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"syscall"
 	"time"
 
@@ -45,6 +47,10 @@ type ScopeSpec struct {
 	// TimeoutStopSec the grace period (instead of Spec.KillAfter) and RuntimeMaxSec the
 	// runtime limit (instead of Spec.RuntimeMax; infinity means none).
 	Properties []sdbus.Property
+	// Service is the service the caller runs in (FindCallerService, called before the slot
+	// is taken): the scope goes into its slice (unless Slice is set), gets BindsTo= it and its
+	// resource-control settings (D8). The zero value binds the scope to nothing.
+	Service CallerService
 	// Timeout bounds the start of the scope; DefaultScopeTimeout if <= 0.
 	Timeout time.Duration
 }
@@ -99,11 +105,11 @@ func (sc *scopeRun) wire() *wireScope {
 	return &wireScope{Unit: sc.Name, Addrs: wireAddresses(managerAddresses(os.Geteuid(), os.Getenv))}
 }
 
-// start creates the scope with the guardian (pid) in it (D8). When the caller runs in a
-// service, the scope goes into that service's slice (unless Slice is set), gets BindsTo= it
-// (not After=: see ScopeRequest.BindTo) and inherits its resource-control settings that are set, then spec.RuntimeMax as
-// RuntimeMaxSec, then the -p properties. ctx and Timeout bound it all. The error wraps
-// ErrScopeFailed, or is ctx's cause when ctx ended (the slot was lost meanwhile).
+// start creates the scope with the guardian (pid) in it (D8): in sc.Service's slice (unless
+// Slice is set), bound to it (BindsTo=, not After=: see ScopeRequest.BindTo), with its
+// resource-control settings, then spec.RuntimeMax as RuntimeMaxSec, then the -p properties.
+// ctx and Timeout bound it. The error wraps ErrScopeFailed, or is ctx's cause when ctx ended
+// (the slot was lost meanwhile).
 func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
 	tctx, cancel := context.WithTimeout(ctx, sc.Timeout)
 	defer cancel()
@@ -111,20 +117,10 @@ func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
 		Name:        sc.Name,
 		Description: sc.Description,
 		PIDs:        []int{pid},
-		Slice:       sc.Slice,
+		Slice:       cmp.Or(sc.Slice, sc.Service.Slice),
+		BindTo:      sc.Service.Unit,
 		KillAfter:   spec.KillAfter,
-	}
-	if place, err := ReadPlacement(0, UserManager()); err == nil {
-		if svc, err := place.Service(); err == nil {
-			inherited, err := InheritedProperties(tctx, sc.Conn, svc)
-			if err != nil {
-				return sc.startError(ctx, spec.Path, err)
-			}
-			req.BindTo, req.Properties = svc, inherited
-			if req.Slice == "" {
-				req.Slice = place.Slice
-			}
-		}
+		Properties:  slices.Clone(sc.Service.Inherited),
 	}
 	if spec.RuntimeMax > 0 {
 		req.Properties = append(req.Properties, prop("RuntimeMaxUSec", uint64(spec.RuntimeMax.Microseconds())))

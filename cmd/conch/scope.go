@@ -73,13 +73,15 @@ func (f scopeFlags) killAfter(killAfter time.Duration) time.Duration {
 // scopePlan is where the child of one acquisition will run (D8): in a transient scope
 // through conn, or directly when conn is nil.
 type scopePlan struct {
-	flags scopeFlags
-	conn  *sdbus.Conn
+	flags   scopeFlags
+	conn    *sdbus.Conn
+	service unitrun.CallerService // the service conch runs in, read before the slot is taken
 }
 
 // openScope decides, before any etcd call, whether the child will run in a scope (D8):
 // never with --scope=never; with auto when systemd is the init system and its manager answers
-// (the system bus as root, the user's manager otherwise), else direct mode; with always (or
+// (the system bus as root, the user's manager otherwise) and, when conch runs in a service,
+// that service's limits can be read (unitrun.FindCallerService), else direct mode; with always (or
 // -p/--slice) the same, but without systemd it writes the one-line reason and returns status
 // 69 (D3), and the caller exits with it. The plan must be closed.
 func openScope(rep *reporter, f scopeFlags) (*scopePlan, int) {
@@ -90,6 +92,12 @@ func openScope(rep *reporter, f scopeFlags) (*scopePlan, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), scopeDialTimeout)
 	defer cancel()
 	conn, err := unitrun.Dial(ctx)
+	if err == nil {
+		// the service's slice and limits now, not between the slot and the child (D8)
+		if p.service, err = unitrun.FindCallerService(ctx, conn); err != nil {
+			conn.Close()
+		}
+	}
 	switch {
 	case err == nil:
 		p.conn = conn
@@ -144,6 +152,7 @@ func (p *scopePlan) run(ctx context.Context, rep *reporter, g *unitrun.Prepared,
 		Description: fmt.Sprintf("conch sema %s[max=%d], holder rev %d", name, max, rev),
 		Slice:       p.flags.slice,
 		Properties:  p.flags.props,
+		Service:     p.service,
 	}
 	res, err := runWith(ctx, g, scoped)
 	if res.ScopeStopped && strings.HasSuffix(ownUnit(), ".service") {

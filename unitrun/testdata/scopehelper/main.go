@@ -124,20 +124,15 @@ func scope(args []string) error {
 		Properties:  userProps,
 	}
 	if *bind {
-		p, err := unitrun.ReadPlacement(0, unitrun.UserManager())
+		svc, err := unitrun.FindCallerService(ctx, conn)
 		if err != nil {
 			return err
 		}
-		svc, err := p.Service()
-		if err != nil {
-			return err
+		if svc.Unit == "" {
+			return errors.New("-bind: not running in a service")
 		}
-		inherited, err := unitrun.InheritedProperties(ctx, conn, svc)
-		if err != nil {
-			return err
-		}
-		req.Slice, req.BindTo = p.Slice, svc
-		req.Properties = append(inherited, userProps...)
+		req.Slice, req.BindTo = svc.Slice, svc.Unit
+		req.Properties = append(svc.Inherited, userProps...)
 	}
 	began := time.Now()
 	if err := unitrun.StartScope(ctx, conn, req); err != nil {
@@ -208,12 +203,16 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	svc, err := unitrun.FindCallerService(dctx, conn)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	res, err := unitrun.Run(ctx, unitrun.Spec{
 		Path: path, Args: argv, Stdout: os.Stdout, Stderr: os.Stderr,
 		KillAfter: *killAfter, RuntimeMax: *runtimeMax,
-		Scope: &unitrun.ScopeSpec{Conn: conn, Name: *name, Description: "scopehelper run", Properties: userProps},
+		Scope: &unitrun.ScopeSpec{Conn: conn, Name: *name, Description: "scopehelper run", Properties: userProps, Service: svc},
 	})
 	ev := event{Result: &res, ScopeFailed: errors.Is(err, unitrun.ErrScopeFailed)}
 	if err != nil {
