@@ -86,23 +86,7 @@ func Connect(ctx context.Context) (*sdbus.Conn, error) {
 func dialManager(ctx context.Context, a managerAddress) (*sdbus.Conn, error) {
 	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	detach := context.AfterFunc(ctx, cancel) // aborts a hung dial, auth or Hello
-	conn, err := sdbus.NewConnection(func() (*dbus.Conn, error) {
-		c, err := dbus.Dial(a.addr, dbus.WithContext(connCtx))
-		if err != nil {
-			return nil, err
-		}
-		if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-			_ = c.Close()
-			return nil, err
-		}
-		if a.hello {
-			if err := c.Hello(); err != nil {
-				_ = c.Close()
-				return nil, err
-			}
-		}
-		return c, nil
-	})
+	conn, err := sdbus.NewConnection(func() (*dbus.Conn, error) { return dialAddress(connCtx, a) })
 	if !detach() { // ctx ended during the set-up: cancel closed (or is closing) the connections
 		if conn != nil {
 			conn.Close()
@@ -168,20 +152,33 @@ func stopUnitAt(ctx context.Context, addrs []managerAddress, unit string) error 
 	return fmt.Errorf("cannot stop %s: %w", unit, errors.Join(errs...))
 }
 
-func stopUnitOnce(ctx context.Context, a managerAddress, unit string) error {
+// dialAddress opens one plain godbus connection to a: dial, EXTERNAL authentication as our
+// uid, and Hello on a bus (not on systemd's private socket). ctx is the connection's own:
+// godbus closes it when ctx ends.
+func dialAddress(ctx context.Context, a managerAddress) (*dbus.Conn, error) {
 	c, err := dbus.Dial(a.addr, dbus.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if a.hello {
+		if err := c.Hello(); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func stopUnitOnce(ctx context.Context, a managerAddress, unit string) error {
+	c, err := dialAddress(ctx, a)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = c.Close() }()
-	if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-		return err
-	}
-	if a.hello {
-		if err := c.Hello(); err != nil {
-			return err
-		}
-	}
 	obj := c.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
 	var job dbus.ObjectPath
 	err = obj.CallWithContext(ctx, "org.freedesktop.systemd1.Manager.StopUnit", 0, unit, "replace").Store(&job)
