@@ -179,10 +179,8 @@ func (c *semaCmd) outcome(rep *reporter, res unitrun.Result, runErr error, lost 
 			return exitCannotExec, 0
 		case sig != 0:
 			return 0, sig
-		case lost:
-			return exitSlotLost, 0
 		}
-		return exitUnavailable, 0
+		return exitUnavailable, 0 // a scope required and not made (a lost slot re-queued above)
 	case sig != 0 && (res.Stopped || res.ScopeStopped):
 		rep.errorf(stateReleased, "%s: stopped the child and released the slot", unix.SignalName(sig))
 		return 0, sig
