@@ -202,7 +202,19 @@ func (h *harness) batch2(v *variant2, round int) error {
 	}); err != nil {
 		return err
 	}
-	time.Sleep(100 * time.Millisecond) // quiesce: watches set up, start-up CPU spent
+	// every waiter watching, none unsynced (the server's gauges): conch waiters watch their
+	// predecessor (or the holders) and their own key, etcdctl lock waiters one key
+	watches := float64(B)
+	if v.conch {
+		watches = float64(2 * B)
+	}
+	if err := h.waitFor("all watching", 60*time.Second, 5*time.Millisecond, func() (bool, error) {
+		m, err := h.etcd.scrape()
+		return err == nil && m.Sum("etcd_debugging_mvcc_watcher_total") >= watches &&
+			m.Sum("etcd_debugging_mvcc_slow_watcher_total") == 0, err
+	}); err != nil {
+		return err
+	}
 	if err := release(gf); err != nil {
 		return err
 	}
@@ -289,8 +301,10 @@ func (h *harness) measureFloor(fl *floor, n int) error {
 	if err != nil {
 		return err
 	}
-	wch := fl.watcher.Watch(wctx, "bench/pw", clientv3.WithRev(resp.Header.Revision+1))
-	time.Sleep(20 * time.Millisecond) // let the watch be created before the first put
+	wch := fl.watcher.Watch(wctx, "bench/pw", clientv3.WithRev(resp.Header.Revision+1), clientv3.WithCreatedNotify())
+	if wr := <-wch; !wr.Created { // the watch exists before the first put is timed
+		return fmt.Errorf("watch of bench/pw not created: %v", wr.Err())
+	}
 	for i := range n {
 		t0 := mono()
 		if _, err := h.cli.Put(ctx, "bench/pw", fmt.Sprint(i)); err != nil {
