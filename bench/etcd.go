@@ -23,7 +23,6 @@ type etcdServer struct {
 	pid      int
 	endpoint string
 	metrics  string
-	dir      string
 }
 
 // startEtcd starts etcd through the team's script. The metrics port is
@@ -45,7 +44,7 @@ func startEtcd(script, etcdBin, dir string) (*etcdServer, error) {
 			lastErr = fmt.Errorf("%s: %v: %s", script, err, stderr.String())
 			continue
 		}
-		s := &etcdServer{metrics: murl + "/metrics", dir: dir}
+		s := &etcdServer{metrics: murl + "/metrics"}
 		for _, l := range strings.Split(string(out), "\n") {
 			if v, ok := strings.CutPrefix(l, "ETCD_PID="); ok {
 				s.pid, _ = strconv.Atoi(v)
@@ -117,15 +116,14 @@ func (s *etcdServer) scrape() (metrics.Samples, error) {
 
 // etcdCost is what the server's own counters say a window cost it.
 type etcdCost struct {
-	unary       map[string]float64 // unary requests handled, by method
-	streams     map[string]float64 // streams started, by method
-	msgsIn      map[string]float64 // stream messages received, by method
-	msgsOut     map[string]float64 // stream messages sent, by method
-	events      float64            // watch events sent
-	bytesIn     float64
-	bytesOut    float64
-	unaryTotal  float64
-	rangeTotals float64 // etcd_mvcc_range_total
+	unary      map[string]float64 // unary requests handled, by method
+	streams    map[string]float64 // streams started, by method
+	msgsIn     map[string]float64 // stream messages received, by method
+	msgsOut    map[string]float64 // stream messages sent, by method
+	events     float64            // watch events sent
+	bytesIn    float64
+	bytesOut   float64
+	unaryTotal float64
 }
 
 var costMethods = []string{"LeaseGrant", "Txn", "LeaseRevoke", "Range", "Put", "DeleteRange", "LeaseTimeToLive"}
@@ -144,7 +142,6 @@ func costOf(d metrics.Samples) etcdCost {
 	c.events = d.Sum("etcd_debugging_mvcc_events_total")
 	c.bytesIn = d.Sum("etcd_network_client_grpc_received_bytes_total")
 	c.bytesOut = d.Sum("etcd_network_client_grpc_sent_bytes_total")
-	c.rangeTotals = d.Sum("etcd_mvcc_range_total")
 	return c
 }
 

@@ -99,7 +99,7 @@ func (ps *procs) spawn(argv []string, o spawnOpts) (*proc, error) {
 		}
 	}()
 	go func() {
-		err := cmd.Wait()
+		_ = cmd.Wait() // the status comes from ProcessState below
 		p.end = mono()
 		if st := cmd.ProcessState; st != nil {
 			if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
@@ -114,7 +114,6 @@ func (ps *procs) spawn(argv []string, o spawnOpts) (*proc, error) {
 				}
 			}
 		}
-		_ = err
 		ps.mu.Lock()
 		delete(ps.live, cmd.Process.Pid)
 		ps.mu.Unlock()

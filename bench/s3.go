@@ -284,9 +284,7 @@ func (h *harness) queue3(conch bool, max, w int, ka keepAlive) (*result3, error)
 	}); err != nil {
 		return nil, err
 	}
-	time.Sleep(200 * time.Millisecond) // quiesce: watches set up
-	m1, err := h.etcd.scrape()
-	if err != nil {
+	if _, err := h.quiesceWatches(); err != nil { // the waiters' watches are set up
 		return nil, err
 	}
 	var probesTotal metrics.Samples
@@ -344,7 +342,6 @@ func (h *harness) queue3(conch bool, max, w int, ka keepAlive) (*result3, error)
 	if err != nil {
 		return nil, err
 	}
-	_ = m1
 	life := metrics.Delta(m0, m3)
 	if probesTotal != nil {
 		life = metrics.Delta(probesTotal, life)
