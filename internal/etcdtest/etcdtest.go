@@ -38,7 +38,9 @@ type Server struct {
 }
 
 // Start starts a single-member etcd with its data in t.TempDir() and stops it
-// in t.Cleanup. It fails the test if the server is not ready within 30 s.
+// in t.Cleanup. Each attempt waits up to 30 s for the server to be ready; a
+// start that fails (a random port taken between probe and bind) is retried
+// on new ports, 5 attempts in all, then the test fails.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	var lastErr error

@@ -67,11 +67,6 @@ func (n *Node) RunWith(ctx context.Context, opts RunOptions, argv ...string) (*R
 	return p.Wait(ctx)
 }
 
-// Shell runs script with /bin/sh -c inside the node as a transient service, like Run.
-func (n *Node) Shell(ctx context.Context, script string) (*Result, error) {
-	return n.Run(ctx, "/bin/sh", "-c", script)
-}
-
 // Systemctl runs systemctl with args inside the node (outside any unit, through Nsenter). Note
 // that some verbs answer with a non-zero status (is-active: 3), returned as *ExitError.
 func (n *Node) Systemctl(ctx context.Context, args ...string) (*Result, error) {
