@@ -67,6 +67,32 @@ func (n *Node) RunWith(ctx context.Context, opts RunOptions, argv ...string) (*R
 	return p.Wait(ctx)
 }
 
+// Show runs `systemctl show unit -p PROP...` inside the node (as Systemctl) and returns the
+// properties it printed, by name (all of them when props is empty).
+func (n *Node) Show(ctx context.Context, unit string, props ...string) (map[string]string, error) {
+	args := []string{"show", unit}
+	for _, p := range props {
+		args = append(args, "-p", p)
+	}
+	res, err := n.Systemctl(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return KeyValues(string(res.Stdout)), nil
+}
+
+// KeyValues parses KEY=VALUE lines (systemctl show, env(1), environment files); lines without
+// "=" are skipped, and a repeated key keeps its last value.
+func KeyValues(data string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(data, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
 // Systemctl runs systemctl with args inside the node (outside any unit, through Nsenter). Note
 // that some verbs answer with a non-zero status (is-active: 3), returned as *ExitError.
 func (n *Node) Systemctl(ctx context.Context, args ...string) (*Result, error) {

@@ -19,17 +19,6 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// fields parses "key=value" lines.
-func fields(out []byte) map[string]string {
-	m := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
-}
-
 func TestBootRunsSystemdAndTransientServices(t *testing.T) {
 	t.Parallel()
 	bins := BuildBinaries(t, "./internal/systemdtest/testdata/nodeinfo")
@@ -47,7 +36,7 @@ func TestBootRunsSystemdAndTransientServices(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run nodeinfo: %v", err)
 	}
-	info := fields(res.Stdout)
+	info := KeyValues(string(res.Stdout))
 	if info["pid1"] != "systemd" {
 		t.Errorf("PID 1 inside the node is %q, want systemd", info["pid1"])
 	}
@@ -70,7 +59,7 @@ func TestBootRunsSystemdAndTransientServices(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Nsenter nodeinfo: %v", err)
 	}
-	if info := fields(res.Stdout); info["pid1"] != "systemd" {
+	if info := KeyValues(string(res.Stdout)); info["pid1"] != "systemd" {
 		t.Errorf("PID 1 seen through nsenter is %q, want systemd", info["pid1"])
 	}
 

@@ -74,12 +74,9 @@ func (n *node) write(path, data string, perm os.FileMode) {
 // show returns properties of a unit (systemctl show -p).
 func (n *node) show(unit string, props ...string) map[string]string {
 	n.t.Helper()
-	out := n.must("systemctl", "show", unit, "-p", strings.Join(props, ","))
-	m := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			m[k] = v
-		}
+	m, err := n.Show(n.ctx, unit, props...)
+	if err != nil {
+		n.t.Fatalf("node %s: systemctl show %s: %v", n.Name(), unit, err)
 	}
 	return m
 }
@@ -128,17 +125,6 @@ func states(entries []map[string]string) []string {
 		s = append(s, e["CONCH_STATE"])
 	}
 	return s
-}
-
-// envFile parses an `env` dump.
-func envFile(data string) map[string]string {
-	m := map[string]string{}
-	for _, l := range strings.Split(data, "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
 }
 
 // bootWithPackage boots a node, installs the .deb with dpkg from /var/tmp and checks that
@@ -319,7 +305,7 @@ func testMaintenance(t *testing.T, nodes []*node) {
 		if st := n.show("conch-maintenance.service", "Result", "ExecMainStatus"); st["Result"] != "success" || st["ExecMainStatus"] != "0" {
 			t.Errorf("run on %s: %v", n.Name(), st)
 		}
-		env := envFile(n.sh("cat /var/tmp/maintenance.env"))
+		env := systemdtest.KeyValues(n.sh("cat /var/tmp/maintenance.env"))
 		var entries []map[string]string
 		defer func() {
 			if t.Failed() {
@@ -451,7 +437,7 @@ func testWorker(t *testing.T, nodes []*node) {
 	// D5: the worker gets CONCH_* and none of conch's systemd plumbing.
 	var env map[string]string
 	n3.waitFor("the worker's environment dump", func() bool {
-		env = envFile(n3.sh("cat /var/tmp/worker.env 2>/dev/null || true"))
+		env = systemdtest.KeyValues(n3.sh("cat /var/tmp/worker.env 2>/dev/null || true"))
 		return env["CONCH_REV"] != ""
 	})
 	for _, k := range []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"} {

@@ -235,19 +235,9 @@ func (n *node) noScopeLeft() {
 // show returns `systemctl show UNIT -p NAME...` as a map.
 func (n *node) show(unit string, props ...string) map[string]string {
 	n.t.Helper()
-	args := []string{"show", unit}
-	for _, p := range props {
-		args = append(args, "-p", p)
-	}
-	res, err := n.Systemctl(n.ctx, args...)
+	m, err := n.Show(n.ctx, unit, props...)
 	if err != nil {
 		n.t.Fatalf("systemctl show %s: %v", unit, err)
-	}
-	m := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			m[k] = v
-		}
 	}
 	return m
 }
