@@ -25,6 +25,7 @@ func Scrape(ctx context.Context, url string) (Samples, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.Close = true // no idle keep-alive connection left behind (goleak in the tests)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
