@@ -58,11 +58,11 @@ func TestParseKey(t *testing.T) {
 
 func TestFenceDelay(t *testing.T) { // D7
 	const s = 1e9
-	if d := fenceDelay(10*s, 6*s, true); d != 4*s {
+	if d := fenceDelay(10*s, 6*s); d != 4*s {
 		t.Errorf("ttl 10s, margin 6s: fence after %v, want 4s", d)
 	}
 	// margin too large: fence at the first failed keep-alive (2 intervals)
-	if d := fenceDelay(5*s, 6*s, true); d != 2*keepAliveInterval(5*s, true) {
+	if d := fenceDelay(5*s, 6*s); d != 2*keepAliveInterval(5*s, true) {
 		t.Errorf("ttl 5s, margin 6s: fence after %v", d)
 	}
 	if !FenceTooLate(5*s, 5*s) || FenceTooLate(10*s, 5*s) {

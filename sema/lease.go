@@ -38,8 +38,7 @@ type lease struct {
 
 	mu        sync.Mutex
 	confirmed time.Time     // send time of the last confirmed keep-alive
-	margin    time.Duration // fence this long before the deadline; 0 while waiting
-	holding   bool          // fence margin before the deadline
+	margin    time.Duration // fence this long before the deadline; 0 while waiting (not holding)
 	fast      bool          // holding cadence (head of the queue, or holding)
 	changed   chan struct{} // poked when the cadence or margin change
 
@@ -53,7 +52,7 @@ type lease struct {
 // keeping it alive in the waiting cadence. The goroutines it starts end on
 // stop or when the lease is lost. Errors are the server's or ctx's.
 func grantLease(ctx context.Context, c *clientv3.Client, ttl time.Duration) (*lease, error) {
-	secs := int64((ttl + time.Second - 1) / time.Second)
+	secs := int64(RoundTTL(ttl) / time.Second)
 	sent := time.Now()
 	resp, err := c.Grant(ctx, secs)
 	if err != nil {
@@ -102,12 +101,13 @@ func (l *lease) quicken() {
 // hand the slot on). If the last confirmation is too old for that fence to be
 // at least one keep-alive interval away (a waiter promoted from deep in the
 // queue, on the slow cadence), it first confirms the lease with one
-// keep-alive, so a healthy lease is never fenced at once. Errors: ErrLeaseLost
-// if the server no longer knows the lease, ErrFenced if no answer came in time.
+// keep-alive, so a healthy lease is never fenced at once. margin must be > 0
+// (0 means waiting). Errors: ErrLeaseLost if the server no longer knows the
+// lease, ErrFenced if no answer came in time.
 func (l *lease) hold(ctx context.Context, margin time.Duration) error {
 	l.mu.Lock()
 	iv := keepAliveInterval(l.ttl, true)
-	stale := time.Until(l.confirmed.Add(fenceDelay(l.ttl, margin, true))) < iv
+	stale := time.Until(l.confirmed.Add(fenceDelay(l.ttl, margin))) < iv
 	l.mu.Unlock()
 	if stale {
 		cctx, cancel := context.WithTimeout(ctx, iv)
@@ -128,7 +128,7 @@ func (l *lease) hold(ctx context.Context, margin time.Duration) error {
 		l.mu.Unlock()
 	}
 	l.mu.Lock()
-	l.holding, l.fast, l.margin = true, true, margin
+	l.fast, l.margin = true, margin
 	l.mu.Unlock()
 	l.poke()
 	return nil
@@ -157,8 +157,8 @@ func keepAliveInterval(ttl time.Duration, fast bool) time.Duration {
 // fenceDelay is how long after a confirmed keep-alive's send time the lease
 // counts as unconfirmable. When the margin leaves less than two keep-alive
 // intervals, conch fences at the first failed keep-alive (D7).
-func fenceDelay(ttl, margin time.Duration, holding bool) time.Duration {
-	if !holding {
+func fenceDelay(ttl, margin time.Duration) time.Duration {
+	if margin <= 0 { // waiting: the lease counts until its TTL
 		return ttl
 	}
 	d := ttl - margin
@@ -172,14 +172,20 @@ func fenceDelay(ttl, margin time.Duration, holding bool) time.Duration {
 // lease of ttl to be fenced before it expires (D7: conch then warns at start
 // and fences at the first failed keep-alive). ttl is rounded up to seconds.
 func FenceTooLate(ttl, killAfter time.Duration) bool {
-	ttl = (ttl + time.Second - 1) / time.Second * time.Second
+	ttl = RoundTTL(ttl)
 	return ttl-killAfter-time.Second < 2*keepAliveInterval(ttl, true)
+}
+
+// RoundTTL returns ttl rounded up to whole seconds, as etcd grants leases
+// (D4); the server may still raise it to its minimum.
+func RoundTTL(ttl time.Duration) time.Duration {
+	return (ttl + time.Second - 1).Truncate(time.Second)
 }
 
 func (l *lease) fenceAt() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.confirmed.Add(fenceDelay(l.ttl, l.margin, l.holding))
+	return l.confirmed.Add(fenceDelay(l.ttl, l.margin))
 }
 
 func (l *lease) fail(err error) {
@@ -234,7 +240,7 @@ func (l *lease) run(ctx context.Context) {
 				continue
 			}
 			l.mu.Lock()
-			holding := l.holding
+			holding := l.margin > 0
 			l.mu.Unlock()
 			if holding {
 				l.fail(ErrFenced)

@@ -59,7 +59,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 		killAfter = unitrun.DefaultKillAfter
 	}
 	if sema.FenceTooLate(c.TTL.d, killAfter) {
-		rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", killAfter, (c.TTL.d + time.Second - 1).Truncate(time.Second), minTTL(killAfter))
+		rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", killAfter, sema.RoundTTL(c.TTL.d), minTTL(killAfter))
 	}
 	host, _ := os.Hostname()
 	s, err := sema.New(client, j.name, j.max, sema.Options{
