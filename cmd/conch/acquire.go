@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -188,7 +189,11 @@ func (c *semaCmd) outcome(rep *reporter, res unitrun.Result, runErr error, lost 
 		rep.errorf(stateLost, "slot lost while the child ran (%v): child stopped", lostCause)
 		return exitSlotLost, 0
 	case res.RuntimeExceeded:
-		rep.errorf(stateReleased, "child ran past --runtime-max %v: stopped", c.RuntimeMax.d)
+		limit := fmt.Sprintf("--runtime-max %v", c.RuntimeMax.d)
+		if c.RuntimeMax.d == 0 {
+			limit = "-p RuntimeMaxSec=" // the scope's limit, set only there
+		}
+		rep.errorf(stateReleased, "child ran past %s: stopped", limit)
 		return exitRuntimeMax, 0
 	case runErr != nil:
 		rep.errorf(stateReleased, "%v", runErr)
