@@ -97,6 +97,8 @@ func TestExitUsage(t *testing.T) {
 		{"sema", "u", "--max", "1", "--bogus", "--", "true"},
 		{"sema", "u", "--max", "1", "--json", "--", "true"},
 		{"sema", "u", "--who", "--", "true"},
+		{"sema", "u", "--who", "-p", "Bogus=1"},
+		{"sema", "u", "--who", "--nonblock"},
 		{"sema", "u", "--max", "1", "--spread", "--", "true"},
 		{"sema", "u", "--max", "1", "--scope", "sometimes", "--", "true"},
 		{"sema", "u", "--max", "1", "--cert", "/x.pem", "--", "true"},

@@ -62,6 +62,12 @@ func (c *semaCmd) Execute(args []string) error {
 		if c.dashdash {
 			return usagef("--who takes no command")
 		}
+		for flag, set := range map[string]bool{"--wait": c.Wait.set, "--nonblock": c.Nonblock,
+			"--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != ""} {
+			if set { // a flag that would change nothing must not pass unnoticed (D3, D8)
+				return usagef("%s goes with running a command, not with --who", flag)
+			}
+		}
 		c.run = func() (int, syscall.Signal) { return c.who(j), 0 }
 		return nil
 	}
