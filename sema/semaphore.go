@@ -148,7 +148,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		}
 		l, err := grantLease(gctx, s.c, s.opts.TTL)
 		cancel()
-		if refused(err) {
+		if Refused(err) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		}
 		if err != nil {
@@ -172,7 +172,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		revokeErr := l.revoke(ctx, min(l.ttl, giveUpTimeout))
 		timeout := fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
 		switch {
-		case refused(err):
+		case Refused(err):
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		case errors.Is(err, ErrNoSlot):
 			return nil, s.gaveUp(ctx, l, revokeErr, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max))
@@ -224,10 +224,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// refused reports whether err is etcd rejecting the request itself rather
-// than failing to answer: authentication, permissions, invalid arguments
-// (e.g. a TTL above etcd's maximum). Retrying such a request cannot succeed.
-func refused(err error) bool {
+// Refused reports whether err (from any etcd request, clientv3.New's login
+// included) is etcd rejecting the request itself rather than failing to
+// answer: authentication, permissions, invalid arguments (e.g. a TTL above
+// etcd's maximum). Retrying such a request cannot succeed (D3: 64, not 69).
+func Refused(err error) bool {
 	if err == nil {
 		return false
 	}

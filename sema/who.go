@@ -36,7 +36,7 @@ func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error)
 		return nil, err
 	}
 	resp, err := c.Get(ctx, NamePrefix(name), clientv3.WithPrefix(), byCreateAsc)
-	if refused(err) {
+	if Refused(err) {
 		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrRefused, NamePrefix(name), err)
 	}
 	if err != nil {

@@ -52,7 +52,7 @@ func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
 	client, err := newClient(j.conn)
 	if err != nil {
 		rep.errorf("", "%v", err)
-		return exitUsage, 0
+		return clientStatus(err), 0
 	}
 	defer client.Close()
 	killAfter := j.scope.killAfter(c.KillAfter.d) // -p TimeoutStopSec= wins in a scope

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conch-project/conch/sema"
 	"github.com/jessevdk/go-flags"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -173,7 +174,9 @@ func readPassword(path string) (string, error) {
 	return strings.TrimRight(line, "\r"), nil
 }
 
-// newClient builds an etcd client from s. It does not contact etcd: the
+// newClient builds an etcd client from s. It does not contact etcd (unless a
+// user is set: then clientv3 logs in at once, and a failure wraps
+// errUnreachable when etcd did not answer, see clientStatus): the
 // first request, bounded by s.DialTimeout, does (D3). Errors (bad TLS files)
 // are usage errors.
 func newClient(s connSettings) (*clientv3.Client, error) {
@@ -196,9 +199,24 @@ func newClient(s connSettings) (*clientv3.Client, error) {
 		}
 		cfg.TLS = tc
 	}
-	c, err := clientv3.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create etcd client for %s: %w", strings.Join(s.Endpoints, ","), err)
+	c, err := clientv3.New(cfg) // with a user, this dials and logs in within DialTimeout
+	switch {
+	case sema.Refused(err):
+		return nil, fmt.Errorf("etcd at %s refused the login: %w", strings.Join(s.Endpoints, ","), err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: cannot reach etcd at %s within --dial-timeout %v: %w", errUnreachable, strings.Join(s.Endpoints, ","), s.DialTimeout, err)
 	}
 	return c, nil
+}
+
+// errUnreachable marks a newClient failure that is etcd not answering (D3:
+// 69), as opposed to bad settings or a refused login (64).
+var errUnreachable = errors.New("etcd unavailable")
+
+// clientStatus is the exit status for a newClient error (D3).
+func clientStatus(err error) int {
+	if errors.Is(err, errUnreachable) {
+		return exitUnavailable
+	}
+	return exitUsage
 }

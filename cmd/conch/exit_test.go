@@ -142,6 +142,9 @@ func TestExitUnavailable(t *testing.T) {
 		{"sema", "un", "--max", "1", "--endpoints", dead, "--dial-timeout", "1s", "--", "true"},
 		{"sema", "un", "--max", "1", "--endpoints", dead, "--dial-timeout", "1s", "--wait", "1h", "--", "true"},
 		{"sema", "un", "--who", "--endpoints", dead, "--dial-timeout", "1s"},
+		// with a user, clientv3 logs in before the first request: still an outage
+		{"sema", "un", "--max", "1", "--user", "bob:pw", "--endpoints", dead, "--dial-timeout", "1s", "--", "true"},
+		{"sema", "un", "--who", "--user", "bob:pw", "--endpoints", dead, "--dial-timeout", "1s"},
 	} {
 		start := time.Now()
 		r := e.run(args...)
@@ -238,6 +241,31 @@ func TestRefusedByEtcdIs64(t *testing.T) {
 	r := e.run("sema", "big", "--max", "1", "--ttl", "9000000001s", "--", "true")
 	if r.status != 64 || !strings.Contains(r.stderr, "refused") {
 		t.Fatalf("--ttl above etcd's maximum: %v", r)
+	}
+}
+
+// A login etcd refuses (wrong password) is 64, for a run and for --who: retrying cannot help
+// (D3); an unreachable etcd with the same user is 69 (TestExitUnavailable).
+func TestLoginRefusedIs64(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	for i, step := range []func() error{
+		func() error { _, err := e.c.UserAdd(ctx, "root", "rootpw"); return err },
+		func() error { _, err := e.c.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := e.c.UserAdd(ctx, "bob", "bobpw"); return err },
+		func() error { _, err := e.c.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("auth setup step %d: %v", i, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"sema", "login", "--max", "1", "--user", "bob:wrong", "--", "true"},
+		{"sema", "login", "--who", "--user", "bob:wrong"},
+	} {
+		if r := e.run(args...); r.status != 64 || !strings.Contains(r.stderr, "refused the login") {
+			t.Errorf("%q: %v, want 64 naming the refused login", args, r)
+		}
 	}
 }
 

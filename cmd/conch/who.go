@@ -36,7 +36,7 @@ func (c *semaCmd) who(j job) int {
 	client, err := newClient(j.conn)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "conch: %s: %v\n", j.name, err)
-		return exitUsage
+		return clientStatus(err)
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
