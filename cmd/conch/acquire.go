@@ -209,12 +209,21 @@ func (c *semaCmd) outcome(rep *reporter, res unitrun.Result, runErr error, lost 
 }
 
 // signalContext returns a context cancelled, with cause errSignal, by the
-// first SIGTERM, SIGINT or SIGHUP. Later ones are absorbed: conch is already
+// first SIGTERM, SIGINT or SIGHUP that conch's caller did not set to be
+// ignored (as nohup does for SIGHUP). Later ones are absorbed: conch is already
 // stopping. stop ends the watching goroutine.
 func signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	var sigs []os.Signal
+	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		if !signal.Ignored(sig) { // nohup, or a script's background job: it stays ignored
+			sigs = append(sigs, sig)
+		}
+	}
+	if len(sigs) > 0 { // Notify with no signal would catch them all
+		signal.Notify(ch, sigs...)
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

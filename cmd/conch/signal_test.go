@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/conch-project/conch/internal/syncbuf"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,4 +75,33 @@ func TestSIGKILLToConchEndsTree(t *testing.T) {
 		t.Fatalf("tree ended %v after SIGKILL, want within --kill-after 1s + 3s", d)
 	}
 	waitFor(t, "slot to free at lease expiry", func() bool { return e.keys(sema.NamePrefix("sk")) == 0 })
+}
+
+// A signal conch's caller ignores (nohup: SIGHUP) stays ignored: the child runs on and conch
+// exits with its status, as any program started under nohup would (found by the hostile test).
+func TestIgnoredSignalStaysIgnored(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command("sh", "-c", `trap '' HUP; exec "$0" "$@"`, conchBin, "sema", "nohup", "--max", "1", "--", "sh", "-c", e.gated("h"))
+	cmd.Env = e.vars
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // negative check: a conch that caught SIGHUP stops the child in ms
+	e.open("h")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("conch with SIGHUP ignored, after SIGHUP: %v (want exit 0: the child finished)\n%s", err, stderr.String())
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("conch did not finish")
+	}
 }
