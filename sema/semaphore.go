@@ -141,6 +141,7 @@ func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTime
 func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 	first := true
 	backoff := retryMin
+	var stale []clientv3.LeaseID // leases of earlier lives whose revoke failed
 	for {
 		gctx, cancel := ctx, context.CancelFunc(func() {})
 		if first {
@@ -151,59 +152,84 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		if Refused(err) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		}
+		timeout := fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
 		if err != nil {
 			if first && ctx.Err() == nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
 			}
-			// no key yet: a wait that ran out (also during the first grant,
+			// no key now: a wait that ran out (also during the first grant,
 			// a --wait shorter than a slow etcd's answer) is a time-out if
-			// etcd answers now, an outage otherwise (D3: 75 vs 69)
+			// etcd answers (takes our stale keys back), an outage otherwise
+			// (D3: 75 vs 69)
 			if ctx.Err() != nil || !sleepCtx(ctx, backoff) {
+				if len(stale) > 0 {
+					return nil, s.gaveUp(ctx, stale, timeout)
+				}
 				return nil, s.waitEnded(ctx, err)
 			}
 			backoff = min(2*backoff, retryMax)
 			continue
 		}
 		first = false
+		// our new key must not queue behind our own old one
+		stale = s.revokeIDs(ctx, stale, giveUpTimeout)
 		h, err := s.queue(ctx, l)
 		if err == nil {
+			if len(stale) > 0 { // an old key of ours may take a slot: try once more
+				s.revokeIDs(ctx, stale, giveUpTimeout)
+			}
 			return h, nil
 		}
-		revokeErr := l.revoke(ctx, min(l.ttl, giveUpTimeout))
-		timeout := fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
+		if l.revoke(ctx, min(l.ttl, giveUpTimeout)) != nil {
+			stale = append(stale, l.id)
+		}
 		switch {
 		case Refused(err):
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		case errors.Is(err, ErrNoSlot):
-			return nil, s.gaveUp(ctx, l, revokeErr, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max))
+			return nil, s.gaveUp(ctx, stale, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max))
 		case ctx.Err() != nil:
-			return nil, s.gaveUp(ctx, l, revokeErr, timeout)
+			return nil, s.gaveUp(ctx, stale, timeout)
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):
 			s.emit(Event{Kind: Reentering, Err: err})
 			backoff = retryMin
 		default: // etcd errors while queued (or at promotion): retry
 			s.emit(Event{Kind: Reentering, Err: err})
 			if !sleepCtx(ctx, backoff) {
-				return nil, s.gaveUp(ctx, l, revokeErr, timeout)
+				return nil, s.gaveUp(ctx, stale, timeout)
 			}
 			backoff = min(2*backoff, retryMax)
 		}
 	}
 }
 
-// gaveUp returns verdict (an ErrTimeout or ErrNoSlot error) once our key is
-// gone: revokeErr is the result of the first revoke of lease l; a failed one
-// is tried once more within probeTimeout, since a loaded etcd may just be
-// slow. If etcd still cannot take the key back it returns ErrUnavailable
-// and the key goes at lease expiry: D3's 75 promises "our key is gone".
-func (s *Semaphore) gaveUp(ctx context.Context, l *lease, revokeErr, verdict error) error {
-	if revokeErr != nil {
-		revokeErr = l.revoke(ctx, min(l.ttl, s.probeTimeout()))
-	}
-	if revokeErr != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, revokeErr)
+// gaveUp returns verdict (an ErrTimeout or ErrNoSlot error) once none of our
+// keys is left: stale are the leases of this and earlier lives whose revoke
+// failed (etcd was down or slow; a restarted etcd even revives such leases).
+// Each is tried once more within probeTimeout; if etcd still cannot take one
+// back it returns ErrUnavailable and those keys go at lease expiry: D3's 75
+// promises "our key is gone".
+func (s *Semaphore) gaveUp(ctx context.Context, stale []clientv3.LeaseID, verdict error) error {
+	if left := s.revokeIDs(ctx, stale, s.probeTimeout()); len(left) > 0 {
+		return fmt.Errorf("%w: %s: cannot revoke lease %x", ErrUnavailable, s.name, int64(left[0]))
 	}
 	return verdict
+}
+
+// revokeIDs revokes each lease of ids (their keep-alives already stopped),
+// each within d of a fresh context (it works after ctx ended), and returns
+// those etcd did not take back. A lease etcd no longer knows is gone.
+func (s *Semaphore) revokeIDs(ctx context.Context, ids []clientv3.LeaseID, d time.Duration) []clientv3.LeaseID {
+	var left []clientv3.LeaseID
+	for _, id := range ids {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+		_, err := s.c.Revoke(rctx, id)
+		cancel()
+		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			left = append(left, id)
+		}
+	}
+	return left
 }
 
 func (s *Semaphore) emit(e Event) {
