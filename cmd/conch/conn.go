@@ -72,6 +72,9 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 			s.Endpoints = append(s.Endpoints, e)
 		}
 	}
+	if len(s.Endpoints) == 0 {
+		return s, fmt.Errorf("no etcd endpoint in %q (comma-separated host:port or URLs)", eps)
+	}
 	s.CACert = pick(flagged.CACert, "CACERT", file.Etcd.CACert)
 	s.Cert = pick(flagged.Cert, "CERT", file.Etcd.Cert)
 	s.Key = pick(flagged.Key, "KEY", file.Etcd.Key)

@@ -104,6 +104,7 @@ func TestExitUsage(t *testing.T) {
 		{"sema", "u", "--max", "1", "--cert", "/x.pem", "--", "true"},
 		{"sema", "u", "--max", "1", "--config", "/nonexistent/conch.conf", "--", "true"},
 		{"sema", "u", "--max", "1", "--kill-after", "0", "--", "true"},
+		{"sema", "u", "--max", "1", "--endpoints", ",,", "--", "true"},
 		{"sema"},
 	} {
 		r := e.run(args...)
