@@ -381,8 +381,12 @@ func testRuntimeMax(t *testing.T, e *env, flag ...string) {
 	}
 	code, stderr := exitCode(t, n.ctx, p)
 	took := time.Since(began)
-	if code != 124 || !strings.Contains(stderr, "runtime-max") {
-		t.Errorf("conch exited %d, want 124 with a line about --runtime-max: %s", code, stderr)
+	limit := "--runtime-max" // the line names the limit that was given
+	if flag[0] == "-p" {
+		limit = "RuntimeMaxSec="
+	}
+	if code != 124 || !strings.Contains(stderr, limit) {
+		t.Errorf("conch exited %d, want 124 with a line naming %s: %s", code, limit, stderr)
 	}
 	if took < 2*time.Second || took > 2*time.Second+stopMargin {
 		t.Errorf("conch ended %v after its start, want about 2 s", took)
