@@ -11,21 +11,23 @@ import (
 )
 
 // queue runs one life of our key on lease l: enqueue, wait for our turn,
-// become a holder (04_sema.md steps 1-4 with D1's wake-up rule).
+// become a holder (04_sema.md steps 1-4 with D1's wake-up rule). enqCtx
+// bounds the enqueue (and the hold when the slot is free at once), ctx the
+// wait.
 // Errors: ErrNoSlot (Nonblock), ErrKeyDeleted, the lease's ErrLeaseLost or
 // ErrFenced (from lease.hold at promotion), ctx's error, or etcd errors
 // wrapping errEtcd.
-func (s *Semaphore) queue(ctx context.Context, l *lease) (*Holder, error) {
+func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error) {
 	key := leaseKey(s.prefix, l.id)
 	rec := s.opts.Record
 	rec.Version, rec.Since, rec.HeldSince = RecordVersion, time.Now().UTC().Truncate(time.Second), nil
-	myRev, r, err := s.enqueue(ctx, key, l, rec.encode())
+	myRev, r, err := s.enqueue(enqCtx, key, l, rec.encode())
 	if err != nil {
 		return nil, err
 	}
 	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others})
 	if r.held { // held at once: no rewrite, D2's three requests
-		return s.newHolder(ctx, l, key, myRev, r.rev)
+		return s.newHolder(enqCtx, l, key, myRev, r.rev)
 	}
 	if s.opts.Nonblock {
 		return nil, ErrNoSlot

@@ -106,6 +106,19 @@ func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, er
 	return &Semaphore{c: c, name: name, max: max, prefix: Prefix(name, max), opts: opts}, nil
 }
 
+// startContext returns a context that ends after d or when ctx is cancelled,
+// but not when ctx's deadline passes (see Acquire). The CancelFunc releases
+// it.
+func startContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) { // a signal, not the wait's end
+			cancel()
+		}
+	})
+	return sctx, func() { stop(); cancel() }
+}
+
 // waitEnded classifies a wait that ran out while we held no key (before a
 // lease was granted; gaveUp is its counterpart once a key was written): ErrTimeout
 // if etcd answers a probe now, else ErrUnavailable (D3: 75 vs 69). The probe
@@ -128,10 +141,10 @@ func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTime
 // Holder outlives it.
 //
 // Errors: ErrUnavailable if the first request gets no answer within
-// ConnectTimeout, or ctx ends while etcd does not answer; ErrTimeout if ctx
-// ends while etcd answers (also when it ends before the first request is
-// answered, as a short --wait against a slow etcd does); ErrNoSlot with
-// Nonblock when no slot is free; ErrRefused at once when etcd rejects a
+// ConnectTimeout (whatever ctx's deadline), or ctx ends while etcd does not
+// answer; ErrTimeout if ctx ends while etcd answers and no slot was free at
+// once (a slot free at enqueue is had even if ctx's deadline has passed, as
+// with Nonblock); ErrNoSlot with Nonblock when no slot is free; ErrRefused at once when etcd rejects a
 // request for good (permission denied, bad credentials, a TTL it does not
 // grant): retrying cannot help. In each case our key is deleted before
 // Acquire returns (best effort when etcd is down: then it goes at lease
@@ -142,25 +155,28 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 	first := true
 	backoff := retryMin
 	var stale []clientv3.LeaseID // leases of earlier lives whose revoke failed
+	// The first grant and enqueue are bounded by ConnectTimeout and by ctx's
+	// cancellation, not by its deadline: a slot that is free at once is had
+	// however short the wait (as with Nonblock), and at start etcd gets
+	// ConnectTimeout whatever the wait says (D3).
+	startCtx, cancelStart := startContext(ctx, s.opts.ConnectTimeout)
+	defer cancelStart()
 	for {
-		gctx, cancel := ctx, context.CancelFunc(func() {})
+		gctx := ctx
 		if first {
-			gctx, cancel = context.WithTimeout(ctx, s.opts.ConnectTimeout)
+			gctx = startCtx
 		}
 		l, err := grantLease(gctx, s.c, s.opts.TTL)
-		cancel()
 		if Refused(err) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		}
 		timeout := fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
 		if err != nil {
-			if first && ctx.Err() == nil {
+			if first && !errors.Is(ctx.Err(), context.Canceled) {
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
 			}
-			// no key now: a wait that ran out (also during the first grant,
-			// a --wait shorter than a slow etcd's answer) is a time-out if
-			// etcd answers (takes our stale keys back), an outage otherwise
-			// (D3: 75 vs 69)
+			// no key now: a wait that ran out is a time-out if etcd answers
+			// (takes our stale keys back), an outage otherwise (D3: 75 vs 69)
 			if ctx.Err() != nil || !sleepCtx(ctx, backoff) {
 				if len(stale) > 0 {
 					return nil, s.gaveUp(ctx, stale, timeout)
@@ -170,10 +186,10 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 			backoff = min(2*backoff, retryMax)
 			continue
 		}
-		first = false
 		// our new key must not queue behind our own old one
 		stale = s.revokeIDs(ctx, stale, giveUpTimeout)
-		h, err := s.queue(ctx, l)
+		h, err := s.queue(gctx, ctx, l)
+		first = false
 		if err == nil {
 			if len(stale) > 0 { // an old key of ours may take a slot: try once more
 				s.revokeIDs(ctx, stale, giveUpTimeout)

@@ -122,24 +122,36 @@ func TestWaitTimeoutRemovesKey(t *testing.T) {
 	release(t, h)
 }
 
-// TestWaitEndsBeforeFirstAnswer: a --wait that runs out before etcd answers
-// the first request (here: before it is even sent) is a plain time-out while
-// etcd is up, and an outage only when etcd does not answer (D3: 75 vs 69).
-// Seen in CI as a slow grant under a 200 ms wait reported as "unavailable".
+// TestWaitEndsBeforeFirstAnswer: a wait that has run out before etcd even
+// answered (here: before the first request is sent, as a --wait shorter than
+// one round trip) still takes a slot that is free at once, like --nonblock;
+// with no free slot it is a plain time-out while etcd is up, our key gone;
+// with etcd down it is an outage after ConnectTimeout, whatever the wait
+// (D3: 75 vs 69). Seen in CI as a 200 ms wait against a slow etcd reported
+// as "unavailable".
 func TestWaitEndsBeforeFirstAnswer(t *testing.T) {
 	_, c := startEtcd(t)
 	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 	defer cancel()
-	if _, err := newSem(t, c, "early", 1, Options{}).Acquire(ctx); !errors.Is(err, ErrTimeout) {
-		t.Fatalf("acquire with an expired wait, etcd up: %v, want ErrTimeout", err)
+	s := newSem(t, c, "early", 1, Options{})
+	h, err := s.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire of a free slot with an expired wait: %v, want the slot", err)
 	}
+	if _, err := newSem(t, c, "early", 1, Options{}).Acquire(ctx); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("acquire with an expired wait, slot taken, etcd up: %v, want ErrTimeout", err)
+	}
+	if n := keyCount(t, c, s); n != 1 {
+		t.Fatalf("%d keys after the expired wait, want 1 (the holder's)", n)
+	}
+	release(t, h)
 
 	down, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer down.Close()
-	if _, err := newSem(t, down, "early", 1, Options{}).Acquire(ctx); !errors.Is(err, ErrUnavailable) {
+	if _, err := newSem(t, down, "early", 1, Options{ConnectTimeout: time.Second}).Acquire(ctx); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("acquire with an expired wait, etcd down: %v, want ErrUnavailable", err)
 	}
 }
