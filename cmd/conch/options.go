@@ -27,7 +27,7 @@ type connOptions struct {
 type semaCmd struct {
 	Max        string   `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who)"`
 	TTL        duration `long:"ttl" value-name:"D" default:"10s" description:"lease TTL; a crashed holder's slot frees after this (whole seconds, rounded up)"`
-	Wait       duration `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); default: wait forever"`
+	Wait       duration `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); a slot free at once is taken however short D; default: wait forever"`
 	Nonblock   bool     `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
 	Conflict   int      `short:"E" long:"conflict-exit-code" value-name:"N" default:"75" description:"exit status when no slot was had (for commands whose own status may be 75)"`
 	KillAfter  duration `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
