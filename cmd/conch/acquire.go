@@ -182,7 +182,9 @@ func (c *semaCmd) outcome(rep *reporter, res unitrun.Result, runErr error, lost 
 			return 0, sig
 		}
 		return exitUnavailable, 0 // a scope required and not made (a lost slot re-queued above)
-	case sig != 0 && (res.Stopped || res.ScopeStopped):
+	case sig != 0 && (res.Stopped || res.ScopeStopped || res.Signal != 0):
+		// (a child killed by a signal while conch got one was stopped with it, even if
+		// systemd's stop of the scope reached it before conch's own stop request did)
 		rep.errorf(stateReleased, "%s: stopped the child and released the slot", unix.SignalName(sig))
 		return 0, sig
 	case lost && res.Stopped:
