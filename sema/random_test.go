@@ -93,7 +93,7 @@ func TestRandomizedRecipe(t *testing.T) {
 		}
 		hist[i].waitIdle(t, c)
 		evs := hist[i].snapshot()
-		deadlineMiss := strandedKeys(evs, n, acquiredAt, 2*time.Second)
+		deadlineMiss := strandedKeys(evs, n, acquiredAt, strandGrace)
 		for _, m := range deadlineMiss {
 			t.Errorf("rnd%d[%d]: %s", i, n, m)
 		}
@@ -251,6 +251,12 @@ func (h *history) waitIdle(t *testing.T, c *clientv3.Client) {
 	}
 	t.Fatal("keys still live after all contenders finished")
 }
+
+// strandGrace is how long a key may sit at rank < n before it must be held or gone. A
+// stranded waiter (a lost event, a watch on the wrong key) stays stranded until the run ends,
+// seconds later, so a generous bound still catches it; 2 s was missed on a machine at load 24
+// under the race detector with nothing wrong.
+const strandGrace = 5 * time.Second
 
 // strandedKeys replays the history and returns a message for every key that
 // sat at rank < n for longer than grace without being held or deleted.
