@@ -55,29 +55,7 @@ func Prefix(name string, max int) string {
 }
 
 // leaseKey is the key of the holder that owns lease id: the lease ID suffix
-// makes it unique (04_sema.md, step 1).
+// makes it unique (04_sema.md, step 1), spelled as FormatLeaseID (issue 10).
 func leaseKey(prefix string, id clientv3.LeaseID) string {
-	return fmt.Sprintf("%s%016x", prefix, int64(id))
-}
-
-// parseKey splits a key under NamePrefix(name) into its capacity and lease
-// ID. ok is false for keys that do not follow the schema.
-func parseKey(name, key string) (max int, lease int64, ok bool) {
-	rest, found := strings.CutPrefix(key, NamePrefix(name))
-	if !found {
-		return 0, 0, false
-	}
-	m, id, found := strings.Cut(rest, "/")
-	if !found {
-		return 0, 0, false
-	}
-	max, err := ParseMax(m)
-	if err != nil {
-		return 0, 0, false
-	}
-	v, err := strconv.ParseUint(id, 16, 64)
-	if err != nil {
-		return 0, 0, false
-	}
-	return max, int64(v), true
+	return prefix + FormatLeaseID(int64(id))
 }

@@ -43,19 +43,6 @@ func TestPrefixesDoNotOverlap(t *testing.T) { // D4
 	}
 }
 
-func TestParseKey(t *testing.T) {
-	key := leaseKey(Prefix("x", 3), 0x694d7a1b2c3d4e5f)
-	max, lease, ok := parseKey("x", key)
-	if !ok || max != 3 || lease != 0x694d7a1b2c3d4e5f {
-		t.Fatalf("parseKey(%q) = %d, %x, %v", key, max, lease, ok)
-	}
-	for _, k := range []string{"/conch/v1/sema/x/3", "/conch/v1/sema/x/0/1", "/conch/v1/sema/x/3/zz", "/other"} {
-		if _, _, ok := parseKey("x", k); ok {
-			t.Errorf("parseKey(%q) ok, want rejected", k)
-		}
-	}
-}
-
 func TestFenceDelay(t *testing.T) { // D7
 	const s = 1e9
 	if d := fenceDelay(10*s, 6*s); d != 4*s {

@@ -387,16 +387,3 @@ func TestOverwrittenHolderKey(t *testing.T) {
 	waitQueued(t, c, s, 0)
 	release(t, mustAcquire(t, s))
 }
-
-// A key under <name>/<max>/ that conch did not write takes a rank in the
-// queue, so --who must list it rather than promote the next waiter on paper.
-func TestListShowsForeignKeys(t *testing.T) {
-	_, c := startEtcd(t)
-	if _, err := c.Put(t.Context(), Prefix("fk", 1)+"not-a-lease", "x"); err != nil {
-		t.Fatal(err)
-	}
-	es, err := List(t.Context(), c, "fk")
-	if err != nil || len(es) != 1 || !es[0].Held || es[0].RecordErr == nil {
-		t.Fatalf("List = %+v, %v; want the foreign key, held, with RecordErr", es, err)
-	}
-}

@@ -6,71 +6,167 @@ import (
 	"sort"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Entry is one key of a semaphore as --who shows it (D6).
+// Entry is one key of a semaphore as --who shows it (D6). Everything in it
+// was read from etcd and is hostile input (issue 9): callers escape it
+// before printing.
 type Entry struct {
-	Name  string
-	Max   int
-	Rank  int  // 0-based rank by create revision within (Name, Max)
-	Held  bool // derived from rank (Rank < Max), never from the stored value
-	Key   string
-	Rev   int64 // create revision: the holder's fencing token
-	Lease int64
-	// Record is the stored value; RecordErr is set when it is not valid JSON
-	// (e.g. written by hand), in which case Record is zero.
-	Record    Record
-	RecordErr error
+	// Name is the semaphore's name; for a key under KeyRoot whose name
+	// segment is not a valid name (ListAll only), the raw segment.
+	Name string
+	// Key is the key exactly as stored.
+	Key string
+	// Max is the capacity whose queue the key is in (Info.Max), 0 for a
+	// foreign key.
+	Max  int
+	Info KeyInfo // Kind, Suffix, NameLease as ParseKey read them
+	// Rank is the 0-based rank by create revision within (Name, Max), as
+	// acquisition ranks it; -1 for keys no acquisition counts (foreign).
+	Rank int
+	// Held is derived from rank (Rank < Max), never from the stored value.
+	Held bool
+	Rev  int64 // create revision: the holder's fencing token
+	// Lease is the lease etcd says the key is bound to (KeyValue.Lease),
+	// 0 for none: the real one, whatever the key's name spells.
+	Lease  int64
+	Record ReadRecord
+}
+
+// Flags name what is odd about the entry, for --who to mark (issue 9), in a
+// fixed order: "foreign" (counted by no acquisition), "unexpected" (an
+// unexpected suffix: counted), "no-lease" (the key is bound to no lease and
+// never expires), "lease-mismatch" (the name spells another lease than
+// etcd's), "unreadable" (the value did not decode), "newer-format",
+// "missing:<field>", "bad:<field>". Empty for a sound key.
+func (e Entry) Flags() []string {
+	var f []string
+	switch e.Info.Kind {
+	case KeyForeign:
+		f = append(f, "foreign")
+	case KeyUnexpected:
+		f = append(f, "unexpected")
+	}
+	if e.Lease == 0 {
+		f = append(f, "no-lease")
+	} else if e.Info.Kind == KeyLease && e.Info.NameLease != e.Lease {
+		f = append(f, "lease-mismatch")
+	}
+	r := e.Record
+	if r.Err != nil {
+		return append(f, "unreadable")
+	}
+	if r.Newer {
+		f = append(f, "newer-format")
+	}
+	for _, m := range r.Missing {
+		f = append(f, "missing:"+m)
+	}
+	for _, b := range r.Bad {
+		f = append(f, "bad:"+b)
+	}
+	return f
 }
 
 // List reads every key under NamePrefix(name), all capacities, in one range
-// request, and returns them sorted by capacity then create revision, with
-// rank and state derived per capacity (D6). A key under <name>/<max>/ that
-// conch did not write is listed with RecordErr set (it takes a rank in the
-// queue all the same); keys elsewhere under the name are skipped. It
-// returns an etcd error wrapping ErrRefused when etcd rejects the read
-// (permissions, credentials: D3's 64), else ErrUnavailable when it fails.
+// request, and returns each of them (none is skipped, issue 9) classified by
+// ParseKey: counted keys sorted by capacity then create revision, with rank
+// and state derived per capacity as acquisition derives them (D6), then
+// the foreign keys by create revision. Values are decoded by DecodeRecord.
+// It returns an error wrapping ErrBadName for a bad name, ErrRefused when
+// etcd rejects the read (permissions, credentials: D3's 64), else
+// ErrUnavailable when it fails.
 func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	resp, err := c.Get(ctx, NamePrefix(name), clientv3.WithPrefix(), byCreateAsc)
+	kvs, err := readPrefix(ctx, c, NamePrefix(name))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(kvs))
+	for _, kv := range kvs {
+		out = append(out, newEntry(name, kv))
+	}
+	return rankEntries(out), nil
+}
+
+// ListAll reads every key under KeyRoot in one range request and returns
+// them as List does, grouped by name in byte order (`conch sema --who` with
+// no name, issue 10). A key whose name segment is not a valid name (or has
+// no "/" after it) is listed as foreign, with Name the raw segment. Errors
+// as List's, without ErrBadName.
+func ListAll(ctx context.Context, c *clientv3.Client) ([]Entry, error) {
+	kvs, err := readPrefix(ctx, c, KeyRoot)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string][]Entry{}
+	for _, kv := range kvs {
+		seg, _, slash := strings.Cut(strings.TrimPrefix(string(kv.Key), KeyRoot), "/")
+		e := newEntry(seg, kv)
+		if !slash || ValidateName(seg) != nil {
+			e.Info = KeyInfo{Kind: KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), KeyRoot)}
+			e.Max = 0
+		}
+		byName[seg] = append(byName[seg], e)
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []Entry
+	for _, n := range names {
+		out = append(out, rankEntries(byName[n])...)
+	}
+	return out, nil
+}
+
+func readPrefix(ctx context.Context, c *clientv3.Client, prefix string) ([]*mvccpb.KeyValue, error) {
+	resp, err := c.Get(ctx, prefix, clientv3.WithPrefix(), byCreateAsc)
 	if Refused(err) {
-		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrRefused, NamePrefix(name), err)
+		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrRefused, prefix, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrUnavailable, NamePrefix(name), err)
+		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrUnavailable, prefix, err)
 	}
-	var out []Entry
-	for _, kv := range resp.Kvs {
-		max, lease, ok := parseKey(name, string(kv.Key))
-		if !ok {
-			// a key under <name>/<max>/ that conch did not write still
-			// takes a rank in the recipe: show it, or --who would lie
-			m, _, found := strings.Cut(strings.TrimPrefix(string(kv.Key), NamePrefix(name)), "/")
-			if max, err := ParseMax(m); found && err == nil {
-				out = append(out, Entry{Name: name, Max: max, Key: string(kv.Key), Rev: kv.CreateRevision,
-					RecordErr: fmt.Errorf("%s is not a conch key", kv.Key)})
-			}
-			continue
+	return resp.Kvs, nil
+}
+
+func newEntry(name string, kv *mvccpb.KeyValue) Entry {
+	info := ParseKey(name, string(kv.Key))
+	return Entry{Name: name, Key: string(kv.Key), Max: info.Max, Info: info, Rank: -1,
+		Rev: kv.CreateRevision, Lease: kv.Lease, Record: DecodeRecord(kv.Value)}
+}
+
+// rankEntries sorts one name's entries (counted by capacity then create
+// revision, foreign ones last) and sets Rank and Held on the counted ones.
+func rankEntries(es []Entry) []Entry {
+	sort.SliceStable(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		if a.Info.Kind.Counted() != b.Info.Kind.Counted() {
+			return a.Info.Kind.Counted()
 		}
-		rec, rerr := decodeRecord(kv.Value)
-		out = append(out, Entry{Name: name, Max: max, Key: string(kv.Key), Rev: kv.CreateRevision,
-			Lease: lease, Record: rec, RecordErr: rerr})
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Max != out[j].Max {
-			return out[i].Max < out[j].Max
+		if a.Max != b.Max {
+			return a.Max < b.Max
 		}
-		return out[i].Rev < out[j].Rev
+		if a.Rev != b.Rev {
+			return a.Rev < b.Rev
+		}
+		return a.Key < b.Key // keys created in one Txn share a revision
 	})
 	rank := map[int]int{}
-	for i := range out {
-		e := &out[i]
+	for i := range es {
+		e := &es[i]
+		if !e.Info.Kind.Counted() {
+			continue
+		}
 		e.Rank = rank[e.Max]
 		e.Held = e.Rank < e.Max
 		rank[e.Max]++
 	}
-	return out, nil
+	return es
 }

@@ -29,7 +29,7 @@ type job struct {
 // executable is reported before queueing too (127/126): no point waiting
 // for a slot to run nothing.
 func (c *semaCmd) Execute(args []string) error {
-	if len(args) == 0 {
+	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore (issue 10)
 		return usagef("missing <name>: conch sema <name> --max N -- <cmd...>")
 	}
 	if len(args) > 1 {
@@ -39,9 +39,12 @@ func (c *semaCmd) Execute(args []string) error {
 		return usagef("expected one <name>, got %q: put the command after --, as in: conch sema %s --max N -- %s",
 			args, args[0], strings.Join(args[1:], " "))
 	}
-	j := job{name: args[0]}
-	if err := sema.ValidateName(j.name); err != nil {
-		return usageError{err.Error()}
+	var j job
+	if len(args) == 1 {
+		j.name = args[0]
+		if err := sema.ValidateName(j.name); err != nil {
+			return usageError{err.Error()}
+		}
 	}
 	if c.Max != "" {
 		m, err := sema.ParseMax(c.Max)

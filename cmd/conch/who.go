@@ -2,140 +2,177 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/conch-project/conch/sema"
-	"github.com/conch-project/conch/unitrun"
 )
 
-// whoRecord is one element of `--who --json` (D6).
-type whoRecord struct {
-	Name      string     `json:"name"`
-	Max       int        `json:"max"`
-	State     string     `json:"state"` // HELD iff rank < max, derived, never stored
-	Rank      int        `json:"rank"`
-	Host      string     `json:"host"`
-	PID       int        `json:"pid"`
-	Since     time.Time  `json:"since"`
-	HeldSince *time.Time `json:"held_since,omitempty"`
-	Rev       int64      `json:"rev"`
-	Lease     string     `json:"lease"` // hex, as etcdctl prints lease IDs
-	Unit      string     `json:"unit"`  // "" when conch ran outside any unit
-}
+// exitWhoOutput is --who's status when the listing cannot be rendered or
+// written (stdout closed, disk full): EX_SOFTWARE's 70, after a message, so
+// a script never takes an empty or cut document with 0 or 1 for "no holder"
+// (issue 9). --who holds no slot, so it cannot mean D3's "slot lost".
+const exitWhoOutput = 70
 
-// who lists the semaphore's keys (D6): every capacity found under the name
-// unless --max filters, with a loud stderr line when several capacities
-// exist. Exit 0 if any holder, 1 if empty, 69 if etcd is unreachable (D3).
+// who lists the semaphore's keys (D6), or with no name every semaphore's
+// (issue 10): every capacity found under the name unless --max filters, with
+// loud stderr lines when several capacities exist for a name, when one
+// (name, max) mixes lease and node keys (D11), and when keys are not
+// conch's. Exit 0 if any holder, 1 if none, 69 if etcd is unreachable, 64
+// if it refuses the read (D3), exitWhoOutput if the listing cannot be
+// printed.
 func (c *semaCmd) who(j job) int {
+	what := j.name
+	if what == "" {
+		what = "--who"
+	}
 	client, err := newClient(j.conn)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "conch: %s: %v\n", j.name, err)
+		fmt.Fprintf(c.stderr, "conch: %s: %v\n", what, err)
 		return clientStatus(err)
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
 	defer cancel()
-	all, err := sema.List(ctx, client, j.name)
+	var all []sema.Entry
+	if j.name == "" {
+		all, err = sema.ListAll(ctx, client)
+	} else {
+		all, err = sema.List(ctx, client, j.name)
+	}
 	if errors.Is(err, sema.ErrRefused) { // permissions or credentials: retrying cannot help (D3)
-		fmt.Fprintf(c.stderr, "conch: %s: etcd at %s refused the read: %v\n", j.name, strings.Join(j.conn.Endpoints, ","), err)
+		fmt.Fprintf(c.stderr, "conch: %s: etcd at %s refused the read: %v\n", what, strings.Join(j.conn.Endpoints, ","), err)
 		return exitUsage
 	}
 	if err != nil {
-		fmt.Fprintf(c.stderr, "conch: %s: cannot reach etcd at %s: %v\n", j.name, strings.Join(j.conn.Endpoints, ","), err)
+		fmt.Fprintf(c.stderr, "conch: %s: cannot reach etcd at %s: %v\n", what, strings.Join(j.conn.Endpoints, ","), err)
 		return exitUnavailable
 	}
+	warnWho(c.stderr, all)
+	entries := all
+	if j.max != 0 { // a foreign key is in no capacity: it stays, flagged
+		entries = slices.DeleteFunc(slices.Clone(all), func(e sema.Entry) bool {
+			return e.Info.Kind.Counted() && e.Max != j.max
+		})
+	}
+	if status, ok := c.printWho(what, entries); !ok {
+		return status
+	}
+	if slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held }) {
+		return exitOK
+	}
+	if !c.JSON {
+		fmt.Fprintf(c.stderr, "conch: %s\n", emptyMessage(j, entries, all))
+	}
+	return exitEmpty
+}
+
+// printWho writes the listing to stdout in the chosen form; on failure it
+// says why on stderr and returns exitWhoOutput, false.
+func (c *semaCmd) printWho(what string, entries []sema.Entry) (int, bool) {
+	var out []byte
+	if c.JSON {
+		b, err := renderJSON(entries)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "conch: %s: cannot render the listing as JSON: %v\n", what, err)
+			return exitWhoOutput, false
+		}
+		out = b
+	} else {
+		out = renderText(entries)
+	}
+	if _, err := c.stdout.Write(out); err != nil {
+		fmt.Fprintf(c.stderr, "conch: %s: cannot write the listing: %v\n", what, err)
+		return exitWhoOutput, false
+	}
+	return exitOK, true
+}
+
+// emptyMessage says that nothing holds, and when --max asked for a capacity
+// with no keys, names the capacities that have some (issue 10): "no holders
+// or waiters for only2[3]; keys exist for --max 2". shown are the entries
+// listed, all those read.
+func emptyMessage(j job, shown, all []sema.Entry) string {
+	what := j.name
+	switch {
+	case j.name == "":
+		what = "any semaphore"
+	case j.max != 0:
+		what = fmt.Sprintf("%s[%d]", j.name, j.max)
+	}
+	if slices.ContainsFunc(shown, func(e sema.Entry) bool { return e.Info.Kind.Counted() }) {
+		return "no holders for " + what + ", only waiters"
+	}
+	msg := "no holders or waiters for " + what
 	var caps []int
 	for _, e := range all {
-		if !slices.Contains(caps, e.Max) {
+		if e.Info.Kind.Counted() && !slices.Contains(caps, e.Max) {
 			caps = append(caps, e.Max)
 		}
 	}
-	if len(caps) > 1 {
-		fmt.Fprintf(c.stderr, "conch: WARNING: %q is used with %d different capacities (%s): each --max is a separate semaphore, so nodes using different --max do not exclude each other\n",
-			j.name, len(caps), joinCaps(caps))
+	if j.max != 0 && j.name != "" && len(caps) > 0 {
+		slices.Sort(caps)
+		msg += "; keys exist for " + joinCaps(caps)
 	}
-	entries := all
-	if j.max != 0 {
-		entries = slices.DeleteFunc(slices.Clone(all), func(e sema.Entry) bool { return e.Max != j.max })
-	}
-	holders := map[int]int{}
-	for _, e := range entries {
-		if e.Held {
-			holders[e.Max]++
-		}
-	}
-	if c.JSON {
-		recs := []whoRecord{}
-		for _, e := range entries {
-			recs = append(recs, toWhoRecord(e))
-		}
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(recs)
-	} else {
-		printWho(c, entries, holders)
-	}
-	if len(holders) == 0 {
-		if !c.JSON && len(entries) == 0 {
-			fmt.Fprintf(c.stderr, "conch: %s: no holders or waiters\n", j.name)
-		}
-		return exitEmpty
-	}
-	return exitOK
+	return msg
 }
 
-func toWhoRecord(e sema.Entry) whoRecord {
-	state := "WAIT"
-	if e.Held {
-		state = "HELD"
+// warnWho prints the loud stderr lines of D6 and D11 (never on stdout, so
+// --json stays one document): a name used with several capacities, a (name,
+// max) mixing lease and node keys, and keys that are not conch's.
+func warnWho(w io.Writer, all []sema.Entry) {
+	caps := map[string][]int{}
+	kinds := map[capKey][2]int{} // lease keys, node keys
+	odd := map[string]int{}
+	var names []string
+	for _, e := range all {
+		if _, seen := caps[e.Name]; !seen {
+			names = append(names, e.Name)
+			caps[e.Name] = nil
+		}
+		switch e.Info.Kind {
+		case sema.KeyForeign:
+			odd[e.Name]++
+			continue // in no capacity's queue
+		case sema.KeyUnexpected:
+			odd[e.Name]++
+		case sema.KeyLease, sema.KeySpread:
+			k := kinds[capKey{e.Name, e.Max}]
+			k[boolIndex(e.Info.Kind == sema.KeySpread)]++
+			kinds[capKey{e.Name, e.Max}] = k
+		}
+		if !slices.Contains(caps[e.Name], e.Max) {
+			caps[e.Name] = append(caps[e.Name], e.Max)
+		}
 	}
-	return whoRecord{Name: e.Name, Max: e.Max, State: state, Rank: e.Rank, Host: e.Record.Host,
-		PID: e.Record.PID, Since: e.Record.Since, HeldSince: e.Record.HeldSince, Rev: e.Rev,
-		Lease: strconv.FormatInt(e.Lease, 16), Unit: recordUnit(e)}
+	for _, n := range names {
+		name := textField(n, nameWidth)
+		if cs := caps[n]; len(cs) > 1 {
+			fmt.Fprintf(w, "conch: WARNING: %q is used with %d different capacities (%s): each --max is a separate semaphore, so nodes using different --max do not exclude each other\n",
+				name, len(cs), joinCaps(cs))
+		}
+		for _, m := range caps[n] {
+			if k := kinds[capKey{n, m}]; k[0] > 0 && k[1] > 0 {
+				fmt.Fprintf(w, "conch: WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold (D11)\n",
+					name, m, k[0], k[1])
+			}
+		}
+		if odd[n] > 0 {
+			fmt.Fprintf(w, "conch: WARNING: %d key(s) under %s are not conch's (flagged foreign or unexpected): unexpected ones take slots, foreign ones are counted by no conch\n",
+				odd[n], textField(sema.NamePrefix(n), keyWidth))
+		}
+	}
 }
 
-// recordUnit is the unit D6 reports for a key: the child's scope when a holder runs it in one
-// (its name follows from the semaphore and the revision, D8), else the unit conch itself runs
-// in, if any (a waiter's child has no scope yet).
-func recordUnit(e sema.Entry) string {
-	if e.Record.Scope && e.Held {
-		return unitrun.ScopeName(e.Name, e.Rev)
+func boolIndex(b bool) int {
+	if b {
+		return 1
 	}
-	return e.Record.Unit
-}
-
-// printWho prints one line per key in revision order (04_sema.md "--who"):
-//
-//	video-encode[2/2] HELD  node2 pid=4242 since=2026-06-12T10:15:00Z rev=8812
-func printWho(c *semaCmd, entries []sema.Entry, holders map[int]int) {
-	hostW, pidW := 0, 0
-	for _, e := range entries {
-		hostW = max(hostW, len(e.Record.Host))
-		pidW = max(pidW, len(strconv.Itoa(e.Record.PID)))
-	}
-	for _, e := range entries {
-		r := toWhoRecord(e)
-		since := r.Since
-		if r.HeldSince != nil {
-			since = *r.HeldSince
-		}
-		line := fmt.Sprintf("%s[%d/%d] %-4s  %-*s pid=%-*d since=%s rev=%d",
-			e.Name, holders[e.Max], e.Max, r.State, hostW, r.Host, pidW, r.PID,
-			since.UTC().Format(time.RFC3339), e.Rev)
-		if r.Unit != "" {
-			line += " unit=" + r.Unit
-		}
-		if e.RecordErr != nil {
-			line += " (unreadable record)"
-		}
-		fmt.Fprintln(c.stdout, line)
-	}
+	return 0
 }
 
 func joinCaps(caps []int) string {

@@ -27,7 +27,7 @@ func TestWho(t *testing.T) {
 	}
 	r := e.run("sema", "w", "--max", "2", "--who")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	line := regexp.MustCompile(`^w\[2/2\] (HELD|WAIT)  \S+ pid=\d+ +since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ rev=\d+$`)
+	line := regexp.MustCompile(`^w\[2/2\] (HELD|WAIT)  \S+ pid=\d+ +since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ rev=\d+ lease=[0-9a-f]{16}$`)
 	if r.status != 0 || len(lines) != 3 {
 		t.Fatalf("--who: %v", r)
 	}
@@ -48,7 +48,9 @@ func TestWho(t *testing.T) {
 		t.Fatalf("--json: %v (%v)", r, err)
 	}
 	for i, rec := range recs {
-		if rec.Name != "w" || rec.Max != 2 || rec.Rank != i || rec.Host == "" || rec.PID != procs[i].cmd.Process.Pid || rec.Lease == "" || rec.Rev == 0 {
+		if rec.Name != "w" || rec.Max != 2 || rec.Rank != i || rec.Host == nil || *rec.Host == "" || rec.PID == nil ||
+			*rec.PID != procs[i].cmd.Process.Pid || rec.Lease == nil || rec.Rev == 0 || len(rec.Flags) != 0 || rec.Kind != "lease" ||
+			rec.Key != sema.Prefix("w", 2)+*rec.Lease {
 			t.Fatalf("record %d = %+v", i, rec)
 		}
 		if want := []string{"HELD", "HELD", "WAIT"}[i]; rec.State != want {

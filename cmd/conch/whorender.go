@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
+)
+
+// Everything --who prints was read from etcd, where any client with write
+// access to /conch/v1/ may have put it: hostile input (issue 9). The text
+// form escapes it and bounds its width; the JSON form is exact, and always
+// one valid document (renderJSON cannot produce an invalid one).
+
+// Text field widths, in bytes after escaping; longer fields end in "...".
+const (
+	hostWidth = 64  // a host name is at most 64 bytes (HOST_NAME_MAX)
+	unitWidth = 256 // systemd's unit name limit
+	keyWidth  = 300 // a semaphore name (128) and its prefix, capacity and a node name (128)
+	nameWidth = 128 // D4; only ListAll can meet a longer raw name segment
+)
+
+// whoRecord is one element of `--who --json` (D6, issue 9): every key under
+// the prefix, with its real key, the lease etcd binds it to, and flags.
+// Fields the stored record lacks or spells wrongly are null.
+type whoRecord struct {
+	Name      string   `json:"name"`
+	Max       int      `json:"max"`   // 0 for a foreign key (no capacity's queue)
+	State     string   `json:"state"` // HELD iff rank < max, derived, never stored; FOREIGN: counted by nobody
+	Rank      int      `json:"rank"`  // -1 for a foreign key
+	Key       string   `json:"key"`
+	Kind      string   `json:"kind"`   // lease, spread, unexpected, foreign (sema.KeyKind)
+	Spread    bool     `json:"spread"` // a --spread node key (D11)
+	Host      *string  `json:"host"`
+	PID       *int     `json:"pid"`
+	Since     *string  `json:"since"` // RFC 3339, UTC
+	HeldSince *string  `json:"held_since,omitempty"`
+	Rev       int64    `json:"rev"`
+	Lease     *string  `json:"lease"` // etcd's lease of the key, sema.FormatLeaseID; null: none
+	Unit      string   `json:"unit"`  // "" when conch ran outside any unit
+	Version   *int     `json:"record_version"`
+	Flags     []string `json:"flags"` // sema.Entry.Flags; [] for a sound key
+}
+
+// state is HELD, WAIT or FOREIGN (a key no acquisition counts).
+func state(e sema.Entry) string {
+	switch {
+	case !e.Info.Kind.Counted():
+		return "FOREIGN"
+	case e.Held:
+		return "HELD"
+	}
+	return "WAIT"
+}
+
+func toWhoRecord(e sema.Entry) whoRecord {
+	r := e.Record
+	w := whoRecord{Name: e.Name, Max: e.Max, State: state(e), Rank: e.Rank, Key: e.Key,
+		Kind: e.Info.Kind.String(), Spread: e.Info.Kind == sema.KeySpread, Rev: e.Rev,
+		Unit: recordUnit(e), Flags: e.Flags()}
+	if w.Flags == nil {
+		w.Flags = []string{}
+	}
+	if e.Lease != 0 {
+		l := sema.FormatLeaseID(e.Lease)
+		w.Lease = &l
+	}
+	if r.Err != nil {
+		return w
+	}
+	known := func(f string) bool { return !has(r.Missing, f) && !has(r.Bad, f) }
+	if known("host") {
+		w.Host = &r.Host
+	}
+	if known("pid") {
+		w.PID = &r.PID
+	}
+	if known("since") {
+		s := r.Since.UTC().Format(time.RFC3339)
+		w.Since = &s
+	}
+	if r.HeldSince != nil {
+		s := r.HeldSince.UTC().Format(time.RFC3339)
+		w.HeldSince = &s
+	}
+	if known("v") {
+		w.Version = &r.Version
+	}
+	return w
+}
+
+func has(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// recordUnit is the unit D6 reports for a key: the child's scope when a holder runs it in one
+// (its name follows from the semaphore and the revision, D8), else the unit conch itself runs
+// in, if any (a waiter's child has no scope yet). A foreign key, whose name may not be a
+// semaphore name, has no scope.
+func recordUnit(e sema.Entry) string {
+	if e.Record.Scope && e.Held && sema.ValidateName(e.Name) == nil {
+		return unitrun.ScopeName(e.Name, e.Rev)
+	}
+	return e.Record.Unit
+}
+
+// renderJSON returns the listing as one JSON document: an array, "[]" when
+// empty, ending in a newline. Its error (none is expected: whoRecord holds
+// only strings, numbers and booleans; encoding/json escapes control
+// characters and replaces invalid UTF-8) makes --who fail loudly instead of
+// printing nothing with status 0.
+func renderJSON(entries []sema.Entry) ([]byte, error) {
+	recs := make([]whoRecord, 0, len(entries))
+	for _, e := range entries {
+		recs = append(recs, toWhoRecord(e))
+	}
+	b, err := json.MarshalIndent(recs, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("encoder produced invalid JSON")
+	}
+	return append(b, '\n'), nil
+}
+
+// capKey keys the text form's [n/max]: holders per (name, max).
+type capKey struct {
+	name string
+	max  int
+}
+
+// renderText returns one line per entry in revision order (04_sema.md
+// "--who"), each ending in "\n" and holding no control character:
+//
+//	video-encode[2/2] HELD  node2 pid=4242 since=2026-06-12T10:15:00Z rev=8812 lease=694d7a1b2c3d4e5f
+//
+// then unit= when known, key= when the key is not a plain lease key, and
+// flags= (sema.Entry.Flags) when anything is odd. Unknown fields print "?".
+// A foreign key's bracket is [-]: it is in no capacity's queue.
+func renderText(entries []sema.Entry) []byte {
+	holders := map[capKey]int{}
+	hostW, pidW := 1, 1
+	var rows []whoRecord
+	for _, e := range entries {
+		if e.Held {
+			holders[capKey{e.Name, e.Max}]++
+		}
+		r := toWhoRecord(e)
+		rows = append(rows, r)
+		hostW = max(hostW, len(textField(deref(r.Host, "?"), hostWidth)))
+		pidW = max(pidW, len(pidText(r.PID)))
+	}
+	var b bytes.Buffer
+	for i, e := range entries {
+		r := rows[i]
+		bracket := "[-]"
+		if e.Info.Kind.Counted() {
+			bracket = fmt.Sprintf("[%d/%d]", holders[capKey{e.Name, e.Max}], e.Max)
+		}
+		since := deref(r.Since, "?")
+		if r.HeldSince != nil {
+			since = *r.HeldSince
+		}
+		fmt.Fprintf(&b, "%s%s %-4s  %-*s pid=%-*s since=%s rev=%d lease=%s",
+			textField(e.Name, nameWidth), bracket, r.State, hostW, textField(deref(r.Host, "?"), hostWidth),
+			pidW, pidText(r.PID), since, e.Rev, deref(r.Lease, "none"))
+		if r.Unit != "" {
+			b.WriteString(" unit=" + textField(r.Unit, unitWidth))
+		}
+		if e.Info.Kind != sema.KeyLease {
+			b.WriteString(" key=" + textField(e.Key, keyWidth))
+		}
+		if len(r.Flags) > 0 {
+			b.WriteString(" flags=" + strings.Join(r.Flags, ","))
+		}
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+func deref(s *string, unknown string) string {
+	if s == nil {
+		return unknown
+	}
+	return *s
+}
+
+func pidText(p *int) string {
+	if p == nil {
+		return "?"
+	}
+	return strconv.Itoa(*p)
+}
+
+// textField escapes s for one field of a text line: bytes 0x21..0x7e stay
+// (backslash too, so a unit name's own \x2d escapes stay copyable); other
+// ASCII, space included (a field stays one word), and invalid UTF-8 bytes
+// become \xNN; other runes \uXXXX or \UXXXXXXXX. So the result is printable
+// ASCII: no terminal escape, no newline, no bidi control. It is cut at
+// width bytes, never inside an escape, with "..." added.
+func textField(s string, width int) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		var piece string
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			piece = fmt.Sprintf(`\x%02x`, s[i])
+		case r > 0x20 && r < 0x7f:
+			piece = string(r)
+		case r < 0x80:
+			piece = fmt.Sprintf(`\x%02x`, r)
+		case r <= 0xffff:
+			piece = fmt.Sprintf(`\u%04x`, r)
+		default:
+			piece = fmt.Sprintf(`\U%08x`, r)
+		}
+		if b.Len()+len(piece) > width {
+			b.WriteString("...")
+			break
+		}
+		b.WriteString(piece)
+		i += size
+	}
+	if b.Len() == 0 {
+		return `""`
+	}
+	return b.String()
+}
