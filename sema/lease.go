@@ -323,7 +323,7 @@ func (l *lease) revoke(ctx context.Context, within time.Duration) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
 	defer cancel()
 	if _, err := l.c.Revoke(rctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("cannot revoke lease %x: %w", int64(l.id), err)
+		return fmt.Errorf("cannot revoke lease %s: %w", FormatLeaseID(int64(l.id)), err)
 	}
 	return nil
 }

@@ -227,7 +227,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 // promises "our key is gone".
 func (s *Semaphore) gaveUp(ctx context.Context, stale []clientv3.LeaseID, verdict error) error {
 	if left := s.revokeIDs(ctx, stale, s.probeTimeout()); len(left) > 0 {
-		return fmt.Errorf("%w: %s: cannot revoke lease %x", ErrUnavailable, s.name, int64(left[0]))
+		return fmt.Errorf("%w: %s: cannot revoke lease %s", ErrUnavailable, s.name, FormatLeaseID(int64(left[0])))
 	}
 	return verdict
 }

@@ -92,7 +92,7 @@ func TestEnvOnlyForConnection(t *testing.T) {
 
 func TestChildEnvUnit(t *testing.T) { // D5
 	got := childEnv([]string{"A=1", "CONCH_REV=9", "NOTIFY_SOCKET=/x", "WATCHDOG_USEC=5", "WATCHDOG_PID=3", "B=2"}, "n", 2, 42, 0xabc)
-	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=abc"
+	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=0000000000000abc" // issue 10: the padded spelling
 	if strings.Join(got, " ") != want {
 		t.Fatalf("childEnv = %q, want %q", got, want)
 	}

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/conch-project/conch/sema"
 )
 
 // childEnv returns the child's environment (D5): the caller's, less
@@ -15,7 +16,7 @@ func childEnv(base []string, name string, max int, rev, lease int64) []string {
 		"CONCH_REV":   strconv.FormatInt(rev, 10),
 		"CONCH_SEMA":  name,
 		"CONCH_MAX":   strconv.Itoa(max),
-		"CONCH_LEASE": fmt.Sprintf("%x", lease),
+		"CONCH_LEASE": sema.FormatLeaseID(lease), // as in the key name and etcdctl (issue 10)
 	}
 	out := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {

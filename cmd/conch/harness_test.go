@@ -53,7 +53,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := etcdtest.Start(t)
+	return newEnvOn(t, etcdtest.Start(t))
+}
+
+// newEnvOn is newEnv on a server the test started itself.
+func newEnvOn(t *testing.T, srv *etcdtest.Server) *env {
+	t.Helper()
 	e := &env{t: t, srv: srv, c: srv.Client(t), dir: t.TempDir()}
 	conf := filepath.Join(e.dir, "conch.conf")
 	if err := os.WriteFile(conf, nil, 0o644); err != nil {

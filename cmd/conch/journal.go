@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
 )
@@ -69,7 +70,7 @@ func (r *reporter) journalFields(state string, extra map[string]string) map[stri
 		f["CONCH_REV"] = strconv.FormatInt(r.rev, 10)
 	}
 	if r.lease != 0 {
-		f["CONCH_LEASE"] = strconv.FormatInt(r.lease, 16)
+		f["CONCH_LEASE"] = sema.FormatLeaseID(r.lease)
 	}
 	if state != "" {
 		f["CONCH_STATE"] = state

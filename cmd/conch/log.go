@@ -131,7 +131,7 @@ func (r *reporter) onEvent(e sema.Event) {
 	switch e.Kind {
 	case sema.Enqueued:
 		r.rev, r.lease = e.Rev, int64(e.Lease)
-		r.line("", true, "enqueued rev=%d lease=%x ttl=%v", e.Rev, int64(e.Lease), e.TTL)
+		r.line("", true, "enqueued rev=%d lease=%s ttl=%v", e.Rev, sema.FormatLeaseID(int64(e.Lease)), e.TTL)
 		if e.OtherCapacities > 0 {
 			r.warnf("WARNING: %d key(s) exist for %q under another --max: those nodes use a different semaphore and do not count against this one (conch sema %s --who)",
 				e.OtherCapacities, r.name, r.name)

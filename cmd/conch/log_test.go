@@ -67,7 +67,7 @@ func TestReporterJournal(t *testing.T) {
 	var states []string
 	for _, e := range f.entries {
 		states = append(states, e.fields["CONCH_STATE"])
-		for k, want := range map[string]string{"CONCH_SEMA": "heavy-jobs", "CONCH_MAX": "2", "CONCH_REV": "41", "CONCH_LEASE": "abc", "SYSLOG_IDENTIFIER": "conch"} {
+		for k, want := range map[string]string{"CONCH_SEMA": "heavy-jobs", "CONCH_MAX": "2", "CONCH_REV": "41", "CONCH_LEASE": "0000000000000abc", "SYSLOG_IDENTIFIER": "conch"} {
 			if e.fields[k] != want {
 				t.Errorf("entry %q: %s=%q, want %q", e.msg, k, e.fields[k], want)
 			}
@@ -106,7 +106,7 @@ func TestReporterPlainLines(t *testing.T) {
 		{"quiet", false, false, []string{"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead"}},
 		{"journald down", false, true, []string{"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead"}},
 		{"verbose", true, false, []string{
-			"conch: heavy-jobs[max=2]: enqueued rev=41 lease=abc ttl=10s",
+			"conch: heavy-jobs[max=2]: enqueued rev=41 lease=0000000000000abc ttl=10s",
 			"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead",
 			"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 1 ahead",
 			"conch: heavy-jobs[max=2]: slot held, rev=41 (fencing token)",

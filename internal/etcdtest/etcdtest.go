@@ -43,9 +43,16 @@ type Server struct {
 // on new ports, 5 attempts in all, then the test fails.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is Start with tweak applied to the configuration once its
+// ports are chosen; tweak may be nil.
+func startWith(t testing.TB, tweak func(*embed.Config)) *Server {
+	t.Helper()
 	var lastErr error
 	for range 5 { // a random port can be taken between probe and bind
-		s, err := start(t.TempDir())
+		s, err := start(t.TempDir(), tweak)
 		if err == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -56,7 +63,7 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
-func start(dir string) (*Server, error) {
+func start(dir string, tweak func(*embed.Config)) (*Server, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
@@ -78,6 +85,9 @@ func start(dir string) (*Server, error) {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	if tweak != nil {
+		tweak(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, err
