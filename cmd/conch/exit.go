@@ -30,4 +30,5 @@ const exitTable = `Exit status:
   killed by n     conch got SIGTERM, SIGINT or SIGHUP: it stopped the child,
                   released the slot and re-raised the signal
   --who:          0 if any holder, 1 if empty, 69 if etcd is unreachable,
-                  64 if it refuses the read`
+                  64 if it refuses the read, 70 if the listing cannot be
+                  written`

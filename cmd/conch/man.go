@@ -46,6 +46,7 @@ const manSynopsis = `.nf
 \fBconch sema\fP \fIname\fP \fB\-\-max\fP \fIN\fP [\fB\-\-ttl\fP \fID\fP] [\fB\-\-wait\fP \fID\fP | \fB\-\-nonblock\fP] [\fB\-E\fP \fIN\fP]
            [\fB\-\-kill\-after\fP \fID\fP] [\fB\-\-runtime\-max\fP \fID\fP] [\fIOPTIONS\fP] \fB\-\-\fP \fIcommand\fP [\fIarg\fP...]
 \fBconch sema\fP \fIname\fP [\fB\-\-max\fP \fIN\fP] \fB\-\-who\fP [\fB\-\-json\fP]
+\fBconch sema\fP \fB\-\-who\fP [\fB\-\-max\fP \fIN\fP] [\fB\-\-json\fP]
 \fBconch \-\-version\fP
 .fi
 `
@@ -195,6 +196,14 @@ Who holds and who waits:
 .RS
 .nf
 conch sema heavy\-jobs \-\-max 2 \-\-who
+.fi
+.RE
+.PP
+Every semaphore, as one JSON document:
+.PP
+.RS
+.nf
+conch sema \-\-who \-\-json
 .fi
 .RE
 .PP

@@ -33,7 +33,7 @@ type semaCmd struct {
 	KillAfter  duration `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
 	RuntimeMax duration `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
 	Spread     bool     `long:"spread" hidden:"yes" description:"at most one slot per node (reserved for the scheduler; not implemented yet)"`
-	Who        bool     `long:"who" description:"list holders and waiters of the semaphore instead of running a command"`
+	Who        bool     `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool     `long:"json" description:"with --who: print one JSON document"`
 	Verbose    bool     `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
 	Scope      string   `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"run the child in a transient systemd scope: auto (when systemd is PID 1 and the bus answers), always (exit 69 without systemd), never"`
@@ -72,6 +72,7 @@ const semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
              [--kill-after 5s] [--runtime-max D] -- <cmd...>
   conch sema <name> [--max N] --who [--json]
+  conch sema --who [--max N] [--json]      (every semaphore)
 
 ` + exitTable + `
 
@@ -84,6 +85,7 @@ Examples:
 
   # inspect
   conch sema heavy-jobs --max 2 --who
+  conch sema --who --json       # every semaphore, one JSON document
 `
 
 // Usage implements go-flags' Usage interface: the command's synopsis line.
