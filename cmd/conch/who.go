@@ -95,7 +95,7 @@ func (c *semaCmd) printWho(what string, entries []sema.Entry) (int, bool) {
 // emptyMessage says that nothing holds, and when --max asked for a capacity
 // with no keys, names the capacities that have some (issue 10): "no holders
 // or waiters for only2[3]; keys exist for --max 2". shown are the entries
-// listed, all those read.
+// listed (with no holder: foreign keys only), all those read.
 func emptyMessage(j job, shown, all []sema.Entry) string {
 	what := j.name
 	switch {
@@ -104,10 +104,11 @@ func emptyMessage(j job, shown, all []sema.Entry) string {
 	case j.max != 0:
 		what = fmt.Sprintf("%s[%d]", j.name, j.max)
 	}
-	if slices.ContainsFunc(shown, func(e sema.Entry) bool { return e.Info.Kind.Counted() }) {
-		return "no holders for " + what + ", only waiters"
-	}
+	// a counted key at rank 0 always holds: what is left are foreign keys
 	msg := "no holders or waiters for " + what
+	if len(shown) > 0 {
+		msg += fmt.Sprintf(" (%d foreign key(s), counted by no conch)", len(shown))
+	}
 	var caps []int
 	for _, e := range all {
 		if e.Info.Kind.Counted() && !slices.Contains(caps, e.Max) {

@@ -167,3 +167,25 @@ func TestWhoOutputFailure(t *testing.T) {
 		}
 	}
 }
+
+// Issue 9, end to end: the key --who shows holding a slot is the key that
+// keeps another run out, and the key it shows as foreign keeps nobody out
+// (before, --who said 1/1 held while another run got the slot).
+func TestWhoAgreesWithRun(t *testing.T) {
+	e := newEnv(t)
+	e.put(sema.Prefix("ag", 1)+"a/b", `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, 0)
+	if r := e.run("sema", "ag", "--max", "1", "--nonblock", "--", "true"); r.status != exitConflict {
+		t.Fatalf("a run beside an unexpected key that --who shows holding: %v, want 75", r)
+	}
+	if r := e.run("sema", "ag", "--max", "1", "--who"); r.status != 0 || !strings.HasPrefix(r.stdout, "ag[1/1] HELD") || !strings.Contains(r.stdout, "flags=unexpected,no-lease") {
+		t.Fatalf("--who beside the unexpected key: %v", r)
+	}
+	e.put(sema.NamePrefix("fo")+"01/"+sema.FormatLeaseID(1), `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, 0)
+	if r := e.run("sema", "fo", "--max", "1", "--nonblock", "--", "true"); r.status != 0 {
+		t.Fatalf("a run beside a foreign key: %v, want the slot", r)
+	}
+	r := e.run("sema", "fo", "--max", "1", "--who")
+	if r.status != 1 || !strings.HasPrefix(r.stdout, "fo[-] FOREIGN") || !strings.Contains(r.stderr, "1 foreign key(s)") {
+		t.Fatalf("--who beside the foreign key: %v", r)
+	}
+}
