@@ -141,3 +141,19 @@ func (h *Holder) Release(ctx context.Context) error {
 	h.wg.Wait()
 	return err
 }
+
+// Bind returns a context derived from parent that also ends when the slot is lost, so that
+// one context carries every reason to stop the work done under the slot: context.Cause is
+// then the holder's own error (ErrLeaseLost, ErrFenced or ErrKeyDeleted, wrapped with the
+// key; ErrReleased once Release ran), or parent's cause when parent ended first. Whichever
+// ends it first is its cause for good. The CancelFunc releases the binding and must be
+// called once the work is done (after that, Cause is context.Canceled if nothing else
+// ended it).
+func (h *Holder) Bind(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(h.ctx, func() { cancel(context.Cause(h.ctx)) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}

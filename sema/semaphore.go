@@ -119,19 +119,6 @@ func startContext(ctx context.Context, d time.Duration) (context.Context, contex
 	return sctx, func() { stop(); cancel() }
 }
 
-// waitEnded classifies a wait that ran out while we held no key (before a
-// lease was granted; gaveUp is its counterpart once a key was written): ErrTimeout
-// if etcd answers a probe now, else ErrUnavailable (D3: 75 vs 69). The probe
-// gets a fresh context bounded by probeTimeout.
-func (s *Semaphore) waitEnded(ctx context.Context, cause error) error {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.probeTimeout())
-	defer cancel()
-	if _, err := s.c.Get(pctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, cause)
-	}
-	return fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
-}
-
 // probeTimeout bounds the last request that decides 75 vs 69 when a wait
 // ended: min(ConnectTimeout, 2 s).
 func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTimeout, 2*time.Second) }
@@ -141,10 +128,13 @@ func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTime
 // Holder outlives it.
 //
 // Errors: ErrUnavailable if the first request gets no answer within
-// ConnectTimeout (whatever ctx's deadline), or ctx ends while etcd does not
-// answer; ErrTimeout if ctx ends while etcd answers and no slot was free at
-// once (a slot free at enqueue is had even if ctx's deadline has passed, as
-// with Nonblock); ErrNoSlot with Nonblock when no slot is free; ErrRefused at once when etcd rejects a
+// ConnectTimeout while ctx lives (etcd unreachable at start). Once the wait
+// ends without a slot, a *WaitError, the one verdict of D3's 75 vs 69: with
+// Unreachable false (errors.Is ErrTimeout, or ErrNoSlot with Nonblock) when ctx
+// ended, or Nonblock found no free slot, while etcd answered (a slot free at
+// enqueue is had even if ctx's deadline has passed, as with Nonblock); with
+// Unreachable true (errors.Is ErrUnavailable) when etcd did not answer as the
+// wait ended, the first request's ConnectTimeout included. ErrRefused at once when etcd rejects a
 // request for good (permission denied, bad credentials, a TTL it does not
 // grant): retrying cannot help. In each case our key is deleted before
 // Acquire returns (best effort when etcd is down: then it goes at lease
@@ -170,18 +160,15 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		if Refused(err) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		}
-		timeout := fmt.Errorf("%w %s[%d]", ErrTimeout, s.name, s.max)
 		if err != nil {
-			if first && !errors.Is(ctx.Err(), context.Canceled) {
+			switch {
+			case first && errors.Is(ctx.Err(), context.DeadlineExceeded): // the wait ran out at start
+				return nil, s.verdict(ctx, waitEnd{unanswered: err, atStart: true})
+			case first && ctx.Err() == nil:
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
-			}
-			// no key now: a wait that ran out is a time-out if etcd answers
-			// (takes our stale keys back), an outage otherwise (D3: 75 vs 69)
-			if ctx.Err() != nil || !sleepCtx(ctx, backoff) {
-				if len(stale) > 0 {
-					return nil, s.gaveUp(ctx, stale, timeout)
-				}
-				return nil, s.waitEnded(ctx, err)
+			case ctx.Err() != nil || !sleepCtx(ctx, backoff):
+				// no key now: a time-out if etcd answers, an outage otherwise (D3: 75 vs 69)
+				return nil, s.verdict(ctx, waitEnd{stale: stale, unanswered: err})
 			}
 			backoff = min(2*backoff, retryMax)
 			continue
@@ -203,33 +190,20 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		case Refused(err):
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		case errors.Is(err, ErrNoSlot):
-			return nil, s.gaveUp(ctx, stale, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max))
+			return nil, s.verdict(ctx, waitEnd{stale: stale, nonblock: true})
 		case ctx.Err() != nil:
-			return nil, s.gaveUp(ctx, stale, timeout)
+			return nil, s.verdict(ctx, waitEnd{stale: stale})
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):
 			s.emit(Event{Kind: Reentering, Err: err})
 			backoff = retryMin
 		default: // etcd errors while queued (or at promotion): retry
 			s.emit(Event{Kind: Reentering, Err: err})
 			if !sleepCtx(ctx, backoff) {
-				return nil, s.gaveUp(ctx, stale, timeout)
+				return nil, s.verdict(ctx, waitEnd{stale: stale})
 			}
 			backoff = min(2*backoff, retryMax)
 		}
 	}
-}
-
-// gaveUp returns verdict (an ErrTimeout or ErrNoSlot error) once none of our
-// keys is left: stale are the leases of this and earlier lives whose revoke
-// failed (etcd was down or slow; a restarted etcd even revives such leases).
-// Each is tried once more within probeTimeout; if etcd still cannot take one
-// back it returns ErrUnavailable and those keys go at lease expiry: D3's 75
-// promises "our key is gone".
-func (s *Semaphore) gaveUp(ctx context.Context, stale []clientv3.LeaseID, verdict error) error {
-	if left := s.revokeIDs(ctx, stale, s.probeTimeout()); len(left) > 0 {
-		return fmt.Errorf("%w: %s: cannot revoke lease %s", ErrUnavailable, s.name, FormatLeaseID(int64(left[0])))
-	}
-	return verdict
 }
 
 // revokeIDs revokes each lease of ids (their keep-alives already stopped),

@@ -1,0 +1,84 @@
+package sema
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// WaitError is Acquire's verdict when it gives up without a slot: every slot was taken with
+// Options.Nonblock, or the context passed to Acquire ended first. Unreachable says which of
+// D3's statuses it is: false, etcd answered and none of our keys is left (status 75);
+// true, etcd did not answer when the wait ended, so our keys may linger until lease expiry
+// (status 69). errors.Is matches ErrNoSlot (Nonblock) or ErrTimeout when etcd answered, and
+// ErrUnavailable when it did not.
+type WaitError struct {
+	Name        string
+	Max         int
+	Nonblock    bool  // Options.Nonblock found no free slot (else the wait ended)
+	Unreachable bool  // etcd did not answer when the wait ended (D3: 69, not 75)
+	Err         error // with Unreachable: the request that got no answer
+}
+
+func (e *WaitError) Error() string {
+	switch {
+	case e.Unreachable:
+		return fmt.Sprintf("%v: %s: %v", ErrUnavailable, e.Name, e.Err)
+	case e.Nonblock:
+		return fmt.Sprintf("%v in %s[%d]", ErrNoSlot, e.Name, e.Max)
+	}
+	return fmt.Sprintf("%v %s[%d]", ErrTimeout, e.Name, e.Max)
+}
+
+// Is matches the sentinel the verdict stands for (see WaitError).
+func (e *WaitError) Is(target error) bool {
+	switch {
+	case e.Unreachable:
+		return target == ErrUnavailable
+	case e.Nonblock:
+		return target == ErrNoSlot
+	}
+	return target == ErrTimeout
+}
+
+// Unwrap returns the request's error of an Unreachable verdict.
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// waitEnd is what Acquire knows when it gives up without a slot.
+type waitEnd struct {
+	stale    []clientv3.LeaseID // leases of this and earlier lives whose revoke failed
+	nonblock bool               // Nonblock found no free slot (else ctx ended)
+	// unanswered is the last request's error when it got no answer and no key of ours is
+	// known to be gone since (a grant that failed); nil when etcd answered last
+	unanswered error
+	atStart    bool // unanswered is the first grant's, which had ConnectTimeout: no probe
+}
+
+// verdict is the one place that decides whether a wait that ended without a slot is "no slot
+// while etcd answered" or "etcd unreachable" (D3: 75 vs 69); it returns a *WaitError. The
+// stale leases are revoked once more, each within probeTimeout: one that etcd still cannot
+// take back makes it Unreachable, since 75 promises that none of our keys is left (a
+// restarted etcd even revives such leases). With no stale lease and an unanswered request,
+// etcd is probed once (a count of the prefix, within probeTimeout), except at start, where
+// the grant already had ConnectTimeout.
+func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
+	v := &WaitError{Name: s.name, Max: s.max, Nonblock: e.nonblock}
+	if left := s.revokeIDs(ctx, e.stale, s.probeTimeout()); len(left) > 0 {
+		v.Unreachable, v.Err = true, fmt.Errorf("cannot revoke lease %s", FormatLeaseID(int64(left[0])))
+		return v
+	}
+	if e.unanswered == nil || len(e.stale) > 0 { // etcd answered our last request
+		return v
+	}
+	if !e.atStart {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.probeTimeout())
+		defer cancel()
+		_, err := s.c.Get(pctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil {
+			return v
+		}
+	}
+	v.Unreachable, v.Err = true, e.unanswered
+	return v
+}
