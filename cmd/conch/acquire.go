@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,191 +22,97 @@ type errSignal struct{ sig syscall.Signal }
 func (e errSignal) Error() string { return "received " + unix.SignalName(e.sig) }
 
 // acquire is the main job: wait for a slot, run the command while the slot
-// is safely held, release. It returns the exit status (D3) or the signal to
-// re-raise.
-func (c *semaCmd) acquire(j job) (int, syscall.Signal) {
-	rep := newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
-	defer startWatchdog(rep.notify)()
-	ctx, stopSignals := signalContext()
-	defer stopSignals()
-	signalled := func() syscall.Signal {
-		var es errSignal
-		if errors.As(context.Cause(ctx), &es) {
-			return es.sig
-		}
-		return 0
-	}
-
-	// The guardian starts now, so that its start-up overlaps the D-Bus and etcd round trips;
-	// it is closed while we wait behind others (D7).
-	stdio := unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
-	pre := startPrestarter(stdio)
-	defer func() { pre.close() }() // after the release below: the guardian's exit is not waited for first
-
-	plan, status := openScope(rep, j.scope) // D8: before any etcd call
-	if plan == nil {
-		return status, 0
-	}
-	defer plan.close()
-	client, err := newClient(j.conn)
+// is safely held, release. It returns the error the run ended with (see
+// exitStatus: the child's status, or the signal to re-raise, D3).
+func (c *semaCmd) acquire(j job) error {
+	r, err := c.newSemaRun(j)
+	c.rep = r.rep
+	defer r.close()
 	if err != nil {
-		rep.errorf("", "%v", err)
-		return clientStatus(err), 0
+		return err
 	}
-	defer client.Close()
-	killAfter := j.scope.killAfter(c.KillAfter.d) // -p TimeoutStopSec= wins in a scope
-	if killAfter <= 0 {
-		killAfter = unitrun.DefaultKillAfter
-	}
-	if sema.FenceTooLate(c.TTL.d, killAfter) {
-		rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", killAfter, sema.RoundTTL(c.TTL.d), minTTL(killAfter))
-	}
-	host, _ := os.Hostname()
-	s, err := sema.New(client, j.name, j.max, sema.Options{
-		TTL:            c.TTL.d,
-		ConnectTimeout: j.conn.DialTimeout,
-		FenceMargin:    killAfter + time.Second, // D7
-		Nonblock:       c.Nonblock || (j.waitSet && j.wait == 0),
-		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: plan.inScope()},
-		OnEvent:        func(e sema.Event) { rep.onEvent(e); pre.onEvent(e) },
-	})
-	if err != nil {
-		rep.errorf("", "%v", err)
-		return exitUsage, 0
-	}
-
-	waitCtx, cancelWait := ctx, context.CancelFunc(func() {})
-	if j.waitSet && j.wait > 0 {
-		waitCtx, cancelWait = context.WithTimeout(ctx, j.wait)
-	}
-	defer cancelWait()
 	for {
-		status, sig, again := c.holdAndRun(ctx, waitCtx, j, rep, s, plan, pre, stdio, killAfter, signalled)
+		again, err := r.holdOnce()
 		if !again {
-			return status, sig
+			return err
 		}
 		// the slot was lost before the command could start: the command
 		// never ran, so queue again while --wait allows (04_sema.md
 		// "Failure behavior"), with a fresh guardian
-		pre.close()
-		pre = startPrestarter(stdio)
+		r.pre.reset()
 	}
 }
 
-// holdAndRun acquires a slot and runs the command in it. again is true when
+// holdOnce acquires a slot and runs the command in it. again is true when
 // the slot was lost before the command started, so the caller re-enters.
-func (c *semaCmd) holdAndRun(ctx, waitCtx context.Context, j job, rep *reporter, s *sema.Semaphore, plan *scopePlan,
-	pre *prestarter, stdio unitrun.Spec, killAfter time.Duration, signalled func() syscall.Signal) (status int, sig syscall.Signal, again bool) {
-	h, err := s.Acquire(waitCtx)
-	waitRanOut := waitCtx.Err() != nil && ctx.Err() == nil
+func (r *semaRun) holdOnce() (again bool, err error) {
+	h, err := r.sem.Acquire(r.waitCtx)
 	if err != nil {
-		if sig := signalled(); sig != 0 {
-			rep.errorf(stateTimeout, "%s while waiting: left the queue", unix.SignalName(sig))
-			return 0, sig, false
-		}
-		switch {
-		case errors.Is(err, sema.ErrRefused):
-			rep.errorf(stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
-			return exitUsage, 0, false
-		case errors.Is(err, sema.ErrNoSlot):
-			rep.errorf(stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
-			return c.Conflict, 0, false
-		case errors.Is(err, sema.ErrTimeout):
-			rep.errorf(stateTimeout, "no slot within --wait %v", j.wait)
-			return c.Conflict, 0, false
-		case waitRanOut:
-			rep.errorf(stateTimeout, "no slot within --wait %v, and etcd at %s is unreachable: %v", j.wait, strings.Join(j.conn.Endpoints, ","), err)
-			return exitUnavailable, 0, false
-		default:
-			rep.errorf(stateTimeout, "cannot reach etcd at %s within --dial-timeout %v (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): %v",
-				strings.Join(j.conn.Endpoints, ","), j.conn.DialTimeout, err)
-			return exitUnavailable, 0, false
-		}
+		return false, r.waitFailed(err)
 	}
-
-	runCtx, stopChild := context.WithCancelCause(ctx)
-	defer stopChild(nil)
-	context.AfterFunc(h.Context(), func() {
-		if cause := context.Cause(h.Context()); !errors.Is(cause, sema.ErrReleased) {
-			rep.stopping(cause) // D10: STOPPING=1 as the fence begins
-			stopChild(cause)
+	// one context, one cause: a signal to conch (errSignal) or the slot's loss (D7)
+	runCtx, unbind := h.Bind(r.sigCtx)
+	defer unbind()
+	stopNotify := context.AfterFunc(runCtx, func() {
+		if cause := context.Cause(runCtx); slotLost(cause) {
+			r.rep.stopping(cause) // D10: STOPPING=1 as the fence begins
 		}
 	})
+	defer stopNotify()
 	heldAt := time.Now()
-	res, runErr := plan.run(runCtx, rep, pre.take(), unitrun.Spec{
-		Path:       j.path,
-		Args:       c.command,
-		Env:        childEnv(os.Environ(), j.name, j.max, h.Rev(), int64(h.Lease())),
-		Stdin:      stdio.Stdin,
-		Stdout:     stdio.Stdout,
-		Stderr:     stdio.Stderr,
-		KillAfter:  killAfter,
-		RuntimeMax: c.RuntimeMax.d,
-		Started:    rep.started, // READY=1 (D10)
-	}, j.name, j.max, h.Rev())
-	lost := h.Context().Err() != nil
-	if lost && !res.Started && signalled() == 0 && !errors.Is(runErr, unitrun.ErrNotFound) && !errors.Is(runErr, unitrun.ErrNotExecutable) {
-		rep.line(stateWait, false, "slot lost before the command started (%v): queueing again", context.Cause(h.Context()))
+	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h), scopeID{r.job.name, r.job.max, h.Rev()})
+	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx), limit: r.job.scope.runtimeLimit(r.c.RuntimeMax.d)})
+	if v.requeue {
+		r.rep.line(stateWait, false, "slot lost before the command started (%v): queueing again", context.Cause(runCtx))
 		_ = h.Release(context.Background())
-		return 0, 0, true
+		return true, nil
 	}
-	status, sig = c.outcome(rep, res, runErr, lost, context.Cause(h.Context()), signalled(), heldAt)
+	if v.ran {
+		r.rep.released(res.ExitStatus, time.Since(heldAt))
+	}
 	if err := h.Release(context.Background()); err != nil {
-		rep.line("", false, "could not release (the key goes at lease expiry, %v): %v", h.TTL(), err)
+		r.rep.line("", false, "could not release (the key goes at lease expiry, %v): %v", h.TTL(), err)
 	}
-	return status, sig, false
+	return false, v.err
 }
 
-// minTTL is the smallest --ttl that leaves room to fence a child with a
-// stop grace of killAfter (D7: deadline - kill-after - 1 s, two keep-alives).
-func minTTL(killAfter time.Duration) time.Duration {
-	ttl := time.Second // etcd leases are whole seconds
-	for sema.FenceTooLate(ttl, killAfter) {
-		ttl += time.Second
+// childSpec is what unitrun runs while h holds the slot.
+func (r *semaRun) childSpec(h *sema.Holder) unitrun.Spec {
+	return unitrun.Spec{
+		Path:       r.job.path,
+		Args:       r.c.command,
+		Env:        childEnv(os.Environ(), r.job.name, r.job.max, h.Rev(), int64(h.Lease())),
+		Stdin:      r.stdio.Stdin,
+		Stdout:     r.stdio.Stdout,
+		Stderr:     r.stdio.Stderr,
+		KillAfter:  r.killAfter,
+		RuntimeMax: r.c.RuntimeMax.d,
+		Started:    r.rep.started, // READY=1 (D10)
 	}
-	return ttl
 }
 
-// outcome maps how the child ended to conch's exit (D3).
-func (c *semaCmd) outcome(rep *reporter, res unitrun.Result, runErr error, lost bool, lostCause error, sig syscall.Signal, heldAt time.Time) (int, syscall.Signal) {
+// waitFailed is the end of a wait that got no slot (err from Acquire): the signal conch got,
+// 64 when etcd refused us, -E's status (75) when etcd answered and no slot came (sema's
+// *WaitError), 69 when etcd did not answer (D3).
+func (r *semaRun) waitFailed(err error) error {
+	if sig := signalOf(context.Cause(r.waitCtx)); sig != 0 {
+		return signalExit(sig, stateTimeout, "%s while waiting: left the queue", unix.SignalName(sig))
+	}
+	j := r.job
+	endpoints := strings.Join(j.conn.Endpoints, ",")
+	var we *sema.WaitError
 	switch {
-	case runErr != nil && !res.Started:
-		rep.errorf(stateReleased, "%v", runErr)
-		switch {
-		case errors.Is(runErr, unitrun.ErrNotFound):
-			return exitNotFound, 0
-		case errors.Is(runErr, unitrun.ErrNotExecutable):
-			return exitCannotExec, 0
-		case sig != 0:
-			return 0, sig
-		}
-		return exitUnavailable, 0 // a scope required and not made (a lost slot re-queued above)
-	case sig != 0 && (res.Stopped || res.ScopeStopped || res.Signal != 0):
-		// (a child killed by a signal while conch got one was stopped with it, even if
-		// systemd's stop of the scope reached it before conch's own stop request did)
-		rep.errorf(stateReleased, "%s: stopped the child and released the slot", unix.SignalName(sig))
-		return 0, sig
-	case lost && res.Stopped:
-		rep.errorf(stateLost, "slot lost while the child ran (%v): child stopped", lostCause)
-		return exitSlotLost, 0
-	case res.RuntimeExceeded:
-		limit := fmt.Sprintf("--runtime-max %v", c.RuntimeMax.d)
-		if c.RuntimeMax.d == 0 {
-			limit = "-p RuntimeMaxSec=" // the scope's limit, set only there
-		}
-		rep.errorf(stateReleased, "child ran past %s: stopped", limit)
-		return exitRuntimeMax, 0
-	case runErr != nil:
-		rep.errorf(stateReleased, "%v", runErr)
+	case errors.Is(err, sema.ErrRefused):
+		return exitf(exitUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
+	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
+		return exitf(r.c.Conflict, stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
+	case errors.As(err, &we) && !we.Unreachable:
+		return exitf(r.c.Conflict, stateTimeout, "no slot within --wait %v", j.wait)
+	case errors.As(err, &we) && !we.Nonblock:
+		return exitf(exitUnavailable, stateTimeout, "no slot within --wait %v, and etcd at %s is unreachable: %v", j.wait, endpoints, err)
 	}
-	rep.released(res.ExitStatus, time.Since(heldAt))
-	if sig != 0 { // the child ended on its own just as the signal came
-		return 0, sig
-	}
-	if res.ExitStatus < 0 {
-		return exitUnavailable, 0
-	}
-	return res.ExitStatus, 0
+	return exitf(exitUnavailable, stateTimeout, "cannot reach etcd at %s within --dial-timeout %v (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): %v",
+		endpoints, j.conn.DialTimeout, err)
 }
 
 // signalContext returns a context cancelled, with cause errSignal, by the

@@ -179,7 +179,7 @@ func readPassword(path string) (string, error) {
 
 // newClient builds an etcd client from s. It does not contact etcd (unless a
 // user is set: then clientv3 logs in at once, and a failure wraps
-// errUnreachable when etcd did not answer, see clientStatus): the
+// errUnreachable when etcd did not answer, see exitStatus): the
 // first request, bounded by s.DialTimeout, does (D3). Errors (bad TLS files)
 // are usage errors.
 func newClient(s connSettings) (*clientv3.Client, error) {
@@ -213,13 +213,5 @@ func newClient(s connSettings) (*clientv3.Client, error) {
 }
 
 // errUnreachable marks a newClient failure that is etcd not answering (D3:
-// 69), as opposed to bad settings or a refused login (64).
+// 69), as opposed to bad settings or a refused login (64): see exitStatus.
 var errUnreachable = errors.New("etcd unavailable")
-
-// clientStatus is the exit status for a newClient error (D3).
-func clientStatus(err error) int {
-	if errors.Is(err, errUnreachable) {
-		return exitUnavailable
-	}
-	return exitUsage
-}

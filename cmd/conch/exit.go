@@ -1,5 +1,11 @@
 package main
 
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
 // The one exit-status table (D3). Nothing below main exits.
 const (
 	exitOK          = 0
@@ -32,3 +38,77 @@ const exitTable = `Exit status:
   --who:          0 if any holder, 1 if empty, 69 if etcd is unreachable,
                   64 if it refuses the read, 70 if the listing cannot be
                   written`
+
+// exitError is how a stage of a run says how conch must end (restic's ExitError is the
+// model): the exit status of the table above, or a signal to re-raise (D3), with the one
+// line that says why and its journal state (D10). The stage that knows the failure builds
+// it; exitStatus reads it and report prints its line.
+type exitError struct {
+	status int            // exit status (D3); unused when sig is set
+	sig    syscall.Signal // re-raise this signal after cleaning up (D3)
+	state  string         // CONCH_STATE of the line (D10); "" for none
+	msg    string         // the line, without "conch: <name>[max=N]: "; "" for none
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// exitCode is a silent exit with status: the child's own (D3), or one whose line is
+// already written.
+func exitCode(status int) error {
+	if status == exitOK {
+		return nil
+	}
+	return &exitError{status: status}
+}
+
+// exitf is an exit with status and the line format says, in journal state state.
+func exitf(status int, state, format string, args ...any) error {
+	return &exitError{status: status, state: state, msg: fmt.Sprintf(format, args...)}
+}
+
+// signalExit is a death by sig after cleaning up (D3), with the line format says (none when
+// format is "").
+func signalExit(sig syscall.Signal, state, format string, args ...any) error {
+	e := &exitError{sig: sig, state: state}
+	if format != "" {
+		e.msg = fmt.Sprintf(format, args...)
+	}
+	return e
+}
+
+// exitStatus maps the error a run ended with to conch's exit (D3): the exit status, or the
+// signal to re-raise. It is the one function that decides every exit status: nil is 0; an
+// *exitError says its own; etcd not answering a new client (errUnreachable) is 69; any
+// other error is a setting conch cannot use (a usage error, bad TLS files, a refused login,
+// a name or capacity sema refuses): 64, nothing was written to etcd.
+func exitStatus(err error) (int, syscall.Signal) {
+	var xe *exitError
+	switch {
+	case err == nil:
+		return exitOK, 0
+	case errors.As(err, &xe):
+		if xe.sig != 0 {
+			return 0, xe.sig
+		}
+		return xe.status, 0
+	case errors.Is(err, errUnreachable):
+		return exitUnavailable, 0
+	}
+	return exitUsage, 0
+}
+
+// report writes the one line of err through rep, with its journal state (D10): an
+// *exitError's own line, if any, or any other error's text. It is the only place that
+// writes why conch ends, and the caller exits with exitStatus(err).
+func report(rep *reporter, err error) {
+	var xe *exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &xe):
+		if xe.msg != "" {
+			rep.errorf(xe.state, "%s", xe.msg)
+		}
+	default:
+		rep.errorf("", "%v", err)
+	}
+}

@@ -57,14 +57,16 @@ func unitFields() map[string]string {
 }
 
 // journalFields are the fields of one of conch's entries (D10): CONCH_SEMA
-// and CONCH_MAX always, CONCH_REV once the key exists, CONCH_STATE on
+// and CONCH_MAX once known, CONCH_REV once the key exists, CONCH_STATE on
 // transitions, plus what the state adds (CONCH_AHEAD while waiting,
 // CONCH_EXIT_STATUS on release).
 func (r *reporter) journalFields(state string, extra map[string]string) map[string]string {
-	f := map[string]string{
-		"SYSLOG_IDENTIFIER": journalIdentifier,
-		"CONCH_SEMA":        r.name,
-		"CONCH_MAX":         strconv.Itoa(r.max),
+	f := map[string]string{"SYSLOG_IDENTIFIER": journalIdentifier}
+	if r.name != "" { // "" for a usage error before the name was read
+		f["CONCH_SEMA"] = r.name
+	}
+	if r.max != 0 { // 0 for --who without --max
+		f["CONCH_MAX"] = strconv.Itoa(r.max)
 	}
 	if r.rev != 0 {
 		f["CONCH_REV"] = strconv.FormatInt(r.rev, 10)

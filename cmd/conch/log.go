@@ -39,6 +39,7 @@ type reporter struct {
 	verbose bool
 	name    string
 	max     int
+	bare    bool // lines are "conch: <msg>", without the semaphore (usage errors, --who)
 	rev     int64
 	lease   int64
 	ahead   int
@@ -70,7 +71,9 @@ func (r *reporter) prefix() string { return fmt.Sprintf("%s[max=%d]", r.name, r.
 // message needs -v either way. If journald cannot be reached the message
 // falls back to a plain line, so nothing is lost.
 func (r *reporter) emit(state string, prio journal.Priority, quiet bool, extra map[string]string, msg string) {
-	msg = r.prefix() + ": " + msg
+	if !r.bare {
+		msg = r.prefix() + ": " + msg
+	}
 	if r.journal != nil {
 		if quiet && state == "" && !r.verbose {
 			return
@@ -123,7 +126,10 @@ func (r *reporter) errorf(state, format string, args ...any) {
 		prio = journal.PriWarning
 	}
 	r.emit(state, prio, false, nil, msg)
-	r.sendNotify("STOPPING=1\nSTATUS=" + r.prefix() + ": " + msg)
+	if !r.bare {
+		msg = r.prefix() + ": " + msg
+	}
+	r.sendNotify("STOPPING=1\nSTATUS=" + msg)
 }
 
 // onEvent is sema.Options.OnEvent.

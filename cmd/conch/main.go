@@ -46,53 +46,64 @@ func usagef(format string, args ...any) error {
 
 // run parses args (without the program name) and runs the command. It
 // returns the exit status, or a signal conch must re-raise on itself after
-// cleaning up (D3).
+// cleaning up (D3): exitStatus of the error the run ended with, whose line
+// report wrote.
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) (int, syscall.Signal) {
 	before, command, dashdash := splitCommand(args)
-	if len(before) > 0 && !strings.HasPrefix(before[0], "-") && before[0] != "sema" && getenv("GO_FLAGS_COMPLETION") == "" {
+	s := semaCmd{command: command, dashdash: dashdash, stdout: stdout, stderr: stderr, getenv: getenv}
+	err := s.parseAndRun(before)
+	rep := s.rep
+	if rep == nil { // the run ended before it had a semaphore to report on
+		rep = newReporter(stderr, getenv, s.Verbose, "", 0)
+		rep.bare = true
+	}
+	report(rep, err)
+	return exitStatus(err)
+}
+
+// parseAndRun parses the arguments before "--" and runs what they ask for: the semaphore's
+// run (semaCmd.Execute), or help, the version, the man page or shell completions.
+func (s *semaCmd) parseAndRun(before []string) error {
+	if len(before) > 0 && !strings.HasPrefix(before[0], "-") && before[0] != "sema" && s.getenv("GO_FLAGS_COMPLETION") == "" {
 		hint := "conch has one command, sema"
 		if before[0] == "version" {
 			hint = "did you mean conch --version?"
 		}
-		fmt.Fprintf(stderr, "conch: unknown command %q: %s\nTry 'conch sema --help'.\n", before[0], hint)
-		return exitUsage, 0
+		return usagef("unknown command %q: %s\nTry 'conch sema --help'.", before[0], hint)
 	}
 	var g globalOptions
-	s := semaCmd{command: command, dashdash: dashdash, stdout: stdout, stderr: stderr, getenv: getenv}
-	p := newParser(&g, &s)
+	p := newParser(&g, s)
 	p.SubcommandsOptional = true
 	completed := false
 	p.CompletionHandler = func(items []flags.Completion) { // GO_FLAGS_COMPLETION (shell completion)
-		printCompletions(stdout, items, getenv("GO_FLAGS_COMPLETION") == "verbose")
+		printCompletions(s.stdout, items, s.getenv("GO_FLAGS_COMPLETION") == "verbose")
 		completed = true
 	}
 	_, err := p.ParseArgs(before)
 	var ferr *flags.Error
 	switch {
 	case completed:
-		return exitOK, 0
+		return nil
 	case errors.As(err, &ferr) && ferr.Type == flags.ErrHelp:
-		fmt.Fprintln(stdout, ferr.Message)
-		fmt.Fprintln(stdout)
-		fmt.Fprint(stdout, semaEpilog)
-		return exitOK, 0
+		fmt.Fprintln(s.stdout, ferr.Message)
+		fmt.Fprintln(s.stdout)
+		fmt.Fprint(s.stdout, semaEpilog)
+		return nil
 	case err != nil:
-		fmt.Fprintf(stderr, "conch: %v\nTry 'conch sema --help'.\n", err)
-		return exitUsage, 0
+		return usagef("%v\nTry 'conch sema --help'.", err)
 	case g.Version:
-		fmt.Fprintf(stdout, "conch %s\n", versionString())
-		return exitOK, 0
+		fmt.Fprintf(s.stdout, "conch %s\n", versionString())
+		return nil
 	case g.ManPage:
 		// A fresh parser: ParseArgs added help groups to p, which would
 		// print twice.
-		if err := writeManPage(stdout, newParser(&globalOptions{}, &semaCmd{})); err != nil {
-			fmt.Fprintf(stderr, "conch: %v\n", err)
-			return exitUnavailable, 0
+		if err := writeManPage(s.stdout, newParser(&globalOptions{}, &semaCmd{})); err != nil {
+			return exitf(exitUnavailable, "", "%v", err)
 		}
-		return exitOK, 0
+		return nil
 	case s.run == nil:
-		p.WriteHelp(stderr)
-		return exitUsage, 0
+		p.WriteHelp(s.stderr)
+		return exitCode(exitUsage)
 	}
 	return s.run()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"syscall"
 
 	"github.com/jessevdk/go-flags"
 )
@@ -49,9 +48,11 @@ type semaCmd struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	getenv   func(string) string
-	// run is what Execute decided to do; it returns the exit status or a
-	// signal to re-raise.
-	run func() (int, syscall.Signal)
+	// run is what Execute decided to do; it returns the error the run
+	// ended with (nil: exit 0; see exitStatus).
+	run func() error
+	// rep reports on the semaphore once run has made it; nil before.
+	rep *reporter
 }
 
 type globalOptions struct {

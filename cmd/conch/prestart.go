@@ -15,8 +15,9 @@ import (
 //
 // The guardian is started and closed by one goroutine of the prestarter, never on Acquire's
 // goroutine: a fork and exec there would delay the creation of the watches that wake us.
-// take stops that goroutine; close ends everything. A failed start is not reported: Run then
-// starts its own guardian and says what fails.
+// take stops that goroutine; close ends everything; reset starts over for the next holding
+// (its owner, the run, keeps one prestarter for all its holdings). A failed start is not
+// reported: Run then starts its own guardian and says what fails.
 type prestarter struct {
 	spec unitrun.Spec // what unitrun.Prepare uses: the guardian's argv and stdio
 
@@ -34,16 +35,32 @@ type prestarter struct {
 // startPrestarter starts a guardian for spec (its Guardian, Stdin, Stdout and Stderr; the
 // rest is given to Prepared.Run) in the background and returns at once.
 func startPrestarter(spec unitrun.Spec) *prestarter {
-	ps := &prestarter{
-		spec: spec,
-		want: true,
-		kick: make(chan struct{}, 1),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
-	}
-	ps.kick <- struct{}{}
-	go ps.loop()
+	ps := &prestarter{spec: spec, kick: make(chan struct{}, 1)}
+	ps.start()
 	return ps
+}
+
+// start wants a guardian and starts the goroutine; the previous one, if any, has ended.
+func (ps *prestarter) start() {
+	ps.mu.Lock()
+	ps.want = true
+	ps.mu.Unlock()
+	ps.quit, ps.done, ps.quitOnce = make(chan struct{}), make(chan struct{}), sync.Once{}
+	select {
+	case ps.kick <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+	go ps.loop()
+}
+
+// reset makes the prestarter as new after a holding whose command never started (the slot
+// was lost first, and conch queues again): it stops the goroutine, closes the guardian the
+// holding took (used up or not), and starts over with a fresh one. It is called by the
+// prestarter's owner, on the goroutine that calls onEvent (Acquire's), between holdings.
+func (ps *prestarter) reset() {
+	ps.close()
+	ps.p = nil
+	ps.start()
 }
 
 // onEvent is called with every queue event (sema.Options.OnEvent): waiting behind others

@@ -70,6 +70,26 @@ func (f scopeFlags) killAfter(killAfter time.Duration) time.Duration {
 	return killAfter
 }
 
+// runtimeLimit names the run-time limit that stops the child, for the line of exit 124: -p
+// RuntimeMaxSec= when given (in a scope it wins over --runtime-max, unitrun.Spec.withScope),
+// else --runtime-max.
+func (f scopeFlags) runtimeLimit(runtimeMax time.Duration) string {
+	for _, p := range f.props {
+		if usec, ok := p.Value.Value().(uint64); ok && p.Name == "RuntimeMaxUSec" {
+			d := time.Duration(min(usec, uint64(math.MaxInt64/int64(time.Microsecond)))) * time.Microsecond
+			return fmt.Sprintf("-p RuntimeMaxSec=%v", d)
+		}
+	}
+	return fmt.Sprintf("--runtime-max %v", runtimeMax)
+}
+
+// scopeID names the holding a scope is made for: the semaphore and the fencing token.
+type scopeID struct {
+	name string
+	max  int
+	rev  int64
+}
+
 // scopePlan is where the child of one acquisition will run (D8): in a transient scope
 // through conn, or directly when conn is nil.
 type scopePlan struct {
@@ -82,12 +102,12 @@ type scopePlan struct {
 // never with --scope=never; with auto when systemd is the init system and its manager answers
 // (the system bus as root, the user's manager otherwise) and, when conch runs in a service,
 // that service's limits can be read (unitrun.FindCallerService), else direct mode; with always (or
-// -p/--slice) the same, but without systemd it writes the one-line reason and returns status
-// 69 (D3), and the caller exits with it. The plan must be closed.
-func openScope(rep *reporter, f scopeFlags) (*scopePlan, int) {
+// -p/--slice) the same, but without systemd it returns the error that ends the run with 69
+// (D3). The plan must be closed.
+func openScope(rep *reporter, f scopeFlags) (*scopePlan, error) {
 	p := &scopePlan{flags: f}
 	if f.mode == scopeNever {
-		return p, 0
+		return p, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scopeDialTimeout)
 	defer cancel()
@@ -102,12 +122,11 @@ func openScope(rep *reporter, f scopeFlags) (*scopePlan, int) {
 	case err == nil:
 		p.conn = conn
 	case f.mode == scopeAlways:
-		rep.errorf("", "cannot run the child in a systemd scope (--scope=always, -p or --slice): %v", err)
-		return nil, exitUnavailable
+		return nil, exitf(exitUnavailable, "", "cannot run the child in a systemd scope (--scope=always, -p or --slice): %v", err)
 	default:
 		rep.line("", true, "no systemd scope (%v): the child runs under conch's own supervision", err)
 	}
-	return p, 0
+	return p, nil
 }
 
 // inScope reports whether the child is meant to run in a scope (sema.Record.Scope, D6).
@@ -136,7 +155,7 @@ func ownUnit() string {
 // If that scope cannot be created: with always the error (wrapping unitrun.ErrScopeFailed,
 // child not started) is returned, for the caller to release the slot and exit 69; with auto
 // conch warns and runs the child in direct mode (D3).
-func (p *scopePlan) run(ctx context.Context, rep *reporter, g *unitrun.Prepared, spec unitrun.Spec, name string, max int, rev int64) (unitrun.Result, error) {
+func (p *scopePlan) run(ctx context.Context, rep *reporter, g *unitrun.Prepared, spec unitrun.Spec, id scopeID) (unitrun.Result, error) {
 	if p.conn == nil {
 		return runWith(ctx, g, spec)
 	}
@@ -148,8 +167,8 @@ func (p *scopePlan) run(ctx context.Context, rep *reporter, g *unitrun.Prepared,
 	scoped := spec
 	scoped.Scope = &unitrun.ScopeSpec{
 		Conn:        p.conn,
-		Name:        unitrun.ScopeName(name, rev),
-		Description: fmt.Sprintf("conch sema %s[max=%d], holder rev %d", name, max, rev),
+		Name:        unitrun.ScopeName(id.name, id.rev),
+		Description: fmt.Sprintf("conch sema %s[max=%d], holder rev %d", id.name, id.max, id.rev),
 		Slice:       p.flags.slice,
 		Properties:  p.flags.props,
 		Service:     p.service,

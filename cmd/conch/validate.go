@@ -3,9 +3,7 @@ package main
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/conch-project/conch/sema"
@@ -27,93 +25,111 @@ type job struct {
 // sets c.run. Every check that can fail happens here, before any etcd call
 // (D3: 64 means nothing was written; D4). A command that is not found or not
 // executable is reported before queueing too (127/126): no point waiting
-// for a slot to run nothing.
+// for a slot to run nothing. Errors are usage errors (64).
 func (c *semaCmd) Execute(args []string) error {
-	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore (issue 10)
-		return usagef("missing <name>: conch sema <name> --max N -- <cmd...>")
-	}
-	if len(args) > 1 {
-		if c.dashdash {
-			return usagef("expected one <name>, got %q", args)
-		}
-		return usagef("expected one <name>, got %q: put the command after --, as in: conch sema %s --max N -- %s",
-			args, args[0], strings.Join(args[1:], " "))
-	}
-	var j job
-	if len(args) == 1 {
-		j.name = args[0]
-		if err := sema.ValidateName(j.name); err != nil {
-			return usageError{err.Error()}
-		}
-	}
-	if c.Max != "" {
-		m, err := sema.ParseMax(c.Max)
-		if err != nil {
-			return usageError{"--max: " + err.Error()}
-		}
-		j.max = m
-	}
-	conn, err := resolveConn(c.Conn, c.getenv, cmp.Or(c.Config, defaultConfigPath), c.Config != "")
-	if err != nil {
-		return usageError{err.Error()}
-	}
-	j.conn = conn
-	if c.Spread {
-		return usagef("--spread is reserved for a future scheduler and not implemented yet")
-	}
-	if c.Who {
-		if c.dashdash {
-			return usagef("--who takes no command")
-		}
-		for flag, set := range map[string]bool{"--wait": c.Wait.set, "--nonblock": c.Nonblock,
-			"--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != ""} {
-			if set { // a flag that would change nothing must not pass unnoticed (D3, D8)
-				return usagef("%s goes with running a command, not with --who", flag)
-			}
-		}
-		c.run = func() (int, syscall.Signal) { return c.who(j), 0 }
-		return nil
-	}
-	if c.JSON {
-		return usagef("--json goes with --who")
-	}
-	if j.max == 0 {
-		return usagef("--max N is required: the capacity is part of the semaphore's name")
-	}
-	if !c.dashdash || len(c.command) == 0 {
-		return usagef("missing command: conch sema %s --max %d -- <cmd...>", j.name, j.max)
-	}
-	if c.Nonblock && c.Wait.set {
-		return usagef("--nonblock and --wait exclude each other (--nonblock is --wait 0)")
-	}
-	if c.Conflict < 0 || c.Conflict > 255 {
-		return usagef("-E/--conflict-exit-code must be 0..255")
-	}
-	if c.KillAfter.set && c.KillAfter.d == 0 {
-		return usagef("--kill-after must be more than 0: it is the grace between the stop signal and SIGKILL")
-	}
-	if c.TTL.d < time.Second {
-		return usagef("--ttl must be at least 1s (etcd leases are whole seconds)")
-	}
-	j.wait, j.waitSet = c.Wait.d, c.Wait.set
-	scope, err := parseScopeFlags(c.Scope, c.Property, c.Slice)
+	j, err := c.parseJob(args)
 	if err != nil {
 		return err
 	}
-	j.scope = scope
+	if c.Who {
+		if err := c.checkWho(); err != nil {
+			return err
+		}
+		c.run = func() error { return c.who(j) }
+		return nil
+	}
+	if err := c.checkRun(j); err != nil {
+		return err
+	}
+	j.wait, j.waitSet = c.Wait.d, c.Wait.set
+	if j.scope, err = parseScopeFlags(c.Scope, c.Property, c.Slice); err != nil {
+		return err
+	}
 	path, err := unitrun.Resolve(c.command[0])
 	if err != nil {
 		status := exitNotFound
 		if errors.Is(err, unitrun.ErrNotExecutable) {
 			status = exitCannotExec
 		}
-		c.run = func() (int, syscall.Signal) {
-			fmt.Fprintf(c.stderr, "conch: %s[max=%d]: %v\n", j.name, j.max, err)
-			return status, 0
+		c.run = func() error {
+			c.rep = newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
+			return exitf(status, "", "%v", err)
 		}
 		return nil
 	}
 	j.path = path
-	c.run = func() (int, syscall.Signal) { return c.acquire(j) }
+	c.run = func() error { return c.acquire(j) }
+	return nil
+}
+
+// parseJob checks the one <name>, --max and the connection settings (D4, D9).
+func (c *semaCmd) parseJob(args []string) (job, error) {
+	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore (issue 10)
+		return job{}, usagef("missing <name>: conch sema <name> --max N -- <cmd...>")
+	}
+	if len(args) > 1 {
+		if c.dashdash {
+			return job{}, usagef("expected one <name>, got %q", args)
+		}
+		return job{}, usagef("expected one <name>, got %q: put the command after --, as in: conch sema %s --max N -- %s",
+			args, args[0], strings.Join(args[1:], " "))
+	}
+	var j job
+	if len(args) == 1 {
+		j.name = args[0]
+		if err := sema.ValidateName(j.name); err != nil {
+			return j, usageError{err.Error()}
+		}
+	}
+	if c.Max != "" {
+		m, err := sema.ParseMax(c.Max)
+		if err != nil {
+			return j, usageError{"--max: " + err.Error()}
+		}
+		j.max = m
+	}
+	conn, err := resolveConn(c.Conn, c.getenv, cmp.Or(c.Config, defaultConfigPath), c.Config != "")
+	if err != nil {
+		return j, usageError{err.Error()}
+	}
+	j.conn = conn
+	if c.Spread {
+		return j, usagef("--spread is reserved for a future scheduler and not implemented yet")
+	}
+	return j, nil
+}
+
+// checkWho refuses what --who cannot use.
+func (c *semaCmd) checkWho() error {
+	if c.dashdash {
+		return usagef("--who takes no command")
+	}
+	for flag, set := range map[string]bool{"--wait": c.Wait.set, "--nonblock": c.Nonblock,
+		"--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != ""} {
+		if set { // a flag that would change nothing must not pass unnoticed (D3, D8)
+			return usagef("%s goes with running a command, not with --who", flag)
+		}
+	}
+	return nil
+}
+
+// checkRun checks the flags of running a command.
+func (c *semaCmd) checkRun(j job) error {
+	switch {
+	case c.JSON:
+		return usagef("--json goes with --who")
+	case j.max == 0:
+		return usagef("--max N is required: the capacity is part of the semaphore's name")
+	case !c.dashdash || len(c.command) == 0:
+		return usagef("missing command: conch sema %s --max %d -- <cmd...>", j.name, j.max)
+	case c.Nonblock && c.Wait.set:
+		return usagef("--nonblock and --wait exclude each other (--nonblock is --wait 0)")
+	case c.Conflict < 0 || c.Conflict > 255:
+		return usagef("-E/--conflict-exit-code must be 0..255")
+	case c.KillAfter.set && c.KillAfter.d == 0:
+		return usagef("--kill-after must be more than 0: it is the grace between the stop signal and SIGKILL")
+	case c.TTL.d < time.Second:
+		return usagef("--ttl must be at least 1s (etcd leases are whole seconds)")
+	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,18 +21,19 @@ const exitWhoOutput = 70
 // (issue 10): every capacity found under the name unless --max filters, with
 // loud stderr lines when several capacities exist for a name, when one
 // (name, max) mixes lease and node keys (D11), and when keys are not
-// conch's. Exit 0 if any holder, 1 if none, 69 if etcd is unreachable, 64
-// if it refuses the read (D3), exitWhoOutput if the listing cannot be
-// printed.
-func (c *semaCmd) who(j job) int {
+// conch's. It returns nil if any holder, an exit 1 if none, 69 if etcd is
+// unreachable, 64 if it refuses the read (D3), exitWhoOutput if the listing
+// cannot be printed (see exitStatus); its lines go through c.rep.
+func (c *semaCmd) who(j job) error {
+	c.rep = newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
+	c.rep.bare = true // its lines name the semaphore their own way
 	what := j.name
 	if what == "" {
 		what = "--who"
 	}
 	client, err := newClient(j.conn)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "conch: %s: %v\n", what, err)
-		return clientStatus(err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
@@ -45,51 +45,47 @@ func (c *semaCmd) who(j job) int {
 		all, err = sema.List(ctx, client, j.name)
 	}
 	if errors.Is(err, sema.ErrRefused) { // permissions or credentials: retrying cannot help (D3)
-		fmt.Fprintf(c.stderr, "conch: %s: etcd at %s refused the read: %v\n", what, strings.Join(j.conn.Endpoints, ","), err)
-		return exitUsage
+		return exitf(exitUsage, "", "%s: etcd at %s refused the read: %v", what, strings.Join(j.conn.Endpoints, ","), err)
 	}
 	if err != nil {
-		fmt.Fprintf(c.stderr, "conch: %s: cannot reach etcd at %s: %v\n", what, strings.Join(j.conn.Endpoints, ","), err)
-		return exitUnavailable
+		return exitf(exitUnavailable, "", "%s: cannot reach etcd at %s: %v", what, strings.Join(j.conn.Endpoints, ","), err)
 	}
-	warnWho(c.stderr, all)
+	warnWho(c.rep.warnf, all)
 	entries := all
 	if j.max != 0 { // a foreign key is in no capacity: it stays, flagged
 		entries = slices.DeleteFunc(slices.Clone(all), func(e sema.Entry) bool {
 			return e.Info.Kind.Counted() && e.Max != j.max
 		})
 	}
-	if status, ok := c.printWho(what, entries); !ok {
-		return status
+	if err := c.printWho(what, entries); err != nil {
+		return err
 	}
 	if slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held }) {
-		return exitOK
+		return nil
 	}
 	if !c.JSON {
-		fmt.Fprintf(c.stderr, "conch: %s\n", emptyMessage(j, entries, all))
+		return exitf(exitEmpty, "", "%s", emptyMessage(j, entries, all))
 	}
-	return exitEmpty
+	return exitCode(exitEmpty)
 }
 
 // printWho writes the listing to stdout in the chosen form; on failure it
-// says why on stderr and returns exitWhoOutput, false.
-func (c *semaCmd) printWho(what string, entries []sema.Entry) (int, bool) {
+// returns the exitWhoOutput that says why.
+func (c *semaCmd) printWho(what string, entries []sema.Entry) error {
 	var out []byte
 	if c.JSON {
 		b, err := renderJSON(entries)
 		if err != nil {
-			fmt.Fprintf(c.stderr, "conch: %s: cannot render the listing as JSON: %v\n", what, err)
-			return exitWhoOutput, false
+			return exitf(exitWhoOutput, "", "%s: cannot render the listing as JSON: %v", what, err)
 		}
 		out = b
 	} else {
 		out = renderText(entries)
 	}
 	if _, err := c.stdout.Write(out); err != nil {
-		fmt.Fprintf(c.stderr, "conch: %s: cannot write the listing: %v\n", what, err)
-		return exitWhoOutput, false
+		return exitf(exitWhoOutput, "", "%s: cannot write the listing: %v", what, err)
 	}
-	return exitOK, true
+	return nil
 }
 
 // emptyMessage says that nothing holds, and when --max asked for a capacity
@@ -122,10 +118,11 @@ func emptyMessage(j job, shown, all []sema.Entry) string {
 	return msg
 }
 
-// warnWho prints the loud stderr lines of D6 and D11 (never on stdout, so
-// --json stays one document): a name used with several capacities, a (name,
-// max) mixing lease and node keys, and keys that are not conch's.
-func warnWho(w io.Writer, all []sema.Entry) {
+// warnWho gives warn (the reporter's warnf) the loud lines of D6 and D11
+// (never on stdout, so --json stays one document): a name used with several
+// capacities, a (name, max) mixing lease and node keys, and keys that are
+// not conch's.
+func warnWho(warn func(format string, args ...any), all []sema.Entry) {
 	caps := map[string][]int{}
 	kinds := map[capKey][2]int{} // lease keys, node keys
 	odd := map[string]int{}
@@ -153,17 +150,17 @@ func warnWho(w io.Writer, all []sema.Entry) {
 	for _, n := range names {
 		name := textField(n, nameWidth)
 		if cs := caps[n]; len(cs) > 1 {
-			fmt.Fprintf(w, "conch: WARNING: %q is used with %d different capacities (%s): each --max is a separate semaphore, so nodes using different --max do not exclude each other\n",
+			warn("WARNING: %q is used with %d different capacities (%s): each --max is a separate semaphore, so nodes using different --max do not exclude each other",
 				name, len(cs), joinCaps(cs))
 		}
 		for _, m := range caps[n] {
 			if k := kinds[capKey{n, m}]; k[0] > 0 && k[1] > 0 {
-				fmt.Fprintf(w, "conch: WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold (D11)\n",
+				warn("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold (D11)",
 					name, m, k[0], k[1])
 			}
 		}
 		if odd[n] > 0 {
-			fmt.Fprintf(w, "conch: WARNING: %d key(s) under %s are not conch's (flagged foreign or unexpected): unexpected ones take slots, foreign ones are counted by no conch\n",
+			warn("WARNING: %d key(s) under %s are not conch's (flagged foreign or unexpected): unexpected ones take slots, foreign ones are counted by no conch",
 				odd[n], textField(sema.NamePrefix(n), keyWidth))
 		}
 	}

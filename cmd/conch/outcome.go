@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
+	"golang.org/x/sys/unix"
+)
+
+// holding is what the run knows once the child's supervision returned: unitrun's Result and
+// error, and the one cause of the run's context (sema.Holder.Bind over the signal context):
+// nil while nothing asked the child to stop, errSignal for a signal to conch, the holder's
+// error (sema.ErrLeaseLost, ErrFenced, ErrKeyDeleted) for the slot's loss.
+type holding struct {
+	res    unitrun.Result
+	runErr error
+	cause  error
+	limit  string // the run-time limit that applied, as the line names it (runtimeLimit)
+}
+
+// verdict is how a holding ends.
+type verdict struct {
+	requeue bool  // the slot was lost before the command started: queue again (04_sema.md)
+	ran     bool  // the child ran and ended: the RELEASED line with res.ExitStatus (D10)
+	err     error // the run's end for exitStatus and report; nil: exit 0
+}
+
+// outcome decides how a holding ends (D3, D7): the one pure function from the run's cause
+// and unitrun's Result to re-queueing or the exit. A slot lost before the command started
+// re-queues, unless the command cannot be run at all (127, 126). A command that did not
+// start ends with 127, 126, the signal conch got, or 69 (a scope required and not made). A
+// child stopped (or killed by a signal, or whose scope systemd stopped) while conch got a
+// signal is stopped with it: conch re-raises it. A child stopped because the slot was lost
+// is 70; one stopped at the run-time limit 124. Otherwise the child's own status, 69 if it
+// has none, or the signal conch got just as the child ended on its own.
+func outcome(h holding) verdict {
+	sig := signalOf(h.cause)
+	lost := slotLost(h.cause)
+	cannotRun := errors.Is(h.runErr, unitrun.ErrNotFound) || errors.Is(h.runErr, unitrun.ErrNotExecutable)
+	res := h.res
+	switch {
+	case lost && !res.Started && !cannotRun:
+		return verdict{requeue: true}
+	case h.runErr != nil && !res.Started:
+		return verdict{err: notStarted(h.runErr, sig)}
+	case sig != 0 && (res.Stopped || res.ScopeStopped || res.Signal != 0):
+		// (a child killed by a signal while conch got one was stopped with it, even if
+		// systemd's stop of the scope reached it before conch's own stop request did)
+		return verdict{err: signalExit(sig, stateReleased, "%s: stopped the child and released the slot", unix.SignalName(sig))}
+	case lost && res.Stopped:
+		return verdict{err: exitf(exitSlotLost, stateLost, "slot lost while the child ran (%v): child stopped", h.cause)}
+	case res.RuntimeExceeded:
+		return verdict{err: exitf(exitRuntimeMax, stateReleased, "child ran past %s: stopped", h.limit)}
+	}
+	xe := &exitError{status: res.ExitStatus}
+	switch {
+	case sig != 0: // the child ended on its own just as the signal came
+		xe.sig = sig
+	case res.ExitStatus < 0:
+		xe.status = exitUnavailable
+	}
+	if h.runErr != nil { // the child ran, but its supervision failed: say so
+		xe.state, xe.msg = stateReleased, h.runErr.Error()
+	}
+	if *xe == (exitError{}) {
+		return verdict{ran: true}
+	}
+	return verdict{ran: true, err: xe}
+}
+
+// notStarted is the end of a command that did not start (runErr says why).
+func notStarted(runErr error, sig syscall.Signal) error {
+	switch {
+	case errors.Is(runErr, unitrun.ErrNotFound):
+		return exitf(exitNotFound, stateReleased, "%v", runErr)
+	case errors.Is(runErr, unitrun.ErrNotExecutable):
+		return exitf(exitCannotExec, stateReleased, "%v", runErr)
+	case sig != 0:
+		return signalExit(sig, stateReleased, "%v", runErr)
+	}
+	return exitf(exitUnavailable, stateReleased, "%v", runErr) // a scope required and not made
+}
+
+// signalOf is the signal conch got, if cause is one (errSignal).
+func signalOf(cause error) syscall.Signal {
+	var es errSignal
+	if errors.As(cause, &es) {
+		return es.sig
+	}
+	return 0
+}
+
+// slotLost reports whether cause is the slot's loss (D7), as sema.Holder.Bind gives it.
+func slotLost(cause error) bool {
+	return cause != nil && signalOf(cause) == 0 && !errors.Is(cause, sema.ErrReleased) && !errors.Is(cause, context.Canceled)
+}

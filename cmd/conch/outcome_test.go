@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
+)
+
+// outcome over every combination of how the child ended and why it was asked to stop (D3,
+// D7): the one decision of a holding's end, table-tested without etcd or a child.
+func TestOutcome(t *testing.T) {
+	sigterm := errSignal{syscall.SIGTERM}
+	lost := fmt.Errorf("%w: /conch/v1/sema/x/1/abc", sema.ErrLeaseLost)
+	fenced := fmt.Errorf("%w: /conch/v1/sema/x/1/abc", sema.ErrFenced)
+	deleted := fmt.Errorf("%w: /conch/v1/sema/x/1/abc", sema.ErrKeyDeleted)
+	notFound := fmt.Errorf("nosuch: %w", unitrun.ErrNotFound)
+	notExec := fmt.Errorf("./x: %w", unitrun.ErrNotExecutable)
+	noScope := fmt.Errorf("x: not started: %w", unitrun.ErrScopeFailed)
+	broke := errors.New("guardian went away")
+	started := func(status int) unitrun.Result { return unitrun.Result{Started: true, ExitStatus: status} }
+	killed := unitrun.Result{Started: true, ExitStatus: 128 + 9, Signal: syscall.SIGKILL}
+	stopped := unitrun.Result{Started: true, ExitStatus: 143, Signal: syscall.SIGTERM, Stopped: true}
+	scopeStopped := unitrun.Result{Started: true, ExitStatus: 143, Signal: syscall.SIGTERM, ScopeStopped: true}
+	overran := unitrun.Result{Started: true, ExitStatus: 143, Signal: syscall.SIGTERM, RuntimeExceeded: true}
+	const limit = "--runtime-max 1s"
+
+	for _, tc := range []struct {
+		name    string
+		h       holding
+		requeue bool
+		ran     bool
+		status  int
+		sig     syscall.Signal
+		state   string
+		line    string // "" for none
+	}{
+		{name: "exit 0", h: holding{res: started(0)}, ran: true},
+		{name: "exit 3", h: holding{res: started(3)}, ran: true, status: 3},
+		{name: "death by signal is 128+n", h: holding{res: killed}, ran: true, status: 137},
+		{name: "no status", h: holding{res: started(-1)}, ran: true, status: exitUnavailable},
+		{name: "supervision failed after exit 0", h: holding{res: started(0), runErr: broke}, ran: true, status: 0,
+			state: stateReleased, line: "guardian went away"},
+		{name: "stopped by signal", h: holding{res: stopped, cause: sigterm}, sig: syscall.SIGTERM,
+			state: stateReleased, line: "SIGTERM: stopped the child and released the slot"},
+		{name: "scope stopped while conch got a signal", h: holding{res: scopeStopped, cause: sigterm}, sig: syscall.SIGTERM,
+			state: stateReleased, line: "SIGTERM: stopped the child and released the slot"},
+		{name: "killed while conch got a signal", h: holding{res: killed, cause: sigterm}, sig: syscall.SIGTERM,
+			state: stateReleased, line: "SIGTERM: stopped the child and released the slot"},
+		{name: "ended on its own as the signal came", h: holding{res: started(0), cause: sigterm}, ran: true, sig: syscall.SIGTERM},
+		{name: "slot lost: lease", h: holding{res: stopped, cause: lost}, status: exitSlotLost,
+			state: stateLost, line: "slot lost while the child ran (" + lost.Error() + "): child stopped"},
+		{name: "slot lost: fenced", h: holding{res: stopped, cause: fenced}, status: exitSlotLost,
+			state: stateLost, line: "slot lost while the child ran (" + fenced.Error() + "): child stopped"},
+		{name: "slot lost: key deleted", h: holding{res: stopped, cause: deleted}, status: exitSlotLost,
+			state: stateLost, line: "slot lost while the child ran (" + deleted.Error() + "): child stopped"},
+		{name: "slot lost after the child ended", h: holding{res: started(4), cause: lost}, ran: true, status: 4},
+		{name: "runtime limit", h: holding{res: overran, limit: limit}, status: exitRuntimeMax,
+			state: stateReleased, line: "child ran past --runtime-max 1s: stopped"},
+		{name: "runtime limit of the scope", h: holding{res: overran, limit: "-p RuntimeMaxSec=5s"}, status: exitRuntimeMax,
+			state: stateReleased, line: "child ran past -p RuntimeMaxSec=5s: stopped"},
+		{name: "not found", h: holding{runErr: notFound}, status: exitNotFound, state: stateReleased, line: notFound.Error()},
+		{name: "not executable", h: holding{runErr: notExec}, status: exitCannotExec, state: stateReleased, line: notExec.Error()},
+		{name: "not found, slot lost too", h: holding{runErr: notFound, cause: lost}, status: exitNotFound, state: stateReleased, line: notFound.Error()},
+		{name: "scope required and not made", h: holding{runErr: noScope}, status: exitUnavailable, state: stateReleased, line: noScope.Error()},
+		{name: "not started: signal", h: holding{runErr: context.Canceled, cause: sigterm}, sig: syscall.SIGTERM, state: stateReleased, line: context.Canceled.Error()},
+		{name: "slot lost before start: re-queue", h: holding{runErr: noScope, cause: lost}, requeue: true},
+		{name: "slot lost before start, no error: re-queue", h: holding{cause: deleted}, requeue: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := outcome(tc.h)
+			if v.requeue != tc.requeue || v.ran != tc.ran {
+				t.Fatalf("requeue %v ran %v, want %v %v", v.requeue, v.ran, tc.requeue, tc.ran)
+			}
+			status, sig := exitStatus(v.err)
+			if status != tc.status || sig != tc.sig {
+				t.Errorf("exit %d signal %v, want %d %v", status, sig, tc.status, tc.sig)
+			}
+			var xe *exitError
+			state, line := "", ""
+			if errors.As(v.err, &xe) {
+				state, line = xe.state, xe.msg
+			}
+			if state != tc.state || line != tc.line {
+				t.Errorf("line %q in state %q, want %q in %q", line, state, tc.line, tc.state)
+			}
+		})
+	}
+}
+
+// exitStatus is the one mapping from a run's error to conch's exit (D3).
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		sig    syscall.Signal
+	}{
+		{"nil", nil, exitOK, 0},
+		{"the child's status", exitCode(3), 3, 0},
+		{"an exit with its line", exitf(exitConflict, stateTimeout, "no slot"), exitConflict, 0},
+		{"-E's status", exitf(9, stateTimeout, "no slot"), 9, 0},
+		{"a signal", signalExit(syscall.SIGINT, "", ""), 0, syscall.SIGINT},
+		{"wrapped", fmt.Errorf("x: %w", exitf(exitSlotLost, stateLost, "lost")), exitSlotLost, 0},
+		{"usage", usagef("bad"), exitUsage, 0},
+		{"etcd unreachable at start", fmt.Errorf("%w: cannot reach etcd", errUnreachable), exitUnavailable, 0},
+		{"who: etcd unreachable", fmt.Errorf("n: %w", fmt.Errorf("%w: x", errUnreachable)), exitUnavailable, 0},
+		{"a refused login or bad TLS files", errors.New("cannot set up TLS"), exitUsage, 0},
+		{"a name sema refuses", sema.ErrBadName, exitUsage, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if status, sig := exitStatus(tc.err); status != tc.status || sig != tc.sig {
+				t.Errorf("exitStatus(%v) = %d, %v; want %d, %v", tc.err, status, sig, tc.status, tc.sig)
+			}
+		})
+	}
+}
+
+// waitFailed: the end of a wait without a slot follows sema's one verdict (*sema.WaitError);
+// cmd does not re-derive 75 vs 69 (D3).
+func TestWaitFailed(t *testing.T) {
+	sigCtx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	r := &semaRun{c: &semaCmd{Conflict: 9}, waitCtx: sigCtx,
+		job: job{name: "x", max: 2, wait: time.Second, conn: connSettings{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: time.Second}}}
+	refused := fmt.Errorf("%w: x: permission denied", sema.ErrRefused)
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		line   string
+	}{
+		{"refused", refused, exitUsage, refused.Error() + " (check --user, --password-file and the user's permissions on /conch/v1/sema/x/)"},
+		{"nonblock, etcd answered", &sema.WaitError{Name: "x", Max: 2, Nonblock: true}, 9, "no free slot: all 2 held, and not waiting (--nonblock or --wait 0)"},
+		{"wait ran out, etcd answered", &sema.WaitError{Name: "x", Max: 2}, 9, "no slot within --wait 1s"},
+		{"wait ran out, etcd unreachable", &sema.WaitError{Name: "x", Max: 2, Unreachable: true, Err: context.DeadlineExceeded}, exitUnavailable,
+			"no slot within --wait 1s, and etcd at 127.0.0.1:1 is unreachable: etcd unavailable: x: context deadline exceeded"},
+		{"nonblock, etcd unreachable", &sema.WaitError{Name: "x", Max: 2, Nonblock: true, Unreachable: true, Err: errors.New("cannot revoke lease 1")}, exitUnavailable,
+			"cannot reach etcd at 127.0.0.1:1 within --dial-timeout 1s (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): etcd unavailable: x: cannot revoke lease 1"},
+		{"unreachable at start", fmt.Errorf("%w: x: deadline", sema.ErrUnavailable), exitUnavailable,
+			"cannot reach etcd at 127.0.0.1:1 within --dial-timeout 1s (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): etcd unavailable: x: deadline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := r.waitFailed(tc.err)
+			var xe *exitError
+			if !errors.As(err, &xe) || xe.status != tc.status || xe.msg != tc.line || xe.state != stateTimeout {
+				t.Fatalf("got %#v, want status %d line %q", err, tc.status, tc.line)
+			}
+		})
+	}
+	cancel(errSignal{syscall.SIGHUP})
+	if _, sig := exitStatus(r.waitFailed(&sema.WaitError{Name: "x", Max: 2})); sig != syscall.SIGHUP {
+		t.Fatalf("a signal while waiting: %v, want SIGHUP", sig)
+	}
+}
+
+// The exit 124 line names the limit that fired: -p RuntimeMaxSec= wins over --runtime-max in
+// a scope (issue 8: it said --runtime-max 10s when -p RuntimeMaxSec=5s fired).
+func TestRuntimeLimitNamed(t *testing.T) {
+	for _, tc := range []struct {
+		props []string
+		flag  time.Duration
+		want  string
+	}{
+		{nil, 10 * time.Second, "--runtime-max 10s"},
+		{[]string{"RuntimeMaxSec=5s"}, 10 * time.Second, "-p RuntimeMaxSec=5s"},
+		{[]string{"RuntimeMaxSec=90"}, 0, "-p RuntimeMaxSec=1m30s"},
+		{[]string{"MemoryMax=1G"}, time.Second, "--runtime-max 1s"},
+	} {
+		f, err := parseScopeFlags("", tc.props, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.runtimeLimit(tc.flag); got != tc.want {
+			t.Errorf("%q with --runtime-max %v: %q, want %q", tc.props, tc.flag, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
+)
+
+// semaRun is one `conch sema <name> --max N -- <cmd...>` run: its parts are set once, by
+// newSemaRun and connect, and closed once, by close, in the reverse order of their making.
+type semaRun struct {
+	c         *semaCmd // the flags: the command, --ttl, --runtime-max, -E
+	job       job
+	rep       *reporter
+	stdio     unitrun.Spec // conch's own stdin, stdout and stderr, handed to the child
+	pre       *prestarter  // the guardian started ahead (D7); owned by this run, reset for re-entry
+	plan      *scopePlan   // where the child runs (D8)
+	sem       *sema.Semaphore
+	killAfter time.Duration   // the child's stop grace: -p TimeoutStopSec= or --kill-after (D7)
+	sigCtx    context.Context // cancelled with errSignal by SIGTERM, SIGINT or SIGHUP (D3)
+	waitCtx   context.Context // sigCtx bounded by --wait
+	closers   []func()
+}
+
+// newSemaRun starts what a run needs before etcd: the watchdog, the signal context, the
+// prestarted guardian and the scope plan (D8: before any etcd call), then connect. It
+// returns the run, to be closed even when err is not nil, and the error that ends the run.
+func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
+	r := &semaRun{c: c, job: j, rep: newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)}
+	r.closers = append(r.closers, startWatchdog(r.rep.notify))
+	ctx, stopSignals := signalContext()
+	r.sigCtx = ctx
+	r.closers = append(r.closers, stopSignals)
+	// The guardian starts now, so that its start-up overlaps the D-Bus and etcd round trips;
+	// it is closed while we wait behind others (D7). It is closed after the release: the
+	// guardian's exit is not waited for first.
+	r.stdio = unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	r.pre = startPrestarter(r.stdio)
+	r.closers = append(r.closers, r.pre.close)
+	plan, err := openScope(r.rep, j.scope)
+	if err != nil {
+		return r, err
+	}
+	r.plan = plan
+	r.closers = append(r.closers, plan.close)
+	return r, r.connect()
+}
+
+// connect makes the etcd client and the semaphore, and warns when the child's stop grace
+// does not fit in the lease (D7).
+func (r *semaRun) connect() error {
+	client, err := newClient(r.job.conn)
+	if err != nil {
+		return err // see exitStatus: 69 if etcd did not answer, else 64
+	}
+	r.closers = append(r.closers, func() { client.Close() })
+	c := r.c
+	r.killAfter = r.job.scope.killAfter(c.KillAfter.d) // -p TimeoutStopSec= wins in a scope
+	if r.killAfter <= 0 {
+		r.killAfter = unitrun.DefaultKillAfter
+	}
+	if sema.FenceTooLate(c.TTL.d, r.killAfter) {
+		r.rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", r.killAfter, sema.RoundTTL(c.TTL.d), minTTL(r.killAfter))
+	}
+	host, _ := os.Hostname()
+	r.sem, err = sema.New(client, r.job.name, r.job.max, sema.Options{
+		TTL:            c.TTL.d,
+		ConnectTimeout: r.job.conn.DialTimeout,
+		FenceMargin:    r.killAfter + time.Second, // D7
+		Nonblock:       c.Nonblock || (r.job.waitSet && r.job.wait == 0),
+		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.plan.inScope()},
+		OnEvent:        func(e sema.Event) { r.rep.onEvent(e); r.pre.onEvent(e) },
+	})
+	if err != nil {
+		return err // a name or capacity sema refuses: 64 (exitStatus)
+	}
+	r.waitCtx = r.sigCtx
+	if r.job.waitSet && r.job.wait > 0 {
+		var cancel context.CancelFunc
+		r.waitCtx, cancel = context.WithTimeout(r.sigCtx, r.job.wait)
+		r.closers = append(r.closers, cancel)
+	}
+	return nil
+}
+
+// close closes the run's parts, the last made first.
+func (r *semaRun) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+}
+
+// minTTL is the smallest --ttl that leaves room to fence a child with a
+// stop grace of killAfter (D7: deadline - kill-after - 1 s, two keep-alives).
+func minTTL(killAfter time.Duration) time.Duration {
+	ttl := time.Second // etcd leases are whole seconds
+	for sema.FenceTooLate(ttl, killAfter) {
+		ttl += time.Second
+	}
+	return ttl
+}
