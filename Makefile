@@ -54,6 +54,7 @@ lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	$(GO) test -count=1 -run '^TestLayering$$' ./internal/ci # sema, unitrun and cmd/conch import what the layout allows
 
 clean:
 	rm -rf bin dist
