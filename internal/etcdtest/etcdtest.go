@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +62,25 @@ func startWith(t testing.TB, tweak func(*embed.Config)) *Server {
 	}
 	t.Fatalf("etcdtest: cannot start etcd: %v", lastErr)
 	return nil
+}
+
+// StartMain is Start for a TestMain, which has no testing.T: the data goes in a fresh
+// temporary directory, and stop stops the server and removes it. It retries like Start.
+func StartMain() (*Server, func(), error) {
+	var lastErr error
+	for range 5 { // a random port can be taken between probe and bind
+		dir, err := os.MkdirTemp("", "etcdtest-")
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := start(dir, nil)
+		if err == nil {
+			return s, func() { s.Stop(); os.RemoveAll(dir) }, nil
+		}
+		os.RemoveAll(dir)
+		lastErr = err
+	}
+	return nil, nil, fmt.Errorf("etcdtest: cannot start etcd: %w", lastErr)
 }
 
 func start(dir string, tweak func(*embed.Config)) (*Server, error) {
