@@ -60,8 +60,10 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	})
 	defer stopNotify()
 	heldAt := time.Now()
+	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
 	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h), scopeID{r.job.name, r.job.max, h.Rev()})
-	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx), limit: r.job.scope.runtimeLimit(r.c.RuntimeMax.d)})
+	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
+		limit: r.job.scope.runtimeLimit(r.c.RuntimeMax.d), terminal: terminal})
 	if v.requeue {
 		r.rep.line(stateWait, false, "slot lost before the command started (%v): queueing again", context.Cause(runCtx))
 		_ = h.Release(context.Background())
@@ -113,6 +115,14 @@ func (r *semaRun) waitFailed(err error) error {
 	}
 	return exitf(exitUnavailable, stateTimeout, "cannot reach etcd at %s within --dial-timeout %v (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): %v",
 		endpoints, j.conn.DialTimeout, err)
+}
+
+// ownsTerminal reports whether f is a terminal whose foreground process group is conch's:
+// then unitrun gives the child the terminal's foreground (D5), and Ctrl-C reaches the child
+// only.
+func ownsTerminal(f *os.File) bool {
+	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
 }
 
 // signalContext returns a context cancelled, with cause errSignal, by the

@@ -34,7 +34,10 @@ const exitTable = `Exit status:
   124             the child ran past --runtime-max and was stopped
   126 / 127       the command cannot be executed / is not found
   killed by n     conch got SIGTERM, SIGINT or SIGHUP: it stopped the child,
-                  released the slot and re-raised the signal
+                  released the slot and re-raised the signal; or, in a terminal, the
+                  child died of Ctrl-C's SIGINT or Ctrl-\'s SIGQUIT: conch released
+                  and died of it too, with its process group, so a calling script
+                  stops
   --who:          0 if any holder, 1 if empty, 69 if etcd is unreachable,
                   64 if it refuses the read, 70 if the listing cannot be
                   written`
@@ -46,6 +49,7 @@ const exitTable = `Exit status:
 type exitError struct {
 	status int            // exit status (D3); unused when sig is set
 	sig    syscall.Signal // re-raise this signal after cleaning up (D3)
+	group  bool           // re-raise it to conch's process group (see reraise)
 	state  string         // CONCH_STATE of the line (D10); "" for none
 	msg    string         // the line, without "conch: <name>[max=N]: "; "" for none
 }
@@ -95,6 +99,13 @@ func exitStatus(err error) (int, syscall.Signal) {
 		return exitUnavailable, 0
 	}
 	return exitUsage, 0
+}
+
+// signalsGroup reports whether the signal exitStatus gives for err goes to conch's whole
+// process group: a Ctrl-C or Ctrl-\ that only the child got, in the terminal's foreground.
+func signalsGroup(err error) bool {
+	var xe *exitError
+	return errors.As(err, &xe) && xe.sig != 0 && xe.group
 }
 
 // report writes the one line of err through rep, with its journal state (D10): an

@@ -14,9 +14,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/conch-project/conch/unitrun"
 	"github.com/jessevdk/go-flags"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -28,9 +30,10 @@ func main() {
 	// writes fail with EPIPE instead. Caught, not ignored, so the child
 	// gets the default disposition.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	status, sig := run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	err := runCLI(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	status, sig := exitStatus(err)
 	if sig != 0 {
-		reraise(sig)
+		reraise(sig, signalsGroup(err))
 	}
 	os.Exit(status)
 }
@@ -46,9 +49,15 @@ func usagef(format string, args ...any) error {
 
 // run parses args (without the program name) and runs the command. It
 // returns the exit status, or a signal conch must re-raise on itself after
-// cleaning up (D3): exitStatus of the error the run ended with, whose line
-// report wrote.
+// cleaning up (D3): exitStatus of runCLI's error.
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) (int, syscall.Signal) {
+	return exitStatus(runCLI(args, stdout, stderr, getenv))
+}
+
+// runCLI parses args (without the program name), runs the command, writes
+// the line that says why it ended (report) and returns the error it ended
+// with, for exitStatus.
+func runCLI(args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	before, command, dashdash := splitCommand(args)
 	s := semaCmd{command: command, dashdash: dashdash, stdout: stdout, stderr: stderr, getenv: getenv}
 	err := s.parseAndRun(before)
@@ -58,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) (i
 		rep.bare = true
 	}
 	report(rep, err)
-	return exitStatus(err)
+	return err
 }
 
 // parseAndRun parses the arguments before "--" and runs what they ask for: the semaphore's
@@ -119,11 +128,35 @@ func splitCommand(args []string) (before, command []string, dashdash bool) {
 }
 
 // reraise dies of sig, so shells report 128+n and systemd sees a clean stop
-// (D3). If the signal does not kill us (ignored by an inherited mask), exit
-// with the shell's status for it.
-func reraise(sig syscall.Signal) {
+// (D3). With group, sig goes to conch's whole process group, as the
+// terminal would have sent it had the child not had the foreground: a
+// calling script's shell, in that group, then gets it too and stops (the
+// shells' wait-and-cooperative-exit, issue 10). If the signal does not kill
+// us (ignored by an inherited mask), exit with the shell's status for it.
+func reraise(sig syscall.Signal, group bool) {
 	signal.Reset(sig)
+	if sig == syscall.SIGQUIT || group {
+		// Go's own SIGQUIT handler dumps the goroutines and exits 2, and conch must not
+		// catch what it sends its group: the kernel's default action, without a core
+		// file, is what the caller's shell must see
+		_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+		_ = defaultAction(sig)
+	}
+	if group {
+		_ = syscall.Kill(0, sig)
+	}
 	_ = syscall.Kill(os.Getpid(), sig)
 	time.Sleep(2 * time.Second)
 	os.Exit(128 + int(sig))
+}
+
+// defaultAction sets sig's disposition to SIG_DFL in the kernel (rt_sigaction(2)), behind
+// the Go runtime's back: only just before conch dies of sig.
+func defaultAction(sig syscall.Signal) error {
+	var act [4]uint64 // struct kernel_sigaction: handler (SIG_DFL: 0), flags, restorer, mask
+	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }

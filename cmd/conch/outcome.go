@@ -19,6 +19,9 @@ type holding struct {
 	runErr error
 	cause  error
 	limit  string // the run-time limit that applied, as the line names it (runtimeLimit)
+	// terminal: the child had the terminal's foreground (D5), so a Ctrl-C or Ctrl-\ reached
+	// it and not conch
+	terminal bool
 }
 
 // verdict is how a holding ends.
@@ -35,7 +38,10 @@ type verdict struct {
 // child stopped (or killed by a signal, or whose scope systemd stopped) while conch got a
 // signal is stopped with it: conch re-raises it. A child stopped because the slot was lost
 // is 70; one stopped at the run-time limit 124. Otherwise the child's own status, 69 if it
-// has none, or the signal conch got just as the child ended on its own.
+// has none, or the signal conch got just as the child ended on its own; or, when the child
+// had the terminal and died of SIGINT or SIGQUIT (Ctrl-C, Ctrl-\\), that signal, so that
+// conch dies of it too and the calling shell script stops, as with flock(1) and timeout(1)
+// (the shells' wait-and-cooperative-exit; issue 10).
 func outcome(h holding) verdict {
 	sig := signalOf(h.cause)
 	lost := slotLost(h.cause)
@@ -59,6 +65,8 @@ func outcome(h holding) verdict {
 	switch {
 	case sig != 0: // the child ended on its own just as the signal came
 		xe.sig = sig
+	case h.terminal && (res.Signal == syscall.SIGINT || res.Signal == syscall.SIGQUIT):
+		xe.sig, xe.group = res.Signal, true
 	case res.ExitStatus < 0:
 		xe.status = exitUnavailable
 	}

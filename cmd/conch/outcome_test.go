@@ -28,6 +28,9 @@ func TestOutcome(t *testing.T) {
 	stopped := unitrun.Result{Started: true, ExitStatus: 143, Signal: syscall.SIGTERM, Stopped: true}
 	scopeStopped := unitrun.Result{Started: true, ExitStatus: 143, Signal: syscall.SIGTERM, ScopeStopped: true}
 	overran := unitrun.Result{Started: true, ExitStatus: 143, Signal: syscall.SIGTERM, RuntimeExceeded: true}
+	interrupted := func(sig syscall.Signal) unitrun.Result {
+		return unitrun.Result{Started: true, ExitStatus: 128 + int(sig), Signal: sig}
+	}
 	const limit = "--runtime-max 1s"
 
 	for _, tc := range []struct {
@@ -39,6 +42,7 @@ func TestOutcome(t *testing.T) {
 		sig     syscall.Signal
 		state   string
 		line    string // "" for none
+		group   bool   // the signal goes to conch's process group (issue 10)
 	}{
 		{name: "exit 0", h: holding{res: started(0)}, ran: true},
 		{name: "exit 3", h: holding{res: started(3)}, ran: true, status: 3},
@@ -69,6 +73,10 @@ func TestOutcome(t *testing.T) {
 		{name: "not found, slot lost too", h: holding{runErr: notFound, cause: lost}, status: exitNotFound, state: stateReleased, line: notFound.Error()},
 		{name: "scope required and not made", h: holding{runErr: noScope}, status: exitUnavailable, state: stateReleased, line: noScope.Error()},
 		{name: "not started: signal", h: holding{runErr: context.Canceled, cause: sigterm}, sig: syscall.SIGTERM, state: stateReleased, line: context.Canceled.Error()},
+		{name: "Ctrl-C in a terminal: the child's SIGINT", h: holding{res: interrupted(syscall.SIGINT), terminal: true}, ran: true, sig: syscall.SIGINT, group: true},
+		{name: "Ctrl-\\ in a terminal: the child's SIGQUIT", h: holding{res: interrupted(syscall.SIGQUIT), terminal: true}, ran: true, sig: syscall.SIGQUIT, group: true},
+		{name: "SIGINT without a terminal is 130", h: holding{res: interrupted(syscall.SIGINT)}, ran: true, status: 130},
+		{name: "SIGTERM in a terminal is 143", h: holding{res: interrupted(syscall.SIGTERM), terminal: true}, ran: true, status: 143},
 		{name: "slot lost before start: re-queue", h: holding{runErr: noScope, cause: lost}, requeue: true},
 		{name: "slot lost before start, no error: re-queue", h: holding{cause: deleted}, requeue: true},
 	} {
@@ -88,6 +96,9 @@ func TestOutcome(t *testing.T) {
 			}
 			if state != tc.state || line != tc.line {
 				t.Errorf("line %q in state %q, want %q in %q", line, state, tc.line, tc.state)
+			}
+			if g := signalsGroup(v.err); g != tc.group {
+				t.Errorf("signal to the process group %v, want %v", g, tc.group)
 			}
 		})
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"io"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,17 +56,73 @@ func TestTerminalChildReads(t *testing.T) {
 	waitFor(t, "child's echo", func() bool { return strings.Contains(out(), "got:hello") })
 }
 
-// D5: Ctrl-C reaches the child, which dies of SIGINT; conch exits 130 and
-// releases the slot.
+// D5: Ctrl-C reaches the child, which dies of SIGINT; conch releases the slot and dies of
+// SIGINT too (issue 10: the caller's shell then stops, see TestTerminalCtrlCStopsScript).
 func TestTerminalCtrlC(t *testing.T) {
 	e := newEnv(t)
 	cmd, master, out := e.ptyRun("sema", "ctrlc", "--max", "1", "--", "sh", "-c", "echo ready; exec sleep 60")
 	waitFor(t, "child ready", func() bool { return strings.Contains(out(), "ready") })
 	io.WriteString(master, "\x03")
-	if code := exitOf(t, cmd); code != 130 {
-		t.Fatalf("exit %d after Ctrl-C, want 130; output %q", code, out())
+	exitOf(t, cmd)
+	if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Fatalf("conch after Ctrl-C: %v, want killed by SIGINT; output %q", cmd.ProcessState, out())
 	}
 	if n := e.keys(sema.NamePrefix("ctrlc")); n != 0 {
+		t.Fatalf("%d keys left after Ctrl-C", n)
+	}
+}
+
+// Ctrl-\ is the same with SIGQUIT: conch dies of it, without a core file or Go's goroutine
+// dump (issue 10).
+func TestTerminalCtrlBackslash(t *testing.T) {
+	e := newEnv(t)
+	cmd, master, out := e.ptyRun("sema", "ctrlq", "--max", "1", "--", "sh", "-c", "echo ready; exec sleep 60")
+	waitFor(t, "child ready", func() bool { return strings.Contains(out(), "ready") })
+	io.WriteString(master, "\x1c")
+	exitOf(t, cmd)
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGQUIT || ws.CoreDump() || strings.Contains(out(), "goroutine") {
+		t.Fatalf("conch after Ctrl-\\: %v (core %v), want killed by SIGQUIT; output %q", cmd.ProcessState, ws.CoreDump(), out())
+	}
+	if n := e.keys(sema.NamePrefix("ctrlq")); n != 0 {
+		t.Fatalf("%d keys left after Ctrl-\\", n)
+	}
+}
+
+// Issue 10 (1): Ctrl-C stops the calling script. The child has the terminal's foreground (D5),
+// so only it gets SIGINT; once it died of it, conch releases and then dies of SIGINT itself,
+// so bash, waiting for conch, stops the script (the shells' wait-and-cooperative-exit) as it
+// does for flock(1) and timeout(1).
+func TestTerminalCtrlCStopsScript(t *testing.T) {
+	e := newEnv(t)
+	script := e.path("d.sh")
+	body := "#!/bin/bash\n" + conchBin + " sema deploy --max 1 -- sh -c 'echo ready; exec sleep 60'\necho \"step 2 ran anyway ($?)\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", script)
+	cmd.Env = e.vars
+	master, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncbuf.Buffer
+	go func() { _, _ = io.Copy(&buf, master) }()
+	t.Cleanup(func() { cmd.Process.Kill(); master.Close() })
+	waitFor(t, "child ready", func() bool { return strings.Contains(buf.String(), "ready") })
+	io.WriteString(master, "\x03")
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(testTimeout):
+		t.Fatalf("bash did not exit after Ctrl-C; output %q", buf.String())
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGINT || strings.Contains(buf.String(), "step 2") {
+		t.Fatalf("bash: %v, output %q; want it killed by SIGINT before step 2", cmd.ProcessState, buf.String())
+	}
+	if n := e.keys(sema.NamePrefix("deploy")); n != 0 {
 		t.Fatalf("%d keys left after Ctrl-C", n)
 	}
 }
