@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
+	"github.com/coreos/go-systemd/v22/journal"
 )
 
 // outcome over every combination of how the child ended and why it was asked to stop (D3,
@@ -190,5 +192,36 @@ func TestRuntimeLimitNamed(t *testing.T) {
 		if got := f.runtimeLimit(tc.flag); got != tc.want {
 			t.Errorf("%q with --runtime-max %v: %q, want %q", tc.props, tc.flag, got, tc.want)
 		}
+	}
+}
+
+// report is the one place that writes why conch ends: one journal entry with the run's
+// CONCH_* fields and the stage's CONCH_STATE (D10), and STOPPING=1 with the same line;
+// nothing for a silent exit (the child's own status).
+func TestReportOneLine(t *testing.T) {
+	var f fakeSinks
+	r, buf := f.reporter(false, true)
+	r.rev = 41
+	report(r, exitf(exitSlotLost, stateLost, "slot lost while the child ran (lease lost): child stopped"))
+	report(r, exitCode(3))
+	report(r, nil)
+	if len(f.entries) != 1 || buf.Len() != 0 {
+		t.Fatalf("entries %+v, stderr %q: want one journal entry and no stderr", f.entries, buf.String())
+	}
+	e := f.entries[0]
+	if e.msg != "heavy-jobs[max=2]: slot lost while the child ran (lease lost): child stopped" || e.prio != journal.PriErr ||
+		e.fields["CONCH_STATE"] != stateLost || e.fields["CONCH_SEMA"] != "heavy-jobs" || e.fields["CONCH_REV"] != "41" {
+		t.Fatalf("entry %+v", e)
+	}
+	if len(f.notes) != 1 || !strings.HasPrefix(f.notes[0], "STOPPING=1\nSTATUS=heavy-jobs[max=2]: slot lost") {
+		t.Fatalf("notify %q", f.notes)
+	}
+
+	// before a semaphore was named (a usage error), and --who: "conch: <line>"
+	b, buf := (&fakeSinks{}).reporter(false, false)
+	b.bare = true
+	report(b, usagef("unknown command %q: conch has one command, sema", "x"))
+	if got := buf.String(); got != "conch: unknown command \"x\": conch has one command, sema\n" {
+		t.Fatalf("bare line %q", got)
 	}
 }
