@@ -92,11 +92,11 @@ func TestTerminalCtrlBackslash(t *testing.T) {
 // Issue 10 (1): Ctrl-C stops the calling script. The child has the terminal's foreground (D5),
 // so only it gets SIGINT; once it died of it, conch releases and then dies of SIGINT itself,
 // so bash, waiting for conch, stops the script (the shells' wait-and-cooperative-exit) as it
-// does for flock(1) and timeout(1).
+// does for flock(1) and timeout(1): neither the loop's next round nor the next line runs.
 func TestTerminalCtrlCStopsScript(t *testing.T) {
 	e := newEnv(t)
 	script := e.path("d.sh")
-	body := "#!/bin/bash\n" + conchBin + " sema deploy --max 1 -- sh -c 'echo ready; exec sleep 60'\necho \"step 2 ran anyway ($?)\"\n"
+	body := "#!/bin/bash\nfor i in 1 2; do\n  " + conchBin + " sema deploy --max 1 -- sh -c \"echo ready \\$0; exec sleep 60\" $i\ndone\necho \"step 2 ran anyway ($?)\"\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestTerminalCtrlCStopsScript(t *testing.T) {
 	var buf syncbuf.Buffer
 	go func() { _, _ = io.Copy(&buf, master) }()
 	t.Cleanup(func() { cmd.Process.Kill(); master.Close() })
-	waitFor(t, "child ready", func() bool { return strings.Contains(buf.String(), "ready") })
+	waitFor(t, "child ready", func() bool { return strings.Contains(buf.String(), "ready 1") })
 	io.WriteString(master, "\x03")
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
@@ -119,8 +119,8 @@ func TestTerminalCtrlCStopsScript(t *testing.T) {
 		t.Fatalf("bash did not exit after Ctrl-C; output %q", buf.String())
 	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ws.Signaled() || ws.Signal() != syscall.SIGINT || strings.Contains(buf.String(), "step 2") {
-		t.Fatalf("bash: %v, output %q; want it killed by SIGINT before step 2", cmd.ProcessState, buf.String())
+	if !ws.Signaled() || ws.Signal() != syscall.SIGINT || strings.Contains(buf.String(), "ready 2") || strings.Contains(buf.String(), "step 2") {
+		t.Fatalf("bash: %v, output %q; want it killed by SIGINT in the loop's first round", cmd.ProcessState, buf.String())
 	}
 	if n := e.keys(sema.NamePrefix("deploy")); n != 0 {
 		t.Fatalf("%d keys left after Ctrl-C", n)
