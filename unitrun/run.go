@@ -11,15 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stopReason records why Run asked the guardian to stop the command; the first reason wins.
-type stopReason int
-
-const (
-	notStopping stopReason = iota
-	stopByContext
-	stopByRuntimeMax
-)
-
 // fallbackPollInterval is how often Run checks whether the command's process group is gone
 // when it has to stop the group itself because the guardian died.
 const fallbackPollInterval = 50 * time.Millisecond
@@ -232,16 +223,13 @@ type runner struct {
 
 // supervision is what Run learned from the guardian's events.
 type supervision struct {
-	res            Result
-	pid            int        // the command's PID once started
-	reason         stopReason // why Run asked for a stop; the first reason wins
-	exited         bool       // evExited: the command's whole tree is gone
-	cmdExited      bool       // evCmdExited: the command itself was reaped
-	cmdExitedFirst bool       // ... before Run asked for a stop
-	cmdEndedAt     time.Time
-	external       bool // evStopSignal: systemd is stopping the scope (reason says whether Run asked)
-	takenOver      bool // the guardian did not stop the command in time: Run killed it
-	err            error
+	facts      endFacts // for decideResult
+	pid        int      // the command's PID once started
+	exited     bool     // evExited: the command's whole tree is gone
+	cmdExited  bool     // evCmdExited: the command itself was reaped
+	cmdEndedAt time.Time
+	takenOver  bool // the guardian did not stop the command in time: Run killed it
+	err        error
 }
 
 // run drives the guardian from "ready" to evExited, or to its exit when it does not report
@@ -258,14 +246,14 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	}
 	_ = r.g.send(ctlGo) // a dead guardian shows up as EOF below
 	st := r.supervise(ctx)
-	res, started, err := r.finish(st)
+	started, err := r.finish(st)
 	if st.exited && (r.scope == nil || r.scope.stopping == nil) {
 		// The command's tree is gone and nothing else is to wait for: the guardian's own
 		// exit is left to the caller to join (Prepared.Close).
 		if r.scope != nil {
 			return r.scopeOutcome(st, err, nil, nil)
 		}
-		return res, nil
+		return decideResult(st.facts), nil
 	}
 	werr := r.g.close()
 	if r.scope != nil {
@@ -274,6 +262,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		// and systemd collects it on its own, CollectMode: waiting would add a round trip.)
 		return r.scopeOutcome(st, err, werr, r.scope.awaitGone())
 	}
+	res := decideResult(st.facts)
 	if err == nil || !errors.Is(err, ErrGuardian) {
 		return res, err
 	}
@@ -284,8 +273,6 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		}
 		stopOrphans(started, r.spec.StopSignal, grace)
 		err = fmt.Errorf("%w; Run stopped the command and its descendants itself", err)
-		res.Stopped = st.reason == stopByContext
-		res.RuntimeExceeded = st.reason == stopByRuntimeMax
 	}
 	if werr != nil {
 		err = fmt.Errorf("%w (guardian: %v)", err, werr)
@@ -345,7 +332,7 @@ func (r *runner) awaitReady(ctx context.Context) error {
 // is the fallback should the bus fail). In scope mode RuntimeMax counts from the scope's
 // start, like systemd's RuntimeMaxSec, which backs it up.
 func (r *runner) supervise(ctx context.Context) *supervision {
-	st := &supervision{res: Result{ExitStatus: -1}}
+	st := &supervision{}
 	var (
 		done     = ctx.Done()
 		runtimeC <-chan time.Time
@@ -358,8 +345,8 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 		}
 	}()
 	requestStop := func(why stopReason) {
-		if st.reason == notStopping {
-			st.reason = why
+		if st.facts.asked == notStopping {
+			st.facts.asked = why
 			// A stopped guardian (SIGSTOP) would never act on the stop word (D7).
 			_ = r.g.proc.Signal(syscall.SIGCONT)
 			_ = r.g.send(ctlStop)
@@ -392,7 +379,7 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 			}
 			switch ev.Event {
 			case evStarted:
-				st.pid, st.res.Started = ev.PID, true
+				st.pid, st.facts.started = ev.PID, true
 				if r.spec.RuntimeMax > 0 {
 					from := time.Now()
 					if r.scope != nil {
@@ -406,20 +393,22 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 					r.spec.Started(st.pid)
 				}
 			case evExecError:
-				st.res.ExitStatus = ev.Status
+				st.facts.reported, st.facts.status = true, ev.Status
 				st.err = startFailureError(r.spec.Path, ev.Status, ev.Msg)
 			case evCmdExited:
 				if r.scope != nil && !st.cmdExited {
-					st.cmdExited, st.cmdExitedFirst, st.cmdEndedAt = true, st.reason == notStopping, time.Now()
-					st.res.ExitStatus, st.res.Signal = ev.Status, syscall.Signal(ev.Signal)
+					st.cmdExited, st.cmdEndedAt = true, time.Now()
+					st.facts.endedFirst = st.facts.asked == notStopping
+					st.facts.reported, st.facts.status, st.facts.signal = true, ev.Status, syscall.Signal(ev.Signal)
 				}
 			case evStopSignal:
-				st.external = true
+				st.facts.systemdStop = true
 			case evExited: // the last event: the guardian only exits after it
 				st.exited = true
-				st.res.ExitStatus, st.res.Signal = ev.Status, syscall.Signal(ev.Signal)
-				st.res.Stopped = ev.Stopped && st.reason == stopByContext
-				st.res.RuntimeExceeded = ev.Stopped && st.reason == stopByRuntimeMax
+				st.facts.reported, st.facts.status, st.facts.signal = true, ev.Status, syscall.Signal(ev.Signal)
+				if r.scope == nil { // scope mode: evCmdExited said whether it ended first
+					st.facts.endedFirst = !ev.Stopped
+				}
 				return st
 			case evError:
 				st.err = fmt.Errorf("%s: %w: %s", r.spec.Path, ErrGuardian, ev.Msg)
@@ -429,9 +418,9 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 }
 
 // finish checks, once the guardian has exited, that it reported what it had to. It returns
-// the result, the command's PID if it started (0 otherwise), and an error for an exec failure
-// or a guardian that died or misbehaved.
-func (r *runner) finish(st *supervision) (Result, int, error) {
+// the command's PID if it started (0 otherwise), and an error for an exec failure or a
+// guardian that died or misbehaved.
+func (r *runner) finish(st *supervision) (int, error) {
 	err := st.err
 	switch {
 	case err != nil:
@@ -443,7 +432,7 @@ func (r *runner) finish(st *supervision) (Result, int, error) {
 	if st.exited {
 		err = nil // the command ran and its tree is gone: nothing was lost
 	}
-	return st.res, st.pid, err
+	return st.pid, err
 }
 
 // notStarted is the error for a command that was not started because ctx ended.

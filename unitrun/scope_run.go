@@ -190,25 +190,19 @@ func (sc *scopeRun) awaitGone() error {
 // the scope's start (its RuntimeMaxSec fired before Run's own timer), ScopeStopped when it did
 // so earlier.
 func (r *runner) scopeOutcome(st *supervision, baseErr, guardianErr, goneErr error) (Result, error) {
-	res := st.res
 	if st.pid == 0 {
-		return res, baseErr
+		return decideResult(st.facts), baseErr
 	}
-	expected := st.reason != notStopping || st.external || killedBy(guardianErr, syscall.SIGKILL)
-	if !st.exited && !st.cmdExited {
-		if expected && goneErr == nil {
-			res.ExitStatus, res.Signal = 128+int(syscall.SIGKILL), syscall.SIGKILL
-		}
-		st.cmdEndedAt = time.Now()
+	f := st.facts
+	f.guardianKilled = killedBy(guardianErr, syscall.SIGKILL)
+	f.scopeGone = goneErr == nil
+	ended := st.cmdEndedAt
+	if !st.cmdExited {
+		ended = time.Now() // with the scope, or unknown
 	}
-	stoppedByUs := st.reason != notStopping && !st.cmdExitedFirst
-	res.Stopped = stoppedByUs && st.reason == stopByContext
-	res.RuntimeExceeded = stoppedByUs && st.reason == stopByRuntimeMax
-	if !res.RuntimeExceeded && r.spec.RuntimeMax > 0 && st.reason != stopByContext &&
-		(st.external || res.Signal != 0) && st.cmdEndedAt.Sub(r.scope.started) >= r.spec.RuntimeMax {
-		res.RuntimeExceeded = true
-	}
-	res.ScopeStopped = st.external && st.reason == notStopping && !res.RuntimeExceeded
+	f.pastRuntimeMax = r.spec.RuntimeMax > 0 && ended.Sub(r.scope.started) >= r.spec.RuntimeMax
+	res := decideResult(f)
+	expected := f.asked != notStopping || f.systemdStop || f.guardianKilled
 	switch {
 	case st.exited:
 		return res, nil
