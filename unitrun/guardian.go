@@ -98,8 +98,7 @@ func GuardianMain() int {
 		stopSig:   syscall.Signal(spec.StopSignal),
 		killAfter: spec.KillAfter,
 		out:       out,
-		scope:     spec.Scope,
-		parent:    parent,
+		mode:      newGuardianMode(spec.Scope, parent),
 	}
 	ws, stopped := sup.run(sigs, control)
 	code, sig := shellStatus(ws)

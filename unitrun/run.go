@@ -165,17 +165,9 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 		}
 		p.g = g
 	}
-	r := &runner{spec: spec, g: p.g}
-	var scope *wireScope
-	if spec.Scope != nil {
-		r.scope = &scopeRun{ScopeSpec: *spec.Scope, killAfter: spec.KillAfter}
-		if r.scope.Timeout <= 0 {
-			r.scope.Timeout = DefaultScopeTimeout
-		}
-		scope = r.scope.wire()
-	}
+	r := &runner{spec: spec, g: p.g, mode: newRunMode(spec)}
 	fg := inForeground(spec.Stdin)
-	if err := p.g.sendSpec(spec, fg, scope); err != nil {
+	if err := p.g.sendSpec(spec, fg, r.mode.wire()); err != nil {
 		_ = p.g.close()
 		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 	}
@@ -216,9 +208,9 @@ func statusFor(err error) int {
 
 // runner is the caller's side of one Run.
 type runner struct {
-	spec  Spec
-	g     *guardianProc
-	scope *scopeRun // nil in direct mode
+	spec Spec
+	g    *guardianProc
+	mode runMode
 }
 
 // supervision is what Run learned from the guardian's events.
@@ -245,48 +237,14 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		return Result{}, r.abort(err)
 	}
 	_ = r.g.send(ctlGo) // a dead guardian shows up as EOF below
-	st := r.supervise(ctx)
-	started, err := r.finish(st)
-	if st.exited && (r.scope == nil || r.scope.stopping == nil) {
-		// The command's tree is gone and nothing else is to wait for: the guardian's own
-		// exit is left to the caller to join (Prepared.Close).
-		if r.scope != nil {
-			return r.scopeOutcome(st, err, nil, nil)
-		}
-		return decideResult(st.facts), nil
-	}
-	werr := r.g.close()
-	if r.scope != nil {
-		// Without evExited, or with a stop of the scope under way, only the scope's end proves
-		// the tree is gone. (After evExited with no stop, returned above, the scope is empty
-		// and systemd collects it on its own, CollectMode: waiting would add a round trip.)
-		return r.scopeOutcome(st, err, werr, r.scope.awaitGone())
-	}
-	res := decideResult(st.facts)
-	if err == nil || !errors.Is(err, ErrGuardian) {
-		return res, err
-	}
-	if started != 0 {
-		grace := r.spec.KillAfter
-		if st.takenOver {
-			grace = 0 // the stop signal's grace has passed already: SIGKILL at once
-		}
-		stopOrphans(started, r.spec.StopSignal, grace)
-		err = fmt.Errorf("%w; Run stopped the command and its descendants itself", err)
-	}
-	if werr != nil {
-		err = fmt.Errorf("%w (guardian: %v)", err, werr)
-	}
-	return res, err
+	return r.mode.end(r, r.supervise(ctx))
 }
 
 // beforeGo does what must precede the command's start once the guardian is ready: the scope
 // (D8), BeforeStart, a last look at ctx. An error means the command must not start.
 func (r *runner) beforeGo(ctx context.Context) error {
-	if r.scope != nil {
-		if err := r.scope.start(ctx, r.spec, r.g.pid); err != nil {
-			return err
-		}
+	if err := r.mode.beforeStart(ctx, r.spec, r.g.pid); err != nil {
+		return err
 	}
 	if r.spec.BeforeStart != nil {
 		if err := r.spec.BeforeStart(r.g.pid); err != nil {
@@ -350,10 +308,8 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 			// A stopped guardian (SIGSTOP) would never act on the stop word (D7).
 			_ = r.g.proc.Signal(syscall.SIGCONT)
 			_ = r.g.send(ctlStop)
-			if r.scope != nil {
-				r.scope.stop()
-			} else {
-				stuck = time.NewTimer(r.spec.KillAfter + guardianStopMargin)
+			if after := r.mode.stop(); after > 0 {
+				stuck = time.NewTimer(after)
 				stuckC = stuck.C
 			}
 		}
@@ -381,11 +337,7 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 			case evStarted:
 				st.pid, st.facts.started = ev.PID, true
 				if r.spec.RuntimeMax > 0 {
-					from := time.Now()
-					if r.scope != nil {
-						from = r.scope.started
-					}
-					t := time.NewTimer(r.spec.RuntimeMax - time.Since(from))
+					t := time.NewTimer(r.spec.RuntimeMax - time.Since(r.mode.runtimeFrom(time.Now())))
 					defer t.Stop()
 					runtimeC = t.C
 				}
@@ -396,19 +348,13 @@ func (r *runner) supervise(ctx context.Context) *supervision {
 				st.facts.reported, st.facts.status = true, ev.Status
 				st.err = startFailureError(r.spec.Path, ev.Status, ev.Msg)
 			case evCmdExited:
-				if r.scope != nil && !st.cmdExited {
-					st.cmdExited, st.cmdEndedAt = true, time.Now()
-					st.facts.endedFirst = st.facts.asked == notStopping
-					st.facts.reported, st.facts.status, st.facts.signal = true, ev.Status, syscall.Signal(ev.Signal)
-				}
+				r.mode.record(st, ev)
 			case evStopSignal:
 				st.facts.systemdStop = true
 			case evExited: // the last event: the guardian only exits after it
 				st.exited = true
 				st.facts.reported, st.facts.status, st.facts.signal = true, ev.Status, syscall.Signal(ev.Signal)
-				if r.scope == nil { // scope mode: evCmdExited said whether it ended first
-					st.facts.endedFirst = !ev.Stopped
-				}
+				r.mode.record(st, ev)
 				return st
 			case evError:
 				st.err = fmt.Errorf("%s: %w: %s", r.spec.Path, ErrGuardian, ev.Msg)

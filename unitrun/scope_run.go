@@ -58,9 +58,10 @@ type ScopeSpec struct {
 // scopeRun is Run's scope-mode state.
 type scopeRun struct {
 	ScopeSpec
-	killAfter time.Duration
-	started   time.Time  // just before StartScope: systemd's RuntimeMaxSec counts from later
-	stopping  chan error // StopScope's result, once a stop was begun; buffered
+	killAfter  time.Duration
+	runtimeMax time.Duration // Spec.RuntimeMax, also the scope's RuntimeMaxSec
+	started    time.Time     // just before StartScope: systemd's RuntimeMaxSec counts from later
+	stopping   chan error    // StopScope's result, once a stop was begun; buffered
 }
 
 // withScope returns a copy of s with the stop signal, grace period and runtime limit taken from
@@ -140,10 +141,10 @@ func (sc *scopeRun) startError(ctx context.Context, path string, err error) erro
 	return fmt.Errorf("%s: not started: %w: %w", path, ErrScopeFailed, err)
 }
 
-// stop begins stopping the scope on a goroutine of its own (StopScope: systemd's stop signal
+// beginStop begins stopping the scope on a goroutine of its own (StopScope: systemd's stop signal
 // to every process in it, SIGKILL after TimeoutStopSec, then wait until it is gone), once;
 // awaitGone receives the result.
-func (sc *scopeRun) stop() {
+func (sc *scopeRun) beginStop() {
 	if sc.stopping != nil {
 		return
 	}
@@ -166,7 +167,7 @@ func (sc *scopeRun) stopNow() error {
 }
 
 // awaitGone returns once the scope is gone, or why that cannot be confirmed: it waits for the
-// stop begun by stop, or, when none was, stops the scope now. Stopping a scope that emptied
+// stop begun by beginStop, or, when none was, stops the scope now. Stopping a scope that emptied
 // when the command's tree ended, or that systemd already collected, takes one round trip.
 func (sc *scopeRun) awaitGone() error {
 	if sc.stopping == nil {
@@ -175,7 +176,7 @@ func (sc *scopeRun) awaitGone() error {
 	return <-sc.stopping
 }
 
-// scopeOutcome completes a scope-mode Result once the guardian has exited and the scope is gone
+// outcome completes a scope-mode Result once the guardian has exited and the scope is gone
 // (goneErr nil) or could not be confirmed gone. base and baseErr are what finish made of the
 // guardian's reports, as in direct mode; guardianErr is the guardian's wait result.
 //
@@ -189,7 +190,7 @@ func (sc *scopeRun) awaitGone() error {
 // RuntimeExceeded also when systemd stopped the scope on its own at or after RuntimeMax from
 // the scope's start (its RuntimeMaxSec fired before Run's own timer), ScopeStopped when it did
 // so earlier.
-func (r *runner) scopeOutcome(st *supervision, baseErr, guardianErr, goneErr error) (Result, error) {
+func (sc *scopeRun) outcome(st *supervision, baseErr, guardianErr, goneErr error) (Result, error) {
 	if st.pid == 0 {
 		return decideResult(st.facts), baseErr
 	}
@@ -200,18 +201,18 @@ func (r *runner) scopeOutcome(st *supervision, baseErr, guardianErr, goneErr err
 	if !st.cmdExited {
 		ended = time.Now() // with the scope, or unknown
 	}
-	f.pastRuntimeMax = r.spec.RuntimeMax > 0 && ended.Sub(r.scope.started) >= r.spec.RuntimeMax
+	f.pastRuntimeMax = sc.runtimeMax > 0 && ended.Sub(sc.started) >= sc.runtimeMax
 	res := decideResult(f)
 	expected := f.asked != notStopping || f.systemdStop || f.guardianKilled
 	switch {
 	case st.exited:
 		return res, nil
 	case goneErr != nil:
-		return res, fmt.Errorf("%w; scope %s could not be stopped: %v", baseErr, r.scope.Name, goneErr)
+		return res, fmt.Errorf("%w; scope %s could not be stopped: %v", baseErr, sc.Name, goneErr)
 	case expected:
 		return res, nil // the scope, and with it the command's tree, is gone
 	}
-	return res, fmt.Errorf("%w; scope %s stopped", baseErr, r.scope.Name)
+	return res, fmt.Errorf("%w; scope %s stopped", baseErr, sc.Name)
 }
 
 // killedBy reports whether err is a process's wait error saying it died of sig.

@@ -1,7 +1,6 @@
 package unitrun
 
 import (
-	"context"
 	"errors"
 	"os"
 	"syscall"
@@ -14,11 +13,6 @@ import (
 // the grace period is over (new ones may have been forked during the walk).
 const killRetryInterval = 50 * time.Millisecond
 
-// ownStopTimeout bounds the guardian's own StopUnit call when conch died in scope mode (D7):
-// connect, authenticate and enqueue the stop job. The guardian stops the command's tree by
-// itself meanwhile, so a hung bus delays nothing.
-const ownStopTimeout = 5 * time.Second
-
 // supervisor is the guardian's state after the command started. It runs on the guardian's
 // main goroutine only.
 type supervisor struct {
@@ -26,14 +20,7 @@ type supervisor struct {
 	stopSig   syscall.Signal
 	killAfter time.Duration
 	out       eventWriter
-
-	// Scope mode (D8): the scope the guardian lives in, and conch's PID, to tell systemd's
-	// stop signal from the parent-death signal.
-	scope        *wireScope
-	parent       int
-	orphaned     bool          // conch is gone: the guardian stops its own scope
-	ownStopDone  chan struct{} // closed when the guardian's own StopUnit call has ended
-	externalStop bool          // systemd began stopping the scope; reported once
+	mode      guardianMode
 
 	reaped     <-chan reapedChild
 	allGone    bool // no child left: the command's tree is gone
@@ -50,11 +37,6 @@ type reapedChild struct {
 	pid int
 	ws  syscall.WaitStatus
 }
-
-// scopeSignalGrace is how long, in scope mode, the guardian waits for its own
-// stop signal after finding the command killed by a signal: only then, and
-// it costs nothing when the command exits on its own.
-const scopeSignalGrace = 100 * time.Millisecond
 
 // run supervises until the command and every descendant are gone and reaped. It returns the
 // command's wait status and whether the stop began while the command was still running.
@@ -80,16 +62,8 @@ func (s *supervisor) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 				s.requestStop()
 			}
 		case c, ok := <-s.reaped:
-			if ok && s.scope != nil && c.pid == s.cmdPID && c.ws.Signaled() && !s.stopping {
-				// systemd signals every process of a stopping scope at
-				// nearly the same instant: let a stop signal on its way
-				// to us arrive first, so that the stop is reported as the
-				// scope's (ScopeStopped), not as the command's own death
-				select {
-				case sig := <-sigs:
-					s.onSignal(sig.(syscall.Signal))
-				case <-time.After(scopeSignalGrace):
-				}
+			if ok && c.pid == s.cmdPID {
+				s.mode.settle(s, c, sigs)
 			}
 			s.handleReaped(c, ok)
 		case <-s.graceOver:
@@ -101,55 +75,17 @@ func (s *supervisor) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 			s.killAll()
 		}
 	}
-	if s.ownStopDone != nil {
-		<-s.ownStopDone // bounded by ownStopTimeout
-	}
+	s.mode.join()
 	return s.cmdStatus, s.stoppedRun
 }
 
-// onSignal handles a caught signal. In direct mode only SIGTERM (also the parent-death signal)
-// means stop. In scope mode the scope's stop signal also comes from systemd stopping the scope
-// (RuntimeMaxSec, the bound service stopping, systemctl stop): the guardian reports it, stops
-// the command's tree as well, and lives on until that tree is gone so that conch learns the
-// command's status. A signal that arrives after conch died (the guardian was reparented) means
-// conch is gone.
-func (s *supervisor) onSignal(sig syscall.Signal) {
-	if s.scope == nil {
-		if sig == syscall.SIGTERM {
-			s.requestStop()
-		}
-		return
-	}
-	if os.Getppid() != s.parent {
-		s.conchGone()
-		return
-	}
-	if sig != syscall.SIGTERM && sig != s.stopSig {
-		return // SIGINT/SIGHUP from a terminal: the command's group has its own
-	}
-	if !s.externalStop {
-		s.externalStop = true
-		s.out.send(guardianEvent{Event: evStopSignal})
-	}
-	s.requestStop()
-}
+// onSignal handles a caught signal as the mode says (guardianMode.signal).
+func (s *supervisor) onSignal(sig syscall.Signal) { s.mode.signal(s, sig) }
 
-// conchGone handles conch's death (EOF of the control pipe, or the parent-death signal): stop
-// the command's tree, and in scope mode ask systemd to stop the guardian's own scope first, so
-// that the scope's stop signal and SIGKILL after its TimeoutStopSec reach every process in it,
-// whatever the guardian sees (D7). The D-Bus call runs on a goroutine of its own, bounded by
-// ownStopTimeout, which run joins.
+// conchGone handles conch's death (EOF of the control pipe, or the parent-death signal): the
+// mode's part first (scope mode: stop the guardian's own scope), then stop the command's tree.
 func (s *supervisor) conchGone() {
-	if s.scope != nil && !s.orphaned {
-		s.orphaned = true
-		s.ownStopDone = make(chan struct{})
-		go func() {
-			defer close(s.ownStopDone)
-			ctx, cancel := context.WithTimeout(context.Background(), ownStopTimeout)
-			defer cancel()
-			_ = stopUnitAt(ctx, addressesOf(s.scope.Addrs), s.scope.Unit)
-		}()
-	}
+	s.mode.conchGone(s)
 	s.requestStop()
 }
 
@@ -161,10 +97,7 @@ func (s *supervisor) handleReaped(c reapedChild, ok bool) {
 	}
 	if c.pid == s.cmdPID {
 		s.cmdReaped, s.cmdStatus = true, c.ws
-		if s.scope != nil { // direct mode: Run takes the status from evExited alone
-			code, sig := shellStatus(c.ws)
-			s.out.send(guardianEvent{Event: evCmdExited, Status: code, Signal: int(sig)})
-		}
+		s.mode.cmdReaped(s, c.ws)
 		s.beginStop() // stop whatever the command left running (D7)
 	}
 }

@@ -1,0 +1,127 @@
+package unitrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// This file runs in the caller's process (conch): what differs between direct mode and scope
+// mode (D8) on the caller's side of the guardian pipe. The guardian's side has guardianMode.
+
+// runMode is one Run's mode: directMode, or *scopeRun for scope mode. Run picks it once
+// (newRunMode) and never asks again which mode it is in.
+type runMode interface {
+	// wire is what the guardian is told about the mode: the scope it lives in, nil in
+	// direct mode.
+	wire() *wireScope
+	// beforeStart runs once the guardian is ready and before the command starts: scope mode
+	// creates the scope with the guardian in it. An error means the command must not start.
+	beforeStart(ctx context.Context, spec Spec, guardianPID int) error
+	// runtimeFrom is when Spec.RuntimeMax starts counting, now being the command's start.
+	runtimeFrom(now time.Time) time.Time
+	// stop does the mode's part of a stop Run asks for, once: in scope mode StopScope begins.
+	// It returns how long Run then waits for the guardian's evExited before it takes over
+	// (direct mode: a stopped or hung guardian, D7), 0 for never.
+	stop() time.Duration
+	// record takes the facts of evCmdExited and evExited that depend on the mode.
+	record(st *supervision, ev guardianEvent)
+	// end completes the run once the guardian's events have ended (supervise returned):
+	// it waits for what proves the command's tree gone and returns Run's result.
+	end(r *runner, st *supervision) (Result, error)
+}
+
+// newRunMode returns the mode spec asks for (spec has its defaults and scope timing).
+func newRunMode(spec Spec) runMode {
+	if spec.Scope == nil {
+		return directMode{killAfter: spec.KillAfter}
+	}
+	sc := &scopeRun{ScopeSpec: *spec.Scope, killAfter: spec.KillAfter, runtimeMax: spec.RuntimeMax}
+	if sc.Timeout <= 0 {
+		sc.Timeout = DefaultScopeTimeout
+	}
+	return sc
+}
+
+// directMode is Run without a scope: the guardian alone stops the command's tree, and Run
+// takes over when the guardian fails (D7).
+type directMode struct{ killAfter time.Duration }
+
+func (directMode) wire() *wireScope { return nil }
+
+func (directMode) beforeStart(context.Context, Spec, int) error { return nil }
+
+func (directMode) runtimeFrom(now time.Time) time.Time { return now }
+
+func (d directMode) stop() time.Duration { return d.killAfter + guardianStopMargin }
+
+func (directMode) record(st *supervision, ev guardianEvent) {
+	if ev.Event == evExited { // the guardian's own word on whether the command still ran
+		st.facts.endedFirst = !ev.Stopped
+	}
+}
+
+func (directMode) end(r *runner, st *supervision) (Result, error) { return directEnd(r, st) }
+
+// directEnd returns the result once the guardian reported the tree gone (it is left exiting,
+// for Prepared.Close to join), or waits for the guardian's exit and, when it died or was
+// killed while the command ran, stops the command's tree itself (stopOrphans).
+func directEnd(r *runner, st *supervision) (Result, error) {
+	started, err := r.finish(st)
+	res := decideResult(st.facts)
+	if st.exited {
+		return res, nil
+	}
+	werr := r.g.close()
+	if err == nil || !errors.Is(err, ErrGuardian) {
+		return res, err
+	}
+	if started != 0 {
+		grace := r.spec.KillAfter
+		if st.takenOver {
+			grace = 0 // the stop signal's grace has passed already: SIGKILL at once
+		}
+		stopOrphans(started, r.spec.StopSignal, grace)
+		err = fmt.Errorf("%w; Run stopped the command and its descendants itself", err)
+	}
+	if werr != nil {
+		err = fmt.Errorf("%w (guardian: %v)", err, werr)
+	}
+	return res, err
+}
+
+// Scope mode's runMode (the rest of scopeRun is in scope_run.go).
+
+func (sc *scopeRun) beforeStart(ctx context.Context, spec Spec, guardianPID int) error {
+	return sc.start(ctx, spec, guardianPID)
+}
+
+func (sc *scopeRun) runtimeFrom(time.Time) time.Time { return sc.started } // as RuntimeMaxSec
+
+func (sc *scopeRun) stop() time.Duration {
+	sc.beginStop()
+	return 0 // systemd's TimeoutStopSec escalates; the scope's end is waited for in end
+}
+
+func (sc *scopeRun) record(st *supervision, ev guardianEvent) {
+	if ev.Event == evCmdExited && !st.cmdExited {
+		st.cmdExited, st.cmdEndedAt = true, time.Now()
+		st.facts.endedFirst = st.facts.asked == notStopping
+		st.facts.reported, st.facts.status, st.facts.signal = true, ev.Status, syscall.Signal(ev.Signal)
+	}
+}
+
+// end returns at once when the guardian reported the tree gone and no stop is under way (the
+// scope is empty then, and systemd collects it on its own, CollectMode: waiting would add a
+// round trip). Otherwise only the scope's end proves the tree is gone: it waits for the
+// guardian's exit and for the scope to be gone.
+func (sc *scopeRun) end(r *runner, st *supervision) (Result, error) {
+	_, err := r.finish(st)
+	if st.exited && sc.stopping == nil {
+		return sc.outcome(st, err, nil, nil)
+	}
+	werr := r.g.close()
+	return sc.outcome(st, err, werr, sc.awaitGone())
+}
