@@ -27,10 +27,10 @@ type runMode interface {
 	// (direct mode: a stopped or hung guardian, D7), 0 for never.
 	stop() time.Duration
 	// record takes the facts of evCmdExited and evExited that depend on the mode.
-	record(st *supervision, ev guardianEvent)
-	// end completes the run once the guardian's events have ended (supervise returned):
+	record(rec *runRecord, ev guardianEvent)
+	// end completes the run once the guardian's events have ended (follow returned):
 	// it waits for what proves the command's tree gone and returns Run's result.
-	end(r *runner, st *supervision) (Result, error)
+	end(r *runner, rec *runRecord) (Result, error)
 }
 
 // newRunMode returns the mode spec asks for (spec has its defaults and scope timing).
@@ -57,21 +57,21 @@ func (directMode) runtimeFrom(now time.Time) time.Time { return now }
 
 func (d directMode) stop() time.Duration { return d.killAfter + guardianStopMargin }
 
-func (directMode) record(st *supervision, ev guardianEvent) {
+func (directMode) record(rec *runRecord, ev guardianEvent) {
 	if ev.Event == evExited { // the guardian's own word on whether the command still ran
-		st.facts.endedFirst = !ev.Stopped
+		rec.facts.endedFirst = !ev.Stopped
 	}
 }
 
-func (directMode) end(r *runner, st *supervision) (Result, error) { return directEnd(r, st) }
+func (directMode) end(r *runner, rec *runRecord) (Result, error) { return directEnd(r, rec) }
 
 // directEnd returns the result once the guardian reported the tree gone (it is left exiting,
 // for Prepared.Close to join), or waits for the guardian's exit and, when it died or was
 // killed while the command ran, stops the command's tree itself (stopOrphans).
-func directEnd(r *runner, st *supervision) (Result, error) {
-	started, err := r.finish(st)
-	res := decideResult(st.facts)
-	if st.exited {
+func directEnd(r *runner, rec *runRecord) (Result, error) {
+	started, err := r.finish(rec)
+	res := decideResult(rec.facts)
+	if rec.exited {
 		return res, nil
 	}
 	werr := r.g.close()
@@ -80,7 +80,7 @@ func directEnd(r *runner, st *supervision) (Result, error) {
 	}
 	if started != 0 {
 		grace := r.spec.KillAfter
-		if st.takenOver {
+		if rec.takenOver {
 			grace = 0 // the stop signal's grace has passed already: SIGKILL at once
 		}
 		stopOrphans(started, r.spec.StopSignal, grace)
@@ -105,11 +105,11 @@ func (sc *scopeRun) stop() time.Duration {
 	return 0 // systemd's TimeoutStopSec escalates; the scope's end is waited for in end
 }
 
-func (sc *scopeRun) record(st *supervision, ev guardianEvent) {
-	if ev.Event == evCmdExited && !st.cmdExited {
-		st.cmdExited, st.cmdEndedAt = true, time.Now()
-		st.facts.endedFirst = st.facts.asked == notStopping
-		st.facts.reported, st.facts.status, st.facts.signal = true, ev.Status, syscall.Signal(ev.Signal)
+func (sc *scopeRun) record(rec *runRecord, ev guardianEvent) {
+	if ev.Event == evCmdExited && !rec.cmdExited {
+		rec.cmdExited, rec.cmdEndedAt = true, time.Now()
+		rec.facts.endedFirst = rec.facts.asked == notStopping
+		rec.facts.reported, rec.facts.status, rec.facts.signal = true, ev.Status, syscall.Signal(ev.Signal)
 	}
 }
 
@@ -117,11 +117,11 @@ func (sc *scopeRun) record(st *supervision, ev guardianEvent) {
 // scope is empty then, and systemd collects it on its own, CollectMode: waiting would add a
 // round trip). Otherwise only the scope's end proves the tree is gone: it waits for the
 // guardian's exit and for the scope to be gone.
-func (sc *scopeRun) end(r *runner, st *supervision) (Result, error) {
-	_, err := r.finish(st)
-	if st.exited && sc.stopping == nil {
-		return sc.outcome(st, err, nil, nil)
+func (sc *scopeRun) end(r *runner, rec *runRecord) (Result, error) {
+	_, err := r.finish(rec)
+	if rec.exited && sc.stopping == nil {
+		return sc.outcome(rec, err, nil, nil)
 	}
 	werr := r.g.close()
-	return sc.outcome(st, err, werr, sc.awaitGone())
+	return sc.outcome(rec, err, werr, sc.awaitGone())
 }

@@ -18,6 +18,11 @@
 // The primitives (ScopeName, ParseProperties, ReadPlacement, InheritedProperties, Dial,
 // StartScope, StopScope) are usable on their own.
 //
+// The package holds code for two processes, the caller (conch) and the guardian, which talk
+// over two pipes (protocol.go). A file's name says which side it is on (STYLE 19): run.go and
+// caller_*.go run in the caller, guardian_*.go in the guardian; the other files (protocol,
+// process tree, systemd's manager, scopes, properties) are used by either.
+//
 // The package imports only the standard library, go-systemd, godbus and x/sys: never sema,
 // never etcd. It does not log, exit or install signal handlers, except in GuardianMain, which
 // is the guardian process's main.

@@ -14,14 +14,14 @@ import (
 // lives in a scope. GuardianMain picks it once from the spec (newGuardianMode).
 type guardianMode interface {
 	// signal handles a caught signal.
-	signal(s *supervisor, sig syscall.Signal)
+	signal(s *treeKeeper, sig syscall.Signal)
 	// conchGone does the mode's part when conch died, before the tree is stopped.
-	conchGone(s *supervisor)
+	conchGone(s *treeKeeper)
 	// settle runs when the command itself has just been reaped with c, before handleReaped
 	// takes it: scope mode lets a stop signal on its way arrive first.
-	settle(s *supervisor, c reapedChild, sigs <-chan os.Signal)
+	settle(s *treeKeeper, c reapedChild, sigs <-chan os.Signal)
 	// cmdReaped reports the command's own end, when the mode reports it before evExited.
-	cmdReaped(s *supervisor, ws syscall.WaitStatus)
+	cmdReaped(s *treeKeeper, ws syscall.WaitStatus)
 	// join waits for what the mode started (scope mode: its own StopUnit call).
 	join()
 }
@@ -39,17 +39,17 @@ func newGuardianMode(scope *wireScope, parent int) guardianMode {
 // command's status from evExited alone.
 type directGuardian struct{}
 
-func (directGuardian) signal(s *supervisor, sig syscall.Signal) {
+func (directGuardian) signal(s *treeKeeper, sig syscall.Signal) {
 	if sig == syscall.SIGTERM {
 		s.requestStop()
 	}
 }
 
-func (directGuardian) conchGone(*supervisor) {}
+func (directGuardian) conchGone(*treeKeeper) {}
 
-func (directGuardian) settle(*supervisor, reapedChild, <-chan os.Signal) {}
+func (directGuardian) settle(*treeKeeper, reapedChild, <-chan os.Signal) {}
 
-func (directGuardian) cmdReaped(*supervisor, syscall.WaitStatus) {}
+func (directGuardian) cmdReaped(*treeKeeper, syscall.WaitStatus) {}
 
 func (directGuardian) join() {}
 
@@ -78,7 +78,7 @@ type scopeGuardian struct {
 // tree as well, and lives on until that tree is gone so that conch learns the command's
 // status. A signal that arrives after conch died (the guardian was reparented) means conch is
 // gone.
-func (g *scopeGuardian) signal(s *supervisor, sig syscall.Signal) {
+func (g *scopeGuardian) signal(s *treeKeeper, sig syscall.Signal) {
 	if os.Getppid() != g.parent {
 		s.conchGone()
 		return
@@ -97,7 +97,7 @@ func (g *scopeGuardian) signal(s *supervisor, sig syscall.Signal) {
 // and SIGKILL after its TimeoutStopSec reach every process in it, whatever the guardian sees
 // (D7). The D-Bus call runs on a goroutine of its own, bounded by ownStopTimeout, which join
 // waits for.
-func (g *scopeGuardian) conchGone(*supervisor) {
+func (g *scopeGuardian) conchGone(*treeKeeper) {
 	if g.orphaned {
 		return
 	}
@@ -114,7 +114,7 @@ func (g *scopeGuardian) conchGone(*supervisor) {
 // settle: systemd signals every process of a stopping scope at nearly the same instant: a
 // command killed by a signal lets a stop signal on its way to the guardian arrive first, so
 // that the stop is reported as the scope's (ScopeStopped), not as the command's own death.
-func (g *scopeGuardian) settle(s *supervisor, c reapedChild, sigs <-chan os.Signal) {
+func (g *scopeGuardian) settle(s *treeKeeper, c reapedChild, sigs <-chan os.Signal) {
 	if !c.ws.Signaled() || s.stopping {
 		return
 	}
@@ -127,7 +127,7 @@ func (g *scopeGuardian) settle(s *supervisor, c reapedChild, sigs <-chan os.Sign
 
 // cmdReaped sends evCmdExited at once: systemd may SIGKILL the guardian at the end of the
 // scope's TimeoutStopSec before it can send evExited.
-func (g *scopeGuardian) cmdReaped(s *supervisor, ws syscall.WaitStatus) {
+func (g *scopeGuardian) cmdReaped(s *treeKeeper, ws syscall.WaitStatus) {
 	code, sig := shellStatus(ws)
 	s.out.send(guardianEvent{Event: evCmdExited, Status: code, Signal: int(sig)})
 }

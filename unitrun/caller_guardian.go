@@ -1,5 +1,8 @@
 package unitrun
 
+// This file runs in the caller's process (conch): starting the guardian process (D7) and
+// conch's handle on it, the caller's end of the guardian pipe.
+
 import (
 	"encoding/json"
 	"fmt"
@@ -89,9 +92,24 @@ func startGuardian(spec Spec) (*guardianProc, error) {
 		// Failure (Linux < 3.4) only loses the reach over descendants of a dead guardian.
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	})
+	done, waitErr, err := startLocked(cmd)
+	_, _ = ctlR.Close(), stW.Close() // the guardian has its copies
+	if err != nil {
+		_, _ = ctlW.Close(), stR.Close()
+		return nil, fmt.Errorf("%w: cannot start %s: %v", ErrGuardian, spec.Guardian[0], err)
+	}
+	return &guardianProc{pid: cmd.Process.Pid, proc: cmd.Process, ctl: ctlW, events: readEvents(stR), done: done, waitErr: waitErr}, nil
+}
+
+// startLocked starts cmd from a goroutine locked to its OS thread that stays in wait4 until
+// the process exits (the parent-death signal is tied to that thread, see startGuardian) and
+// registers it in liveGuardians meanwhile. It returns once cmd has started, or failed to; done
+// is closed once the process has exited, been reaped and unregistered, with its wait result in
+// *waitErr.
+func startLocked(cmd *exec.Cmd) (done <-chan struct{}, waitErr *error, err error) {
 	started := make(chan error, 1)
-	done := make(chan struct{})
-	waitErr := new(error)
+	exited := make(chan struct{})
+	waitErr = new(error)
 	go func() {
 		// Never unlocked: the goroutine ends locked, so the runtime retires the thread
 		// instead of reusing it.
@@ -109,15 +127,9 @@ func startGuardian(spec Spec) (*guardianProc, error) {
 		liveGuardians.Lock()
 		delete(liveGuardians.pids, cmd.Process.Pid)
 		liveGuardians.Unlock()
-		close(done)
+		close(exited)
 	}()
-	err = <-started
-	_, _ = ctlR.Close(), stW.Close() // the guardian has its copies
-	if err != nil {
-		_, _ = ctlW.Close(), stR.Close()
-		return nil, fmt.Errorf("%w: cannot start %s: %v", ErrGuardian, spec.Guardian[0], err)
-	}
-	return &guardianProc{pid: cmd.Process.Pid, proc: cmd.Process, ctl: ctlW, events: readEvents(stR), done: done, waitErr: waitErr}, nil
+	return exited, waitErr, <-started
 }
 
 // gone reports whether the guardian has exited already.

@@ -1,5 +1,8 @@
 package unitrun
 
+// This file runs in the guardian process (D7): keeping the command's tree, from its start
+// until every process in it is gone and reaped.
+
 import (
 	"errors"
 	"os"
@@ -13,9 +16,9 @@ import (
 // the grace period is over (new ones may have been forked during the walk).
 const killRetryInterval = 50 * time.Millisecond
 
-// supervisor is the guardian's state after the command started. It runs on the guardian's
-// main goroutine only.
-type supervisor struct {
+// treeKeeper is the guardian's state after the command started (its counterpart in the
+// caller's process is runner). It runs on the guardian's main goroutine only.
+type treeKeeper struct {
 	cmdPID    int // also the command's process group ID
 	stopSig   syscall.Signal
 	killAfter time.Duration
@@ -38,11 +41,11 @@ type reapedChild struct {
 	ws  syscall.WaitStatus
 }
 
-// run supervises until the command and every descendant are gone and reaped. It returns the
+// run keeps the tree until the command and every descendant are gone and reaped. It returns the
 // command's wait status and whether the stop began while the command was still running.
 // A stop begins on SIGTERM, on a stop or abort word, on EOF of control, or when the command
 // exits (to stop what it left running).
-func (s *supervisor) run(sigs <-chan os.Signal, control <-chan string) (syscall.WaitStatus, bool) {
+func (s *treeKeeper) run(sigs <-chan os.Signal, control <-chan string) (syscall.WaitStatus, bool) {
 	s.reaped = reapChildren()
 	defer func() {
 		if s.killTick != nil {
@@ -80,17 +83,17 @@ func (s *supervisor) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 }
 
 // onSignal handles a caught signal as the mode says (guardianMode.signal).
-func (s *supervisor) onSignal(sig syscall.Signal) { s.mode.signal(s, sig) }
+func (s *treeKeeper) onSignal(sig syscall.Signal) { s.mode.signal(s, sig) }
 
 // conchGone handles conch's death (EOF of the control pipe, or the parent-death signal): the
 // mode's part first (scope mode: stop the guardian's own scope), then stop the command's tree.
-func (s *supervisor) conchGone() {
+func (s *treeKeeper) conchGone() {
 	s.mode.conchGone(s)
 	s.requestStop()
 }
 
 // handleReaped records one reaped child; ok false means none is left.
-func (s *supervisor) handleReaped(c reapedChild, ok bool) {
+func (s *treeKeeper) handleReaped(c reapedChild, ok bool) {
 	if !ok { // ECHILD: no child left, hence no descendant (we are their subreaper)
 		s.allGone = true
 		return
@@ -105,7 +108,7 @@ func (s *supervisor) handleReaped(c reapedChild, ok bool) {
 // requestStop handles a stop request from conch or a signal. Children already reaped are
 // accounted for first, so that a command that has just exited on its own is not reported as
 // stopped and its PGID, possibly free by now, is not signalled.
-func (s *supervisor) requestStop() {
+func (s *treeKeeper) requestStop() {
 	for drained := false; !drained && !s.allGone; {
 		select {
 		case c, ok := <-s.reaped:
@@ -125,7 +128,7 @@ func (s *supervisor) requestStop() {
 // nothing behind, the usual case, stopping costs no /proc read at all. SIGCONT follows as
 // systemd does it, so that a stopped process (Ctrl-Z, or SIGTTIN from reading the terminal in
 // the background) acts on the stop signal now rather than only at SIGKILL.
-func (s *supervisor) beginStop() {
+func (s *treeKeeper) beginStop() {
 	if s.stopping {
 		return
 	}
@@ -150,7 +153,7 @@ func (s *supervisor) beginStop() {
 
 // killAll SIGKILLs the command's process group (while its PGID is still certainly ours) and
 // every descendant. It is repeated until none is left.
-func (s *supervisor) killAll() {
+func (s *treeKeeper) killAll() {
 	if !s.cmdReaped {
 		_ = signalGroup(s.cmdPID, syscall.SIGKILL)
 	}
@@ -161,7 +164,7 @@ func (s *supervisor) killAll() {
 
 // reapChildren reaps every child of the calling process, including orphans reparented to it
 // as a subreaper, and sends each to the returned channel. It closes the channel and ends when
-// wait4 reports that no child is left (ECHILD); the channel's buffer and the supervisor's loop
+// wait4 reports that no child is left (ECHILD); the channel's buffer and the treeKeeper's loop
 // keep it from blocking for long.
 func reapChildren() <-chan reapedChild {
 	ch := make(chan reapedChild, 16)

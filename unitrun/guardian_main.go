@@ -1,5 +1,7 @@
 package unitrun
 
+// This file runs in the guardian process (D7): its main, from its start to the command's.
+
 import (
 	"bufio"
 	"encoding/json"
@@ -61,7 +63,13 @@ func GuardianMain() int {
 		out.send(guardianEvent{Event: evError, Msg: "cannot become a child subreaper: " + err.Error()})
 		return 1
 	}
-	control := readControl(bufio.NewReader(ctl))
+	return guard(sigs, readControl(bufio.NewReader(ctl)), out, parent)
+}
+
+// guard is GuardianMain once the pipes are open and the guardian is a subreaper: it waits for
+// the spec and for ctlGo, starts the command and keeps its tree until it is gone, reporting on
+// out. parent is conch's PID. It returns GuardianMain's exit status.
+func guard(sigs chan os.Signal, control <-chan string, out eventWriter, parent int) int {
 	spec, ok, err := awaitSpec(sigs, control)
 	if err != nil {
 		out.send(guardianEvent{Event: evError, Msg: err.Error()})
@@ -93,7 +101,7 @@ func GuardianMain() int {
 	}
 	out.send(guardianEvent{Event: evStarted, PID: pid})
 
-	sup := &supervisor{
+	sup := &treeKeeper{
 		cmdPID:    pid,
 		stopSig:   syscall.Signal(spec.StopSignal),
 		killAfter: spec.KillAfter,
@@ -189,7 +197,7 @@ func awaitGo(sigs <-chan os.Signal, control <-chan string) bool {
 // and stderr, in the terminal's foreground when spec.Foreground is set (D5). The kernel sets
 // the foreground group in the child before exec, with signals still blocked, so the command
 // can read the terminal from its first instruction. It returns the PID, which is also the
-// process group ID. The process is reaped by the supervisor's wait4(-1). It calls
+// process group ID. The process is reaped by the treeKeeper's wait4(-1). It calls
 // syscall.ForkExec, not os.StartProcess, whose first call in a process probes pidfd support
 // with a throw-away child: one fork and wait more before each command (~0.2 ms).
 func startCommand(spec wireSpec) (int, error) {

@@ -1,5 +1,8 @@
 package unitrun
 
+// This file runs in the caller's process (conch): scope mode (D8), ScopeSpec and Run's state
+// while its command runs in a scope.
+
 import (
 	"cmp"
 	"context"
@@ -190,22 +193,22 @@ func (sc *scopeRun) awaitGone() error {
 // RuntimeExceeded also when systemd stopped the scope on its own at or after RuntimeMax from
 // the scope's start (its RuntimeMaxSec fired before Run's own timer), ScopeStopped when it did
 // so earlier.
-func (sc *scopeRun) outcome(st *supervision, baseErr, guardianErr, goneErr error) (Result, error) {
-	if st.pid == 0 {
-		return decideResult(st.facts), baseErr
+func (sc *scopeRun) outcome(rec *runRecord, baseErr, guardianErr, goneErr error) (Result, error) {
+	if rec.pid == 0 {
+		return decideResult(rec.facts), baseErr
 	}
-	f := st.facts
+	f := rec.facts
 	f.guardianKilled = killedBy(guardianErr, syscall.SIGKILL)
 	f.scopeGone = goneErr == nil
-	ended := st.cmdEndedAt
-	if !st.cmdExited {
+	ended := rec.cmdEndedAt
+	if !rec.cmdExited {
 		ended = time.Now() // with the scope, or unknown
 	}
 	f.pastRuntimeMax = sc.runtimeMax > 0 && ended.Sub(sc.started) >= sc.runtimeMax
 	res := decideResult(f)
 	expected := f.asked != notStopping || f.systemdStop || f.guardianKilled
 	switch {
-	case st.exited:
+	case rec.exited:
 		return res, nil
 	case goneErr != nil:
 		return res, fmt.Errorf("%w; scope %s could not be stopped: %v", baseErr, sc.Name, goneErr)
@@ -223,4 +226,13 @@ func killedBy(err error, sig syscall.Signal) bool {
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// wireAddresses carries managerAddresses to the guardian (wireScope; addressesOf reads them).
+func wireAddresses(addrs []managerAddress) []wireAddress {
+	out := make([]wireAddress, len(addrs))
+	for i, a := range addrs {
+		out[i] = wireAddress{Addr: a.addr, Hello: a.hello}
+	}
+	return out
 }

@@ -132,26 +132,6 @@ func Dial(ctx context.Context) (*sdbus.Conn, error) {
 	return conn, nil
 }
 
-// stopUnitAt asks the manager at the first of addrs that answers to stop unit (mode "replace")
-// and returns once the stop job is enqueued, without waiting for it: the guardian uses it to
-// stop its own scope when conch died (D7), and systemd's stop signal then reaches the guardian
-// too. A unit that is already gone is not an error. It uses one plain godbus connection (no
-// signal subscription) and closes it; ctx bounds everything.
-func stopUnitAt(ctx context.Context, addrs []managerAddress, unit string) error {
-	var errs []error
-	for _, a := range addrs {
-		err := stopUnitOnce(ctx, a, unit)
-		if err == nil || errors.Is(err, ErrNoSuchUnit) {
-			return nil
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", a.addr, err))
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return fmt.Errorf("cannot stop %s: %w", unit, errors.Join(errs...))
-}
-
 // dialAddress opens one plain godbus connection to a: dial, EXTERNAL authentication as our
 // uid, and Hello on a bus (not on systemd's private socket). ctx is the connection's own:
 // godbus closes it when ctx ends.
@@ -171,35 +151,6 @@ func dialAddress(ctx context.Context, a managerAddress) (*dbus.Conn, error) {
 		}
 	}
 	return c, nil
-}
-
-func stopUnitOnce(ctx context.Context, a managerAddress, unit string) error {
-	c, err := dialAddress(ctx, a)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Close() }()
-	obj := c.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
-	var job dbus.ObjectPath
-	err = obj.CallWithContext(ctx, "org.freedesktop.systemd1.Manager.StopUnit", 0, unit, "replace").Store(&job)
-	return dbusError(err)
-}
-
-// wireAddresses and addressesOf carry managerAddresses to the guardian (wireScope).
-func wireAddresses(addrs []managerAddress) []wireAddress {
-	out := make([]wireAddress, len(addrs))
-	for i, a := range addrs {
-		out[i] = wireAddress{Addr: a.addr, Hello: a.hello}
-	}
-	return out
-}
-
-func addressesOf(w []wireAddress) []managerAddress {
-	out := make([]managerAddress, len(w))
-	for i, a := range w {
-		out[i] = managerAddress{addr: a.Addr, hello: a.Hello}
-	}
-	return out
 }
 
 // dbusError maps the D-Bus errors scope mode meets to this package's sentinels, keeping the
