@@ -48,7 +48,7 @@ type ScopeSpec struct {
 	// everything else, the limits inherited from the caller's service included (D8). Run also
 	// takes its timing from them: KillSignal is the stop signal (instead of Spec.StopSignal),
 	// TimeoutStopSec the grace period (instead of Spec.KillAfter) and RuntimeMaxSec the
-	// runtime limit (instead of Spec.RuntimeMax; infinity means none).
+	// runtime limit (instead of Spec.RuntimeMax; infinity means none): see EffectiveTiming.
 	Properties []sdbus.Property
 	// Service is the service the caller runs in (FindCallerService, called before the slot
 	// is taken): the scope goes into its slice (unless Slice is set), gets BindsTo= it and its
@@ -65,42 +65,6 @@ type scopeRun struct {
 	runtimeMax time.Duration // Spec.RuntimeMax, also the scope's RuntimeMaxSec
 	started    time.Time     // just before StartScope: systemd's RuntimeMaxSec counts from later
 	stopping   chan error    // StopScope's result, once a stop was begun; buffered
-}
-
-// withScope returns a copy of s with the stop signal, grace period and runtime limit taken from
-// the scope's -p properties (see ScopeSpec.Properties). It does nothing in direct mode.
-func (s Spec) withScope() Spec {
-	if s.Scope == nil {
-		return s
-	}
-	for _, p := range s.Scope.Properties {
-		switch v := p.Value.Value().(type) {
-		case int32:
-			if p.Name == "KillSignal" {
-				s.StopSignal = syscall.Signal(v)
-			}
-		case uint64:
-			switch p.Name {
-			case "TimeoutStopUSec":
-				s.KillAfter = usecDuration(v)
-			case "RuntimeMaxUSec":
-				s.RuntimeMax = usecDuration(v)
-				if v == infinity {
-					s.RuntimeMax = 0
-				}
-			}
-		}
-	}
-	return s
-}
-
-// usecDuration converts systemd microseconds to a Duration, infinity (or anything too long)
-// to the longest Duration.
-func usecDuration(usec uint64) time.Duration {
-	if usec >= math.MaxInt64/uint64(time.Microsecond) {
-		return math.MaxInt64
-	}
-	return time.Duration(usec) * time.Microsecond
 }
 
 // wireScope returns what the guardian needs to know about the scope: its name and how to reach

@@ -136,7 +136,7 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 		_ = p.g.close()
 		return Result{ExitStatus: statusFor(err)}, err
 	}
-	spec = spec.withScope().withDefaults()
+	spec = spec.withTiming().withDefaults()
 	if !p.start.sameStart(spec) {
 		_ = p.g.close()
 		return Result{}, fmt.Errorf("%s: not started: %w: guardian prepared with another Guardian, Stdin, Stdout or Stderr", spec.Path, ErrGuardian)

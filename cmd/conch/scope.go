@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -58,27 +57,22 @@ func parseScopeFlags(mode string, props []string, slice string) (scopeFlags, err
 	return f, nil
 }
 
-// killAfter returns the grace period the child's stop will have: -p TimeoutStopSec= when given
-// (unitrun takes it as the scope's and the guardian's grace), else killAfter (--kill-after).
-// The fence margin of D7 must cover it.
-func (f scopeFlags) killAfter(killAfter time.Duration) time.Duration {
-	for _, p := range f.props {
-		if usec, ok := p.Value.Value().(uint64); ok && p.Name == "TimeoutStopUSec" {
-			killAfter = time.Duration(min(usec, uint64(math.MaxInt64/int64(time.Microsecond)))) * time.Microsecond
-		}
-	}
-	return killAfter
+// timing returns how the child will be stopped and limited and where each value came from
+// (unitrun.EffectiveTiming): -p KillSignal=, TimeoutStopSec= and RuntimeMaxSec= when given
+// (unitrun takes them as the scope's and the guardian's), else killAfter (--kill-after) and
+// runtimeMax (--runtime-max), else unitrun's defaults. The fence margin of D7 must cover its
+// KillAfter.
+func (f scopeFlags) timing(killAfter, runtimeMax time.Duration) unitrun.StopTiming {
+	return unitrun.EffectiveTiming(unitrun.Spec{KillAfter: killAfter, RuntimeMax: runtimeMax}, f.props)
 }
 
-// runtimeLimit names the run-time limit that stops the child, for the line of exit 124: -p
-// RuntimeMaxSec= when given (in a scope it wins over --runtime-max, unitrun.Spec.withScope),
-// else --runtime-max.
+// runtimeLimit names the run-time limit that stops the child, for the line of exit 124, as
+// the user gave it (unitrun.EffectiveTiming says where it came from): "-p RuntimeMaxSec=5s"
+// when given (in a scope it wins over --runtime-max), else "--runtime-max 10s".
 func (f scopeFlags) runtimeLimit(runtimeMax time.Duration) string {
-	for _, p := range f.props {
-		if usec, ok := p.Value.Value().(uint64); ok && p.Name == "RuntimeMaxUSec" {
-			d := time.Duration(min(usec, uint64(math.MaxInt64/int64(time.Microsecond)))) * time.Microsecond
-			return fmt.Sprintf("-p RuntimeMaxSec=%v", d)
-		}
+	t := f.timing(0, runtimeMax)
+	if t.RuntimeMaxFrom == unitrun.FromProperty {
+		return fmt.Sprintf("-p RuntimeMaxSec=%v", t.RuntimeMax)
 	}
 	return fmt.Sprintf("--runtime-max %v", runtimeMax)
 }

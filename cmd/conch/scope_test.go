@@ -122,9 +122,9 @@ func TestParseScopeFlags(t *testing.T) {
 			t.Errorf("parseScopeFlags(%q, %q, %q): %v", tt.mode, tt.props, tt.slice, err)
 			continue
 		}
-		if f.mode != tt.wantMode || f.slice != tt.wantSlice || len(f.props) != len(tt.props) || f.killAfter(5*time.Second) != tt.wantGrace {
+		if f.mode != tt.wantMode || f.slice != tt.wantSlice || len(f.props) != len(tt.props) || f.timing(5*time.Second, 0).KillAfter != tt.wantGrace {
 			t.Errorf("parseScopeFlags(%q, %q, %q) = %+v (grace %v), want mode %s, slice %q, grace %v",
-				tt.mode, tt.props, tt.slice, f, f.killAfter(5*time.Second), tt.wantMode, tt.wantSlice, tt.wantGrace)
+				tt.mode, tt.props, tt.slice, f, f.timing(5*time.Second, 0).KillAfter, tt.wantMode, tt.wantSlice, tt.wantGrace)
 		}
 	}
 }

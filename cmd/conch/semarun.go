@@ -58,10 +58,7 @@ func (r *semaRun) connect() error {
 	}
 	r.closers = append(r.closers, func() { client.Close() })
 	c := r.c
-	r.killAfter = r.job.scope.killAfter(c.KillAfter.d) // -p TimeoutStopSec= wins in a scope
-	if r.killAfter <= 0 {
-		r.killAfter = unitrun.DefaultKillAfter
-	}
+	r.killAfter = r.job.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter // -p TimeoutStopSec= wins in a scope
 	if sema.FenceTooLate(c.TTL.d, r.killAfter) {
 		r.rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", r.killAfter, sema.RoundTTL(c.TTL.d), minTTL(r.killAfter))
 	}

@@ -66,6 +66,7 @@ func TestConchInSystemd(t *testing.T) {
 	t.Run("KillSignalSIGINTAndProperties", func(t *testing.T) { testKillSignal(t, e) })
 	t.Run("RuntimeMaxSec", func(t *testing.T) { testRuntimeMax(t, e, "-p", "RuntimeMaxSec=2") })
 	t.Run("RuntimeMaxFlag", func(t *testing.T) { testRuntimeMax(t, e, "--runtime-max", "2s") })
+	t.Run("RuntimeMaxSecOverFlag", func(t *testing.T) { testRuntimeMax(t, e, "--runtime-max", "1h", "-p", "RuntimeMaxSec=2") })
 	t.Run("UnknownPropertyRefused", func(t *testing.T) { testUnknownProperty(t, e) })
 	t.Run("ScopeNeverRunsDirect", func(t *testing.T) { testNever(t, e) })
 	t.Run("ScopeFailsAfterSlotHeld", func(t *testing.T) { testScopeFails(t, e) })
@@ -367,11 +368,15 @@ func testKillSignal(t *testing.T, e *env) {
 	n.noScopeLeft()
 }
 
-// -p RuntimeMaxSec=2 (or --runtime-max 2s) stops a long child after about 2 s: RuntimeMaxSec
-// on the scope, exit 124 (D3), slot released.
+// -p RuntimeMaxSec=2 (or --runtime-max 2s, or both with a longer --runtime-max) stops a long
+// child after about 2 s: RuntimeMaxSec on the scope, exit 124 (D3), slot released, and the
+// line names the limit that fired.
 func testRuntimeMax(t *testing.T, e *env, flag ...string) {
 	n := e.boot(t)
 	name := "rt" + strings.TrimLeft(flag[0], "-")
+	if len(flag) > 2 {
+		name += "-both"
+	}
 	a := append(args(name, "--max", "1"), flag...)
 	began := time.Now()
 	p := n.service("runtime.service", nil, cmdline(a, n.child(false))...)
@@ -381,11 +386,11 @@ func testRuntimeMax(t *testing.T, e *env, flag ...string) {
 	}
 	code, stderr := exitCode(t, n.ctx, p)
 	took := time.Since(began)
-	limit := "--runtime-max" // the line names the limit that was given
-	if flag[0] == "-p" {
-		limit = "RuntimeMaxSec="
+	limit := "--runtime-max 2s" // the line names the limit that fired, as it was given
+	if slices.Contains(flag, "-p") {
+		limit = "-p RuntimeMaxSec=2s"
 	}
-	if code != 124 || !strings.Contains(stderr, limit) {
+	if code != 124 || !strings.Contains(stderr, "ran past "+limit) {
 		t.Errorf("conch exited %d, want 124 with a line naming %s: %s", code, limit, stderr)
 	}
 	if took < 2*time.Second || took > 2*time.Second+stopMargin {
