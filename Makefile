@@ -2,7 +2,11 @@
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell scripts/version.sh)
-LDFLAGS := -X main.version=$(VERSION)
+# BUILD_ID: the source's identity, the same in conch and conch-guardian, which compare it
+# before conch trusts the guardian (D7a): a hash of every Go source and the module files, and
+# the Go version. (Without it a binary falls back on the VCS revision of a clean tree.)
+BUILD_ID ?= $(shell { cat $$(git ls-files -co --exclude-standard '*.go' go.mod go.sum); $(GO) version; } 2>/dev/null | sha256sum | cut -c1-16)
+LDFLAGS := -X main.version=$(VERSION) -X github.com/conch-project/conch/unitrun.buildID=$(BUILD_ID)
 
 .PHONY: all build etcd demo test test-deps lint clean man package
 
@@ -10,6 +14,7 @@ all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/conch ./cmd/conch
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/conch-guardian ./cmd/conch-guardian
 
 # A real etcd and etcdctl built from the etcd Go modules (tool dependencies in go.mod).
 etcd: bin/etcd bin/etcdctl
@@ -35,7 +40,7 @@ man: build
 # dist/conch_<version>_amd64.deb and dist/conch-<version>.x86_64.rpm (nfpm.yaml). Needs nfpm:
 # go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 package:
-	VERSION=$(VERSION) scripts/package.sh dist
+	VERSION=$(VERSION) BUILD_ID=$(BUILD_ID) scripts/package.sh dist
 
 # Benchmarks (issue 5): conch against etcdctl lock on a throw-away etcd with /metrics; prints
 # one table and writes docs/benchmarks.md. BENCHFLAGS=-quick reruns with fewer repetitions;

@@ -23,8 +23,11 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/conch-package.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 # Static (no libc or loader dependency: packaging/deb/lintian-overrides says why), stripped
 # (Debian strips binaries), no build paths in the binary.
-CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath \
-	-ldflags "-s -w -X main.version=$version" -o "$stage/conch" ./cmd/conch
+# conch-guardian (D7a) gets the same BUILD_ID as conch (from make; else both fall back on the
+# VCS revision of a clean tree), or conch will not trust it.
+ldflags="-s -w -X main.version=$version -X github.com/conch-project/conch/unitrun.buildID=${BUILD_ID:-}"
+CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "$ldflags" -o "$stage/conch" ./cmd/conch
+CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "$ldflags" -o "$stage/conch-guardian" ./cmd/conch-guardian
 "$stage/conch" --man-page | gzip -9n >"$stage/conch.1.gz"
 
 # A native Debian package needs a changelog; this one names the commit it was built from.

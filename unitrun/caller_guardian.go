@@ -156,6 +156,7 @@ func (g *guardianProc) sendSpec(spec Spec, foreground bool, scope *wireScope) er
 		KillAfter:  spec.KillAfter,
 		Foreground: foreground,
 		Scope:      scope,
+		Build:      BuildID(),
 	})
 	if err == nil {
 		_, err = g.ctl.Write(append(line, '\n'))

@@ -61,18 +61,21 @@ func (r *runner) abort(err error) error {
 
 // awaitReady waits for the guardian's ready event. Cancelling ctx makes it return the cause.
 func (r *runner) awaitReady(ctx context.Context) error {
-	select {
-	case ev, ok := <-r.g.events:
-		switch {
-		case !ok:
-			return fmt.Errorf("%s: %w: exited before it was ready", r.spec.Path, ErrGuardian)
-		case ev.Event == evReady:
-			return nil
-		default:
-			return fmt.Errorf("%s: %w: %s %s", r.spec.Path, ErrGuardian, ev.Event, ev.Msg)
+	for {
+		select {
+		case ev, ok := <-r.g.events:
+			switch {
+			case !ok:
+				return fmt.Errorf("%s: %w: exited before it was ready", r.spec.Path, ErrGuardian)
+			case ev.Event == evHello: // checked by Prepared.trust where it matters (D7a)
+			case ev.Event == evReady:
+				return nil
+			default:
+				return fmt.Errorf("%s: %w: %s %s", r.spec.Path, ErrGuardian, ev.Event, ev.Msg)
+			}
+		case <-ctx.Done():
+			return notStarted(r.spec.Path, context.Cause(ctx))
 		}
-	case <-ctx.Done():
-		return notStarted(r.spec.Path, context.Cause(ctx))
 	}
 }
 

@@ -1,14 +1,15 @@
 // Package unitrun runs the command of `conch sema` and makes sure it, and everything it
 // starts, ends when conch says so or when conch itself dies (D7).
 //
-// Direct mode: Run re-executes the program as a small guardian (GuardianMain) that is the
-// command's parent and a child subreaper. The command runs in its own process group; stopping
-// it means the stop signal to that group and to every descendant (found through /proc), then
-// SIGKILL after the grace period. The guardian gets a parent-death signal when conch dies,
-// even by SIGKILL, and then stops the whole tree itself. Prepare starts the guardian ahead of
-// the command, so that its start-up overlaps the caller's wait for a slot; Prepared.Run then
-// gives it the command and returns as soon as the command's tree is gone, while the guardian
-// exits.
+// Direct mode: Run starts a small guardian (GuardianMain) that is the command's parent and a
+// child subreaper: the guardian program cmd/conch-guardian beside the running executable when
+// it is of the same build (BuildID, D7a), else this program re-executed. The command runs in
+// its own process group; stopping it means the stop signal to that group and to every
+// descendant (found through /proc), then SIGKILL after the grace period. The guardian gets a
+// parent-death signal when conch dies, even by SIGKILL, and then stops the whole tree itself.
+// Prepare starts the guardian ahead of the command, so that its start-up overlaps the caller's
+// wait for a slot; Prepared.Run then gives it the command and returns as soon as the command's
+// tree is gone, while the guardian exits.
 //
 // Scope mode (Spec.Scope, D8) uses the same guardian and moves it into a transient systemd
 // scope (StartScope) before it starts the command, so the command runs not a single

@@ -19,11 +19,12 @@ import (
 const GuardianArg = "__conch-guardian"
 
 // GuardianMain is the entry point of the guardian process (D7); cmd/conch calls it when
-// os.Args[1] == GuardianArg and exits with the value it returns. It is a process's main, not
-// a library function: it owns the process's signals and file descriptors 3 and 4, and must not
-// be called in any other situation.
+// os.Args[1] == GuardianArg, cmd/conch-guardian (D7a) always, and both exit with the value it
+// returns. It is a process's main, not a library function: it owns the process's signals and
+// file descriptors 3 and 4, and must not be called in any other situation.
 //
-// It makes itself a child subreaper and waits for the spec on the control pipe (Prepare may
+// It first says hello with its BuildID on the status pipe (conch trusts a guardian program
+// only when that is its own, D7a), makes itself a child subreaper and waits for the spec on the control pipe (Prepare may
 // start the guardian long before Run sends it; EOF or SIGTERM meanwhile make it exit at
 // once), then reports ready and waits for "go" (so that scope mode can move it into its scope
 // and Spec.BeforeStart can run first). It then starts the command in a
@@ -46,7 +47,8 @@ const GuardianArg = "__conch-guardian"
 // over D-Bus (D7), besides stopping the tree itself.
 //
 // It returns 0 after a normal run, an abort or an exec failure (all reported on the status
-// pipe), 1 when it cannot work (reported as an error event: Run returns ErrGuardian) and 2
+// pipe), 1 when it cannot work or the spec comes from another build (reported as an error
+// event: Run returns ErrGuardian) and 2
 // when it was not started by Run (no control pipe).
 func GuardianMain() int {
 	sigs := make(chan os.Signal, 8)
@@ -59,6 +61,7 @@ func GuardianMain() int {
 		return 2
 	}
 	out := eventWriter{enc: json.NewEncoder(status)}
+	out.send(guardianEvent{Event: evHello, Build: BuildID()}) // first: conch checks it (D7a)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		out.send(guardianEvent{Event: evError, Msg: "cannot become a child subreaper: " + err.Error()})
 		return 1
@@ -77,6 +80,10 @@ func guard(sigs chan os.Signal, control <-chan string, out eventWriter, parent i
 	}
 	if !ok {
 		return 0 // closed before Run, or conch died: nothing was started
+	}
+	if spec.Build != BuildID() { // D7a: a caller of another build may speak another protocol
+		out.send(guardianEvent{Event: evError, Msg: "guardian of build " + strconv.Quote(BuildID()) + " refuses a caller of build " + strconv.Quote(spec.Build)})
+		return 1
 	}
 	if spec.Scope != nil {
 		// systemd stops the scope with its KillSignal, which reaches the guardian too: catch

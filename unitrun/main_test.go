@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == hungGuardianArg {
 		os.Exit(hungGuardianMain())
 	}
+	useGuardianProgramFromEnv() // before the helper: it inherits the environment
 	if cfg := os.Getenv(helperEnv); cfg != "" {
 		os.Exit(runHelper(cfg))
 	}

@@ -16,7 +16,7 @@ import (
 //     for it), then one word per line: ctlGo, ctlStop or ctlAbort. EOF means conch died or
 //     closed a prepared guardian: stop, or exit if nothing was started.
 //   - the status pipe (guardian -> conch, fd statusFD): JSON lines of guardianEvent, in the
-//     order evReady, then evStarted or evExecError, then (scope mode) evCmdExited as soon as
+//     order evHello (the guardian's BuildID, sent as soon as it runs), evReady, then evStarted or evExecError, then (scope mode) evCmdExited as soon as
 //     the command is reaped, then evExited once its whole tree is gone, after which the
 //     guardian only exits; evStopSignal (scope mode) when the guardian gets the scope's stop
 //     signal from systemd; evError on a protocol failure. EOF means the guardian exited. In
@@ -24,8 +24,10 @@ import (
 //     timeout before it sends evExited: evCmdExited is sent early so that the command's status
 //     is known then too.
 //
-// Both ends are the same binary image (Spec.Guardian defaults to /proc/self/exe), so the
-// format needs no versioning.
+// The format needs no versioning because both ends come from one build (D7a): either the
+// same binary image (the guardian is /proc/self/exe re-executed), or the guardian program
+// beside conch, which Run trusts only once evHello carried conch's own non-empty BuildID
+// (before the spec is sent); the guardian in turn refuses a spec whose Build is not its own.
 const (
 	ctlFD    = 3 // ExtraFiles[0] in the guardian
 	statusFD = 4 // ExtraFiles[1] in the guardian
@@ -34,6 +36,7 @@ const (
 	ctlStop  = "stop"  // stop the command and its descendants (stop signal, grace, SIGKILL)
 	ctlAbort = "abort" // exit without starting the command (BeforeStart failed)
 
+	evHello      = "hello"          // the guardian runs: Build, its BuildID (D7a)
 	evReady      = "ready"          // spec read, subreaper set; waiting for ctlGo
 	evStarted    = "started"        // command running: PID
 	evExecError  = "exec-error"     // command could not be started: Status 126/127, Msg
@@ -54,6 +57,8 @@ type wireSpec struct {
 	// Foreground asks for the command's process group to become the foreground group of the
 	// terminal on the guardian's stdin (D5).
 	Foreground bool `json:"foreground,omitempty"`
+	// Build is the caller's BuildID (D7a): the guardian refuses a spec from another build.
+	Build string `json:"build,omitempty"`
 	// Scope is set in scope mode (D8): the guardian then lives in that scope, survives the
 	// scope's stop signal until the command's tree is gone, and stops the scope itself when
 	// conch dies (D7).
@@ -81,6 +86,7 @@ type guardianEvent struct {
 	Signal  int    `json:"signal,omitempty"`
 	Stopped bool   `json:"stopped,omitempty"` // the stop began while the command still ran
 	Msg     string `json:"msg,omitempty"`
+	Build   string `json:"build,omitempty"` // evHello: the guardian's BuildID
 }
 
 // parseSpec decodes the first line of the control pipe.

@@ -15,8 +15,9 @@ import (
 // Prepared.Run and Prepared.Close in one call: callers that can start the guardian earlier, to
 // hide its start-up behind other work, use those.
 //
-// The guardian is this program re-executed (Spec.Guardian; cmd/conch must dispatch GuardianArg
-// to GuardianMain). It is the command's parent and a child subreaper, and it gets SIGTERM when
+// The guardian is the guardian program beside this one when it is of the same build, else
+// this program re-executed (Spec.Guardian, D7a; cmd/conch must dispatch GuardianArg to
+// GuardianMain). It is the command's parent and a child subreaper, and it gets SIGTERM when
 // the caller's process dies, even by SIGKILL, so the command and all its descendants (also
 // double-forked or setsid ones) end within KillAfter plus a little whatever happens to conch.
 // Spec.BeforeStart runs while the guardian waits, before the command's first instruction (D8).
@@ -87,16 +88,19 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 // Prepared is a guardian (D7) started by Prepare ahead of its command: a process that has
 // done its start-up and waits, blocked, for Run or Close. It is not safe for concurrent use.
 type Prepared struct {
-	g     *guardianProc
-	start Spec // Guardian, Stdin, Stdout and Stderr as the guardian got them
-	used  bool // Run was called
+	g        *guardianProc
+	start    Spec     // Guardian, Stdin, Stdout and Stderr as Prepare was given them
+	guardian []string // the guardian's argv in use: start.Guardian, or reexecGuardian (D7a)
+	used     bool     // Run was called
 }
 
 // Prepare starts the guardian of a command that Prepared.Run will start later, so that the
-// guardian's start-up (the re-execution of this program: several milliseconds) overlaps
+// guardian's start-up (milliseconds; several more when this program is re-executed) overlaps
 // whatever the caller does meanwhile, such as acquiring the slot. It uses only spec's
 // Guardian, Stdin, Stdout and Stderr, which the guardian gets at its start; everything else,
-// the command included, is given to Run. It does not block beyond the guardian's fork and exec.
+// the command included, is given to Run. It does not block beyond the guardian's fork and exec
+// (the guardian program's build is checked by Run, D7a). A guardian program that cannot be
+// started is replaced by this program re-executed.
 //
 // The guardian waits without running anything; it exits when Close is called, when the
 // caller's process dies, even by SIGKILL (its parent-death signal, or the EOF of its control
@@ -107,11 +111,52 @@ type Prepared struct {
 // both.
 func Prepare(spec Spec) (*Prepared, error) {
 	spec = spec.withDefaults()
+	p := &Prepared{start: spec, guardian: spec.Guardian}
 	g, err := startGuardian(spec)
+	if err != nil && needsBuildCheck(p.guardian) { // D7a: the guardian program failed, re-exec
+		p.guardian = reexecGuardian
+		g, err = p.startGuardian()
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &Prepared{g: g, start: spec}, nil
+	p.g = g
+	return p, nil
+}
+
+// startGuardian starts a fresh guardian as p's is (p.guardian).
+func (p *Prepared) startGuardian() (*guardianProc, error) {
+	s := p.start
+	s.Guardian = p.guardian
+	return startGuardian(s)
+}
+
+// trust makes sure that p's guardian speaks this build's protocol before it is sent anything
+// (D7a): the guardian program beside conch must say hello with this build's BuildID; if it
+// says anything else, or dies first, it is closed and replaced by this program re-executed
+// (reexecGuardian), which needs no check. It waits for the hello at most until ctx ends (the
+// guardian's start-up, about a millisecond, has usually passed since Prepare). Errors wrap
+// ErrGuardian (no fallback could be started) or are ctx's cause.
+func (p *Prepared) trust(ctx context.Context) error {
+	if !needsBuildCheck(p.guardian) {
+		return nil
+	}
+	select {
+	case ev, ok := <-p.g.events:
+		if ok && ev.Event == evHello && ev.Build == BuildID() {
+			return nil
+		}
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	_ = p.g.close()
+	p.guardian = reexecGuardian
+	g, err := p.startGuardian()
+	if err != nil {
+		return err
+	}
+	p.g = g
+	return nil
 }
 
 // Run runs the command of spec with the prepared guardian, exactly as the package-level Run
@@ -147,11 +192,15 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	if p.g.gone() { // killed while it waited (OOM killer, operator): take a fresh one
 		_ = p.g.close()
-		g, err := startGuardian(p.start)
+		g, err := p.startGuardian()
 		if err != nil {
 			return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 		}
 		p.g = g
+	}
+	if err := p.trust(ctx); err != nil {
+		_ = p.g.close()
+		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 	}
 	r := &runner{spec: spec, g: p.g, mode: newRunMode(spec)}
 	fg := inForeground(spec.Stdin)

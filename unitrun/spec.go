@@ -46,10 +46,13 @@ type Spec struct {
 	// RuntimeMaxSec and counts from the scope's start; a RuntimeMaxSec among Scope.Properties
 	// replaces it.
 	RuntimeMax time.Duration
-	// Guardian is the argv that re-executes this program as the guardian; Guardian[0] is both
-	// the path executed and argv[0]. Empty means {"/proc/self/exe", GuardianArg}: the very
-	// binary image that is running, even if a package upgrade replaced the file meanwhile, so
-	// both ends always speak the same protocol.
+	// Guardian is the guardian's argv; Guardian[0] is both the path executed and argv[0].
+	// Empty means the guardian program (conch-guardian: beside the running executable, or in
+	// ../libexec/conch/ from it) when there is one and this binary has a BuildID, used once
+	// its hello carried that same BuildID (D7a); otherwise, and as the fallback whenever the
+	// program cannot be started or is of another build, {"/proc/self/exe", GuardianArg}: this
+	// program re-executed, the very binary image that is running, even if a package upgrade
+	// replaced the file meanwhile, so both ends always speak the same protocol.
 	Guardian []string
 	// Scope, if set, runs the command in a transient systemd scope (scope mode, D8; see
 	// ScopeSpec); nil means direct mode.
@@ -101,7 +104,7 @@ func (s Spec) withDefaults() Spec {
 		s.KillAfter = DefaultKillAfter
 	}
 	if len(s.Guardian) == 0 {
-		s.Guardian = []string{"/proc/self/exe", GuardianArg}
+		s.Guardian = defaultGuardian()
 	}
 	return s
 }

@@ -15,6 +15,7 @@ import (
 // The files both packages install (zsh completion aside: its directory differs).
 var commonFiles = []string{
 	"/usr/bin/conch",
+	"/usr/libexec/conch/conch-guardian",
 	"/usr/share/man/man1/conch.1.gz",
 	"/usr/share/bash-completion/completions/conch",
 	"/etc/conch/conch.conf",
