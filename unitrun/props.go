@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -16,58 +17,61 @@ type propParser func(name, value string) (sdbus.Property, error)
 // systemd.scope(5) (RuntimeMaxSec...), systemd.resource-control(5) and systemd.kill(5), plus
 // TimeoutStopSec, as systemd 252 takes them. Deprecated cgroup-v1 settings (CPUShares,
 // MemoryLimit, BlockIO*), Slice (use --slice), and settings only services have are left out.
-var scopeProps = map[string]propParser{
-	// systemd.scope(5) and the stop timeout.
-	"RuntimeMaxSec":             timespanProp("RuntimeMaxUSec", false),
-	"RuntimeRandomizedExtraSec": timespanProp("RuntimeRandomizedExtraUSec", true),
-	"TimeoutStopSec":            timespanProp("TimeoutStopUSec", false),
+// It is built on first use, not at the process's start: the guardian (D7a) never needs it.
+var scopeProps = sync.OnceValue(func() map[string]propParser {
+	return map[string]propParser{
+		// systemd.scope(5) and the stop timeout.
+		"RuntimeMaxSec":             timespanProp("RuntimeMaxUSec", false),
+		"RuntimeRandomizedExtraSec": timespanProp("RuntimeRandomizedExtraUSec", true),
+		"TimeoutStopSec":            timespanProp("TimeoutStopUSec", false),
 
-	// systemd.resource-control(5).
-	"CPUAccounting":                 boolProp("CPUAccounting"),
-	"MemoryAccounting":              boolProp("MemoryAccounting"),
-	"IOAccounting":                  boolProp("IOAccounting"),
-	"TasksAccounting":               boolProp("TasksAccounting"),
-	"IPAccounting":                  boolProp("IPAccounting"),
-	"CPUWeight":                     weightProp("CPUWeight"),
-	"StartupCPUWeight":              weightProp("StartupCPUWeight"),
-	"IOWeight":                      weightProp("IOWeight"),
-	"StartupIOWeight":               weightProp("StartupIOWeight"),
-	"CPUQuota":                      cpuQuotaProp,
-	"CPUQuotaPeriodSec":             timespanProp("CPUQuotaPeriodUSec", false),
-	"AllowedCPUs":                   cpuSetProp("AllowedCPUs"),
-	"StartupAllowedCPUs":            cpuSetProp("StartupAllowedCPUs"),
-	"AllowedMemoryNodes":            cpuSetProp("AllowedMemoryNodes"),
-	"StartupAllowedMemoryNodes":     cpuSetProp("StartupAllowedMemoryNodes"),
-	"MemoryMin":                     memoryProp("MemoryMin", true),
-	"MemoryLow":                     memoryProp("MemoryLow", true),
-	"MemoryHigh":                    memoryProp("MemoryHigh", false),
-	"MemoryMax":                     memoryProp("MemoryMax", false),
-	"MemorySwapMax":                 memoryProp("MemorySwapMax", true),
-	"TasksMax":                      tasksMaxProp,
-	"IODeviceWeight":                deviceProp("IODeviceWeight", parseWeight),
-	"IODeviceLatencyTargetSec":      deviceProp("IODeviceLatencyTargetUSec", parseTimespan),
-	"IOReadBandwidthMax":            deviceProp("IOReadBandwidthMax", parseRate),
-	"IOWriteBandwidthMax":           deviceProp("IOWriteBandwidthMax", parseRate),
-	"IOReadIOPSMax":                 deviceProp("IOReadIOPSMax", parseRate),
-	"IOWriteIOPSMax":                deviceProp("IOWriteIOPSMax", parseRate),
-	"DeviceAllow":                   deviceAllowProp,
-	"DevicePolicy":                  enumProp("DevicePolicy", "auto", "closed", "strict"),
-	"Delegate":                      delegateProp,
-	"ManagedOOMSwap":                enumProp("ManagedOOMSwap", "auto", "kill"),
-	"ManagedOOMMemoryPressure":      enumProp("ManagedOOMMemoryPressure", "auto", "kill"),
-	"ManagedOOMMemoryPressureLimit": oomLimitProp,
-	"ManagedOOMPreference":          enumProp("ManagedOOMPreference", "none", "avoid", "omit"),
+		// systemd.resource-control(5).
+		"CPUAccounting":                 boolProp("CPUAccounting"),
+		"MemoryAccounting":              boolProp("MemoryAccounting"),
+		"IOAccounting":                  boolProp("IOAccounting"),
+		"TasksAccounting":               boolProp("TasksAccounting"),
+		"IPAccounting":                  boolProp("IPAccounting"),
+		"CPUWeight":                     weightProp("CPUWeight"),
+		"StartupCPUWeight":              weightProp("StartupCPUWeight"),
+		"IOWeight":                      weightProp("IOWeight"),
+		"StartupIOWeight":               weightProp("StartupIOWeight"),
+		"CPUQuota":                      cpuQuotaProp,
+		"CPUQuotaPeriodSec":             timespanProp("CPUQuotaPeriodUSec", false),
+		"AllowedCPUs":                   cpuSetProp("AllowedCPUs"),
+		"StartupAllowedCPUs":            cpuSetProp("StartupAllowedCPUs"),
+		"AllowedMemoryNodes":            cpuSetProp("AllowedMemoryNodes"),
+		"StartupAllowedMemoryNodes":     cpuSetProp("StartupAllowedMemoryNodes"),
+		"MemoryMin":                     memoryProp("MemoryMin", true),
+		"MemoryLow":                     memoryProp("MemoryLow", true),
+		"MemoryHigh":                    memoryProp("MemoryHigh", false),
+		"MemoryMax":                     memoryProp("MemoryMax", false),
+		"MemorySwapMax":                 memoryProp("MemorySwapMax", true),
+		"TasksMax":                      tasksMaxProp,
+		"IODeviceWeight":                deviceProp("IODeviceWeight", parseWeight),
+		"IODeviceLatencyTargetSec":      deviceProp("IODeviceLatencyTargetUSec", parseTimespan),
+		"IOReadBandwidthMax":            deviceProp("IOReadBandwidthMax", parseRate),
+		"IOWriteBandwidthMax":           deviceProp("IOWriteBandwidthMax", parseRate),
+		"IOReadIOPSMax":                 deviceProp("IOReadIOPSMax", parseRate),
+		"IOWriteIOPSMax":                deviceProp("IOWriteIOPSMax", parseRate),
+		"DeviceAllow":                   deviceAllowProp,
+		"DevicePolicy":                  enumProp("DevicePolicy", "auto", "closed", "strict"),
+		"Delegate":                      delegateProp,
+		"ManagedOOMSwap":                enumProp("ManagedOOMSwap", "auto", "kill"),
+		"ManagedOOMMemoryPressure":      enumProp("ManagedOOMMemoryPressure", "auto", "kill"),
+		"ManagedOOMMemoryPressureLimit": oomLimitProp,
+		"ManagedOOMPreference":          enumProp("ManagedOOMPreference", "none", "avoid", "omit"),
 
-	// systemd.kill(5). KillMode=process and none are refused: they would let the command's
-	// other processes run on after the scope stops, without a slot (D7).
-	"KillMode":          enumProp("KillMode", "control-group", "mixed"),
-	"KillSignal":        signalProp("KillSignal"),
-	"RestartKillSignal": signalProp("RestartKillSignal"),
-	"FinalKillSignal":   signalProp("FinalKillSignal"),
-	"WatchdogSignal":    signalProp("WatchdogSignal"),
-	"SendSIGKILL":       boolProp("SendSIGKILL"),
-	"SendSIGHUP":        boolProp("SendSIGHUP"),
-}
+		// systemd.kill(5). KillMode=process and none are refused: they would let the command's
+		// other processes run on after the scope stops, without a slot (D7).
+		"KillMode":          enumProp("KillMode", "control-group", "mixed"),
+		"KillSignal":        signalProp("KillSignal"),
+		"RestartKillSignal": signalProp("RestartKillSignal"),
+		"FinalKillSignal":   signalProp("FinalKillSignal"),
+		"WatchdogSignal":    signalProp("WatchdogSignal"),
+		"SendSIGKILL":       boolProp("SendSIGKILL"),
+		"SendSIGHUP":        boolProp("SendSIGHUP"),
+	}
+})
 
 // ParseProperty parses one `-p NAME=VALUE` assignment as `systemd-run -p` would for a scope
 // (D8) and returns the D-Bus property to pass to StartTransientUnit, with systemd's D-Bus name
@@ -83,7 +87,7 @@ func ParseProperty(assignment string) (sdbus.Property, error) {
 	if !ok || name == "" {
 		return sdbus.Property{}, fmt.Errorf("%w %q: not of the form NAME=VALUE", ErrBadProperty, assignment)
 	}
-	parse, ok := scopeProps[name]
+	parse, ok := scopeProps()[name]
 	if !ok {
 		return sdbus.Property{}, fmt.Errorf("%w %s: %s", ErrBadProperty, name, unknownPropHint(name))
 	}
@@ -115,7 +119,7 @@ func ParseProperties(assignments []string) ([]sdbus.Property, error) {
 // unknownPropHint explains why name is refused, suggesting the right spelling if only the
 // case differs.
 func unknownPropHint(name string) string {
-	for known := range scopeProps {
+	for known := range scopeProps() {
 		if strings.EqualFold(known, name) {
 			return fmt.Sprintf("unknown property (did you mean %s?)", known)
 		}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,8 +33,9 @@ func parseBool(s string) (bool, error) {
 }
 
 // component is one "<number>[<unit>]" of a size or a time span; systemd accepts several in a
-// row ("1G 512M", "1min 30s") and adds them up.
-var component = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([^0-9\s.]*)`)
+// row ("1G 512M", "1min 30s") and adds them up. Compiled on first use, like percent: the
+// guardian (D7a) never parses a property.
+var component = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([^0-9\s.]*)`) })
 
 // sumComponents parses s as one or more components whose unit factors says, and returns the
 // sum rounded down. An empty unit uses factors[""] when present.
@@ -44,7 +46,7 @@ func sumComponents(s string, factors map[string]uint64, what string) (uint64, er
 	}
 	sum := new(big.Rat)
 	for rest != "" {
-		m := component.FindStringSubmatch(rest)
+		m := component().FindStringSubmatch(rest)
 		if m == nil {
 			return 0, fmt.Errorf("%q is not a valid %s", s, what)
 		}
@@ -112,13 +114,13 @@ func parseTimespan(s string) (uint64, error) {
 }
 
 // percent matches parse_permyriad's percentage form, with at most two decimals.
-var percent = regexp.MustCompile(`^([0-9]+)(?:\.([0-9]{1,2}))?%$`)
+var percent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+)(?:\.([0-9]{1,2}))?%$`) })
 
 // parsePermyriad parses "N%", "N.N%" or "N.NN%" into ten-thousandths. ok is false when s is
 // not written as a percentage at all; err is set when it is one but out of range (above 100%
 // unless unbounded).
 func parsePermyriad(s string, unbounded bool) (permyriad uint64, ok bool, err error) {
-	m := percent.FindStringSubmatch(s)
+	m := percent().FindStringSubmatch(s)
 	if m == nil {
 		return 0, false, nil
 	}

@@ -201,7 +201,7 @@ func TestParseProperties(t *testing.T) {
 // Every entry of the table parses some value: no entry is dead.
 func TestScopePropsTableComplete(t *testing.T) {
 	samples := []string{"yes", "100", "1", "50%", "1s", "0-1", "/dev/sda 1", "/dev/null rw", "auto", "none", "control-group", "SIGTERM", "kill"}
-	for name := range scopeProps {
+	for name := range scopeProps() {
 		ok := false
 		for _, v := range samples {
 			if _, err := ParseProperty(name + "=" + v); err == nil {
