@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -83,7 +82,7 @@ func (r *semaRun) childSpec(h *sema.Holder) unitrun.Spec {
 	return unitrun.Spec{
 		Path:       r.job.path,
 		Args:       r.c.command,
-		Env:        childEnv(os.Environ(), r.job.name, r.job.max, h.Rev(), int64(h.Lease())),
+		Env:        childEnv(dropCredentials(os.Environ(), r.c.KeepCreds), r.job.name, r.job.max, h.Rev(), int64(h.Lease())),
 		Stdin:      r.stdio.Stdin,
 		Stdout:     r.stdio.Stdout,
 		Stderr:     r.stdio.Stderr,
@@ -101,20 +100,21 @@ func (r *semaRun) waitFailed(err error) error {
 		return signalExit(sig, stateTimeout, "%s while waiting: left the queue", unix.SignalName(sig))
 	}
 	j := r.job
-	endpoints := strings.Join(j.conn.Endpoints, ",")
 	var we *sema.WaitError
 	switch {
 	case errors.Is(err, sema.ErrRefused):
 		return exitf(exitUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
+	case errors.As(err, &we) && !we.Unreachable && r.c.Quiet: // -q: the status says it (issue 10)
+		return exitCode(r.c.Conflict)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
 		return exitf(r.c.Conflict, stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
 	case errors.As(err, &we) && !we.Unreachable:
 		return exitf(r.c.Conflict, stateTimeout, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:
-		return exitf(exitUnavailable, stateTimeout, "no slot within --wait %v, and etcd at %s is unreachable: %v", j.wait, endpoints, err)
+		return exitf(exitUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.where(), err)
 	}
-	return exitf(exitUnavailable, stateTimeout, "cannot reach etcd at %s within --dial-timeout %v (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): %v",
-		endpoints, j.conn.DialTimeout, err)
+	return exitf(exitUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, or a cluster without a leader?): %v",
+		j.conn.where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
 }
 
 // ownsTerminal reports whether f is a terminal whose foreground process group is conch's:

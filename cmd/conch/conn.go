@@ -1,21 +1,13 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
-	"os"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/conch-project/conch/sema"
-	"github.com/jessevdk/go-flags"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 const (
@@ -24,109 +16,159 @@ const (
 	defaultConfigPath  = "/etc/conch/conch.conf"
 )
 
-// fileConfig is /etc/conch/conch.conf: an INI file read with go-flags' INI
-// parser, whose [etcd] section takes the connection settings (D9).
-type fileConfig struct {
-	Etcd connOptions `group:"etcd"`
+// connSettings are the resolved connection settings, each with where it came
+// from (issue 10: every message about a setting names its source).
+type connSettings struct {
+	Endpoints     []string
+	EndpointsFrom string // "--endpoints", "CONCH_ENDPOINTS", "ETCDCTL_ENDPOINTS", "FILE:LINE" or "the default"
+	CACert        string
+	Cert          string
+	Key           string
+	User          string
+	Password      string
+	// PasswordFile is the file the password came from, "" when it came from
+	// ETCDCTL_PASSWORD or NAME:PASSWORD: it is read again once when etcd
+	// rejects the password (a rotated password file, issue 9).
+	PasswordFile    string
+	DialTimeout     time.Duration
+	DialTimeoutFrom string
+	// Warnings are said on stderr before anything else (a password file
+	// others can read, a config file others can write).
+	Warnings []string
 }
 
-// connSettings are the resolved connection settings.
-type connSettings struct {
-	Endpoints   []string
-	CACert      string
-	Cert        string
-	Key         string
-	User        string
-	Password    string
-	DialTimeout time.Duration
+// where names the endpoints for messages: "etcd at a,b (from ETCDCTL_ENDPOINTS)",
+// with any user:password in a URL redacted.
+func (s connSettings) where() string {
+	eps := make([]string, len(s.Endpoints))
+	for i, e := range s.Endpoints {
+		eps[i] = redactEndpoint(e)
+	}
+	return fmt.Sprintf("etcd at %s (from %s)", strings.Join(eps, ","), s.EndpointsFrom)
 }
 
 // resolveConn applies D9's precedence to each setting: flags > CONCH_*
 // environment (both already in flagged, by go-flags' env tags) > ETCDCTL_*
 // environment > the config file > the default. configPath is read if it
 // exists; explicit means the operator named it, so a missing file is an
-// error. Errors are usage errors (exit 64).
+// error. Errors are usage errors (exit 64) and name the setting's source.
 func resolveConn(flagged connOptions, getenv func(string) string, configPath string, explicit bool) (connSettings, error) {
-	var file fileConfig
-	if err := readConfig(configPath, explicit, &file); err != nil {
+	cfg, err := readConfig(configPath, explicit)
+	if err != nil {
 		return connSettings{}, err
 	}
-	pick := func(flag, etcdctl, fromFile string) string {
-		for _, v := range []string{flag, getenv("ETCDCTL_" + etcdctl), fromFile} {
-			if v = strings.TrimSpace(v); v != "" {
-				return v
-			}
-		}
-		return ""
+	r := resolver{flagged: flagged, getenv: getenv, cfg: cfg}
+	s := connSettings{Warnings: cfg.warnings}
+	if s.Endpoints, s.EndpointsFrom, err = r.endpoints(); err != nil {
+		return s, err
 	}
-	var s connSettings
-	eps := pick(flagged.Endpoints, "ENDPOINTS", file.Etcd.Endpoints)
-	if eps == "" {
-		eps = defaultEndpoint
-	}
-	for _, e := range strings.Split(eps, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			if err := checkEndpoint(e); err != nil {
-				return s, err
-			}
-			s.Endpoints = append(s.Endpoints, e)
-		}
-	}
-	if len(s.Endpoints) == 0 {
-		return s, fmt.Errorf("no etcd endpoint in %q (comma-separated host:port or URLs)", eps)
-	}
-	s.CACert = pick(flagged.CACert, "CACERT", file.Etcd.CACert)
-	s.Cert = pick(flagged.Cert, "CERT", file.Etcd.Cert)
-	s.Key = pick(flagged.Key, "KEY", file.Etcd.Key)
-	s.User = pick(flagged.User, "USER", file.Etcd.User)
+	s.CACert, _ = r.pick(flagged.CACert, "cacert")
+	s.Cert, _ = r.pick(flagged.Cert, "cert")
+	s.Key, _ = r.pick(flagged.Key, "key")
 	if (s.Cert == "") != (s.Key == "") {
-		return s, errors.New("--cert and --key must be given together")
+		return s, errors.New("--cert and --key must be given together (a client certificate needs its key)")
 	}
-	// etcdctl's NAME:PASSWORD form is accepted wherever a user is given.
-	// The password ranks like the user (D9): at each level (flags and
-	// CONCH_*, then ETCDCTL_*, then the config file) a password file or
-	// ETCDCTL_PASSWORD first, then that level's NAME:PASSWORD.
-	s.User, _, _ = strings.Cut(s.User, ":")
-	for _, lv := range []struct{ passwordFile, password, user string }{
-		{flagged.PasswordFile, "", flagged.User},
-		{"", getenv("ETCDCTL_PASSWORD"), getenv("ETCDCTL_USER")},
-		{file.Etcd.PasswordFile, "", file.Etcd.User},
-	} {
-		_, userPass, _ := strings.Cut(lv.user, ":")
-		if strings.TrimSpace(lv.passwordFile) != "" {
-			p, err := readPassword(lv.passwordFile)
-			if err != nil {
-				return s, err
-			}
-			s.Password = p
-		} else if s.Password = cmp.Or(lv.password, userPass); s.Password == "" {
-			continue
-		}
-		break
+	if err := checkPlaintext(s); err != nil {
+		return s, err
 	}
-	if s.Password != "" && s.User == "" {
-		return s, errors.New("a password was given without --user")
+	if err := r.credentials(&s); err != nil {
+		return s, err
 	}
-	s.DialTimeout = defaultDialTimeout
-	if v := pick(flagged.DialTimeout, "DIAL_TIMEOUT", file.Etcd.DialTimeout); v != "" {
+	s.DialTimeout, s.DialTimeoutFrom = defaultDialTimeout, "the default"
+	if v, from := r.pick(flagged.DialTimeout, "dial-timeout"); v != "" {
 		d, err := parseDuration(v)
+		if err == nil && d <= 0 {
+			err = errors.New("must be more than 0")
+		}
 		if err != nil {
-			return s, fmt.Errorf("--dial-timeout: %w", err)
+			return s, fmt.Errorf("dial timeout from %s: %w", from, err)
 		}
-		if d <= 0 {
-			return s, errors.New("--dial-timeout must be positive")
-		}
-		s.DialTimeout = d
+		s.DialTimeout, s.DialTimeoutFrom = d, from
 	}
 	return s, nil
 }
 
+// resolver picks each setting from its first source (D9).
+type resolver struct {
+	flagged connOptions
+	getenv  func(string) string
+	cfg     configFile
+}
+
+// envName is the variable suffix of an INI key: dial-timeout -> DIAL_TIMEOUT.
+func envName(key string) string { return strings.ToUpper(strings.ReplaceAll(key, "-", "_")) }
+
+// pick returns the value of the setting key (its INI name) and its source:
+// the flag or CONCH_* value flagged (go-flags merges them: the source is
+// CONCH_x when that variable holds the same value), ETCDCTL_x, then the
+// config file (FILE:LINE). An empty or blank value counts as unset.
+func (r resolver) pick(flagged, key string) (value, source string) {
+	if v := strings.TrimSpace(flagged); v != "" {
+		if strings.TrimSpace(r.getenv("CONCH_"+envName(key))) == v {
+			return v, "CONCH_" + envName(key)
+		}
+		return v, "--" + key
+	}
+	if v := strings.TrimSpace(r.getenv("ETCDCTL_" + envName(key))); v != "" {
+		return v, "ETCDCTL_" + envName(key)
+	}
+	if v := strings.TrimSpace(r.cfg.values[key]); v != "" {
+		return v, r.cfg.source(key)
+	}
+	return "", ""
+}
+
+// endpoints resolves the endpoint list. An explicitly empty --endpoints is
+// refused by its flag type (endpointsValue); a list with no endpoint in it
+// (",") is refused here.
+func (r resolver) endpoints() ([]string, string, error) {
+	eps, from := r.pick(string(r.flagged.Endpoints), "endpoints")
+	if eps == "" {
+		eps, from = defaultEndpoint, "the default"
+	}
+	list, err := parseEndpoints(eps)
+	if err != nil {
+		return nil, from, fmt.Errorf("endpoints from %s: %w", from, err)
+	}
+	return list, from, nil
+}
+
+// maxEndpoints bounds the endpoint list: an etcd cluster has a handful of members.
+const maxEndpoints = 64
+
+// parseEndpoints splits a comma-separated endpoint list and checks each
+// endpoint (checkEndpoint). Errors redact URL user-info.
+func parseEndpoints(eps string) ([]string, error) {
+	var list []string
+	for _, e := range strings.Split(eps, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		if err := checkEndpoint(e); err != nil {
+			return nil, err
+		}
+		list = append(list, e)
+	}
+	switch {
+	case len(list) == 0:
+		return nil, errors.New("no endpoint in the list (want comma-separated host:port or URLs)")
+	case len(list) > maxEndpoints:
+		return nil, fmt.Errorf("%d endpoints, more than the %d allowed", len(list), maxEndpoints)
+	}
+	return list, nil
+}
+
 // checkEndpoint accepts what clientv3 dials: host:port, or a URL with scheme
 // http, https, unix or unixs. Anything else is a usage error (64), not an
-// unreachable etcd (69).
+// unreachable etcd (69). User-info in a URL is refused (clientv3 would not
+// use it) and never echoed.
 func checkEndpoint(e string) error {
+	shown := redactEndpoint(e)
 	bad := func(why string) error {
-		return fmt.Errorf("invalid etcd endpoint %q: %s (want host:port or http(s)://host:port)", e, why)
+		return fmt.Errorf("invalid etcd endpoint %q: %s (want host:port or http(s)://host:port)", shown, why)
+	}
+	if strings.ContainsFunc(e, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return bad("control character in it")
 	}
 	if scheme, rest, ok := strings.Cut(e, "://"); ok {
 		switch scheme {
@@ -136,14 +178,17 @@ func checkEndpoint(e string) error {
 			}
 			return nil
 		case "http", "https":
+			if strings.Contains(strings.SplitN(rest, "/", 2)[0], "@") {
+				return bad("user-info in the URL: give the user with --user and the password with --password-file")
+			}
 			e = strings.TrimSuffix(rest, "/")
 		default:
-			return bad("unknown scheme " + scheme)
+			return bad("unknown scheme")
 		}
 	}
 	host, port, err := net.SplitHostPort(e)
 	if err != nil {
-		return bad(err.Error())
+		return bad("not host:port")
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
 		return bad("needs a host and a port 1..65535")
@@ -151,67 +196,40 @@ func checkEndpoint(e string) error {
 	return nil
 }
 
-func readConfig(path string, explicit bool, into *fileConfig) error {
-	if path == "" {
+// redactEndpoint replaces the user-info of an endpoint URL with "xxxxx", as
+// net/url's Redacted does for the password, so no message echoes a secret.
+func redactEndpoint(e string) string {
+	scheme, rest, ok := strings.Cut(e, "://")
+	if !ok {
+		if at := strings.LastIndex(e, "@"); at >= 0 {
+			return "xxxxx@" + e[at+1:]
+		}
+		return e
+	}
+	authority, path, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		authority = "xxxxx@" + authority[at+1:]
+		if path != "" || strings.HasSuffix(rest, "/") {
+			return scheme + "://" + authority + "/" + path
+		}
+		return scheme + "://" + authority
+	}
+	return e
+}
+
+// checkPlaintext refuses TLS material with a plaintext endpoint (issue 9):
+// an http:// or unix:// endpoint given with --cacert, --cert or --key would
+// otherwise run in plaintext, credentials included, while the operator
+// asked for TLS. Usage error (64).
+func checkPlaintext(s connSettings) error {
+	if s.CACert == "" && s.Cert == "" {
 		return nil
 	}
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && !explicit {
-		return nil
-	}
-	p := flags.NewNamedParser("conch.conf", flags.None)
-	if _, err := p.AddGroup("etcd", "", &into.Etcd); err != nil {
-		return err
-	}
-	if err := flags.NewIniParser(p).ParseFile(path); err != nil {
-		return fmt.Errorf("cannot read config %s: %w", path, err)
+	for _, e := range s.Endpoints {
+		if u, err := url.Parse(e); err == nil && (u.Scheme == "http" || u.Scheme == "unix") {
+			return fmt.Errorf("endpoint %q (from %s) is plaintext, but TLS files are set (--cacert/--cert): use https:// (or unixs://), or drop the TLS settings; conch does not fall back to plaintext",
+				redactEndpoint(e), s.EndpointsFrom)
+		}
 	}
 	return nil
 }
-
-func readPassword(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("cannot read password file: %w", err)
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	return strings.TrimRight(line, "\r"), nil
-}
-
-// newClient builds an etcd client from s. It does not contact etcd (unless a
-// user is set: then clientv3 logs in at once, and a failure wraps
-// errUnreachable when etcd did not answer, see exitStatus): the
-// first request, bounded by s.DialTimeout, does (D3). Errors (bad TLS files)
-// are usage errors.
-func newClient(s connSettings) (*clientv3.Client, error) {
-	cfg := clientv3.Config{
-		Endpoints:   s.Endpoints,
-		DialTimeout: s.DialTimeout,
-		Username:    s.User,
-		Password:    s.Password,
-		Logger:      zap.NewNop(),
-	}
-	tlsNeeded := s.CACert != "" || s.Cert != ""
-	for _, e := range s.Endpoints {
-		tlsNeeded = tlsNeeded || strings.HasPrefix(e, "https://")
-	}
-	if tlsNeeded {
-		info := transport.TLSInfo{CertFile: s.Cert, KeyFile: s.Key, TrustedCAFile: s.CACert}
-		tc, err := info.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("cannot set up TLS: %w", err)
-		}
-		cfg.TLS = tc
-	}
-	c, err := clientv3.New(cfg) // with a user, this dials and logs in within DialTimeout
-	switch {
-	case sema.Refused(err):
-		return nil, fmt.Errorf("etcd at %s refused the login: %w", strings.Join(s.Endpoints, ","), err)
-	case err != nil:
-		return nil, fmt.Errorf("%w: cannot reach etcd at %s within --dial-timeout %v: %w", errUnreachable, strings.Join(s.Endpoints, ","), s.DialTimeout, err)
-	}
-	return c, nil
-}
-
-// errUnreachable marks a newClient failure that is etcd not answering (D3:
-// 69), as opposed to bad settings or a refused login (64): see exitStatus.
-var errUnreachable = errors.New("etcd unavailable")

@@ -104,7 +104,7 @@ func TestParseDuration(t *testing.T) { // D4
 			t.Errorf("parseDuration(%q) = %v, %v", in, got, err)
 		}
 	}
-	for _, in := range []string{"-1", "-1s", "soon", "", "1.5"} {
+	for _, in := range []string{"-1", "-1s", "soon", ""} {
 		if _, err := parseDuration(in); err == nil {
 			t.Errorf("parseDuration(%q) accepted", in)
 		}

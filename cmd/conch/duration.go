@@ -2,13 +2,21 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// duration is a flag value in Go syntax (500ms, 1m30s) or a bare integer of
-// seconds; negative values are refused (D4).
+// maxDuration bounds every duration conch takes (100 years): far beyond any
+// wait or lease, and small enough that no sum conch makes with one (a TTL
+// rounded up, a deadline plus a grace) can overflow time.Duration into a
+// short or negative value (issue 9).
+const maxDuration = 100 * 365 * 24 * time.Hour
+
+// duration is a flag value in Go syntax (500ms, 1m30s) or a number of
+// seconds, fractional as flock -w takes it (1.5); negative values and values
+// above maxDuration are refused (D4).
 type duration struct {
 	d   time.Duration
 	set bool
@@ -27,17 +35,33 @@ func (d *duration) UnmarshalFlag(s string) error {
 // MarshalFlag implements flags.Marshaler (defaults in --help).
 func (d duration) MarshalFlag() (string, error) { return d.d.String(), nil }
 
+// parseDuration parses s (surrounding blanks ignored) as a Go duration or a
+// number of seconds (strconv.ParseFloat's syntax: 10, 1.5, .5, 1e3). Errors:
+// not a duration, negative, NaN or infinite, or more than maxDuration; the
+// message quotes s (at most 40 characters of it) and says what is accepted.
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return time.Duration(n) * time.Second, nil
+	shown := s
+	if len(shown) > 40 {
+		shown = shown[:40] + "..."
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "xXnN") { // no hex, NaN, Inf
+		switch {
+		case f < 0 || math.Signbit(f):
+			return 0, fmt.Errorf("invalid duration %q: must not be negative", shown)
+		case f > maxDuration.Seconds():
+			return 0, fmt.Errorf("invalid duration %q: more than the %v allowed", shown, maxDuration)
+		}
+		return time.Duration(math.Round(f * float64(time.Second))), nil
 	}
 	v, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: use Go syntax (500ms, 1m30s) or whole seconds", s)
-	}
-	if v < 0 {
-		return 0, fmt.Errorf("invalid duration %q: must not be negative", s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("invalid duration %q: use Go syntax (500ms, 1m30s) or seconds (10, 1.5)", shown)
+	case v < 0:
+		return 0, fmt.Errorf("invalid duration %q: must not be negative", shown)
+	case v > maxDuration:
+		return 0, fmt.Errorf("invalid duration %q: more than the %v allowed", shown, maxDuration)
 	}
 	return v, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,6 +29,37 @@ func childEnv(base []string, name string, max int, rev, lease int64) []string {
 	}
 	for _, k := range []string{"CONCH_REV", "CONCH_SEMA", "CONCH_MAX", "CONCH_LEASE"} {
 		out = append(out, k+"="+set[k])
+	}
+	return out
+}
+
+// credentialVars are conch's environment variables that carry a password or
+// say where one is: the child loses them (issue 9, amending D5), so a job
+// does not inherit write access to /conch/v1/. The user variables keep the
+// name and lose a NAME:PASSWORD password.
+var (
+	passwordVars = []string{"ETCDCTL_PASSWORD", "CONCH_PASSWORD_FILE"}
+	userVars     = []string{"ETCDCTL_USER", "CONCH_USER"}
+)
+
+// dropCredentials returns base without conch's credential variables
+// (passwordVars removed, the password part of userVars cut), unless keep
+// (--keep-credentials-env) says the child needs them. base is not modified.
+func dropCredentials(base []string, keep bool) []string {
+	if keep {
+		return base
+	}
+	out := make([]string, 0, len(base))
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case slices.Contains(passwordVars, k):
+			continue
+		case slices.Contains(userVars, k):
+			name, _, _ := strings.Cut(v, ":")
+			kv = k + "=" + name
+		}
+		out = append(out, kv)
 	}
 	return out
 }

@@ -99,7 +99,7 @@ func (s *semaCmd) parseAndRun(before []string) error {
 		fmt.Fprint(s.stdout, semaEpilog)
 		return nil
 	case err != nil:
-		return usagef("%v\nTry 'conch sema --help'.", err)
+		return usagef("%v\nTry 'conch sema --help'.", plainFlagError(err))
 	case g.Version:
 		fmt.Fprintf(s.stdout, "conch %s\n", versionString())
 		return nil

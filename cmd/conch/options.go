@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/jessevdk/go-flags"
 )
@@ -11,13 +14,13 @@ import (
 // the default: see resolveConn. They are the only settings read from the
 // environment (D5).
 type connOptions struct {
-	Endpoints    string `long:"endpoints" env:"CONCH_ENDPOINTS" value-name:"URLS" ini-name:"endpoints" description:"etcd endpoints, comma-separated host:port or URLs (default 127.0.0.1:2379)"`
-	CACert       string `long:"cacert" env:"CONCH_CACERT" value-name:"FILE" ini-name:"cacert" description:"CA bundle to verify etcd's TLS certificate"`
-	Cert         string `long:"cert" env:"CONCH_CERT" value-name:"FILE" ini-name:"cert" description:"TLS client certificate"`
-	Key          string `long:"key" env:"CONCH_KEY" value-name:"FILE" ini-name:"key" description:"TLS client key"`
-	User         string `long:"user" env:"CONCH_USER" value-name:"NAME" ini-name:"user" description:"etcd user; the password comes from --password-file or ETCDCTL_PASSWORD (etcdctl's NAME:PASSWORD also works, but puts it on argv)"`
-	PasswordFile string `long:"password-file" env:"CONCH_PASSWORD_FILE" value-name:"FILE" ini-name:"password-file" description:"file holding the etcd password (first line)"`
-	DialTimeout  string `long:"dial-timeout" env:"CONCH_DIAL_TIMEOUT" value-name:"D" ini-name:"dial-timeout" description:"give up when no endpoint answers within D at start (exit 69) (default 5s)"`
+	Endpoints    endpointsValue `long:"endpoints" env:"CONCH_ENDPOINTS" value-name:"URLS" ini-name:"endpoints" description:"etcd endpoints, comma-separated host:port or URLs (default 127.0.0.1:2379)"`
+	CACert       string         `long:"cacert" env:"CONCH_CACERT" value-name:"FILE" ini-name:"cacert" description:"CA bundle to verify etcd's TLS certificate"`
+	Cert         string         `long:"cert" env:"CONCH_CERT" value-name:"FILE" ini-name:"cert" description:"TLS client certificate"`
+	Key          string         `long:"key" env:"CONCH_KEY" value-name:"FILE" ini-name:"key" description:"TLS client key"`
+	User         string         `long:"user" env:"CONCH_USER" value-name:"NAME" ini-name:"user" description:"etcd user; the password comes from --password-file or ETCDCTL_PASSWORD (etcdctl's NAME:PASSWORD also works, but puts it on argv)"`
+	PasswordFile string         `long:"password-file" env:"CONCH_PASSWORD_FILE" value-name:"FILE" ini-name:"password-file" description:"file holding the etcd password (first line)"`
+	DialTimeout  string         `long:"dial-timeout" env:"CONCH_DIAL_TIMEOUT" value-name:"D" ini-name:"dial-timeout" description:"give up when no endpoint answers within D at start (exit 69) (default 5s)"`
 }
 
 // semaCmd is `conch sema` (04_sema.md "Synopsis"). The semaphore's own
@@ -34,6 +37,8 @@ type semaCmd struct {
 	Spread     bool     `long:"spread" hidden:"yes" description:"at most one slot per node (reserved for the scheduler; not implemented yet)"`
 	Who        bool     `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool     `long:"json" description:"with --who: print one JSON document"`
+	Quiet      bool     `short:"q" long:"quiet" description:"do not print the \"no free slot\" line (--nonblock, --wait); the exit status stays 75 (or -E N)"`
+	KeepCreds  bool     `long:"keep-credentials-env" description:"let the child inherit conch's credential variables (ETCDCTL_PASSWORD, CONCH_PASSWORD_FILE, the password in ETCDCTL_USER/CONCH_USER), which are removed by default"`
 	Verbose    bool     `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
 	Scope      string   `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"run the child in a transient systemd scope: auto (when systemd is PID 1 and the bus answers), always (exit 69 without systemd), never"`
 	Property   []string `short:"p" long:"property" value-name:"NAME=VALUE" description:"set a property on the child's scope, as systemd-run -p (e.g. MemoryMax=1G, CPUQuota=50%, KillSignal=SIGINT, RuntimeMaxSec=1h); implies --scope=always"`
@@ -53,6 +58,43 @@ type semaCmd struct {
 	run func() error
 	// rep reports on the semaphore once run has made it; nil before.
 	rep *reporter
+}
+
+// endpointsValue is --endpoints: a flag (or CONCH_ENDPOINTS) given empty is
+// refused, not taken for the default (issue 10).
+type endpointsValue string
+
+// UnmarshalFlag implements flags.Unmarshaler.
+func (e *endpointsValue) UnmarshalFlag(s string) error {
+	if strings.TrimSpace(s) == "" {
+		if v, ok := os.LookupEnv("CONCH_ENDPOINTS"); ok && strings.TrimSpace(v) == "" {
+			return errors.New("CONCH_ENDPOINTS is set but empty: name at least one endpoint, or unset it for the default " + defaultEndpoint)
+		}
+		return errors.New("empty: name at least one endpoint (host:port or URL), or leave --endpoints out for the default " + defaultEndpoint)
+	}
+	*e = endpointsValue(s)
+	return nil
+}
+
+// plainFlagError rewrites go-flags' "invalid argument for flag `--ttl'
+// (expected main.duration): ..." without the Go type name (issue 10); other
+// errors are returned as they are.
+func plainFlagError(err error) error {
+	var ferr *flags.Error
+	if !errors.As(err, &ferr) || ferr.Type != flags.ErrMarshal {
+		return err
+	}
+	msg := ferr.Message
+	if i := strings.Index(msg, " (expected "); i >= 0 {
+		if j := strings.Index(msg[i:], "):"); j >= 0 {
+			msg = msg[:i] + msg[i+j+1:]
+		}
+	}
+	msg = strings.Replace(msg, "invalid argument for flag", "invalid value for", 1)
+	if strings.Contains(msg, "strconv.") {
+		msg = msg[:strings.Index(msg, ":")] + ": not an integer"
+	}
+	return errors.New(msg)
 }
 
 type globalOptions struct {

@@ -140,7 +140,7 @@ func TestWaitFailed(t *testing.T) {
 	sigCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	r := &semaRun{c: &semaCmd{Conflict: 9}, waitCtx: sigCtx,
-		job: job{name: "x", max: 2, wait: time.Second, conn: connSettings{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: time.Second}}}
+		job: job{name: "x", max: 2, wait: time.Second, conn: connSettings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}}
 	refused := fmt.Errorf("%w: x: permission denied", sema.ErrRefused)
 	for _, tc := range []struct {
 		name   string
@@ -152,11 +152,11 @@ func TestWaitFailed(t *testing.T) {
 		{"nonblock, etcd answered", &sema.WaitError{Name: "x", Max: 2, Nonblock: true}, 9, "no free slot: all 2 held, and not waiting (--nonblock or --wait 0)"},
 		{"wait ran out, etcd answered", &sema.WaitError{Name: "x", Max: 2}, 9, "no slot within --wait 1s"},
 		{"wait ran out, etcd unreachable", &sema.WaitError{Name: "x", Max: 2, Unreachable: true, Err: context.DeadlineExceeded}, exitUnavailable,
-			"no slot within --wait 1s, and etcd at 127.0.0.1:1 is unreachable: etcd unavailable: x: context deadline exceeded"},
+			"no slot within --wait 1s, and etcd at 127.0.0.1:1 (from ETCDCTL_ENDPOINTS) is unreachable: etcd unavailable: x: context deadline exceeded"},
 		{"nonblock, etcd unreachable", &sema.WaitError{Name: "x", Max: 2, Nonblock: true, Unreachable: true, Err: errors.New("cannot revoke lease 1")}, exitUnavailable,
-			"cannot reach etcd at 127.0.0.1:1 within --dial-timeout 1s (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): etcd unavailable: x: cannot revoke lease 1"},
+			"no answer from etcd at 127.0.0.1:1 (from ETCDCTL_ENDPOINTS) within the dial timeout 1s (from --dial-timeout), although it accepts connections (not an etcd, or a cluster without a leader?): etcd unavailable: x: cannot revoke lease 1"},
 		{"unreachable at start", fmt.Errorf("%w: x: deadline", sema.ErrUnavailable), exitUnavailable,
-			"cannot reach etcd at 127.0.0.1:1 within --dial-timeout 1s (set --endpoints, CONCH_ENDPOINTS or endpoints in conch.conf's [etcd]): etcd unavailable: x: deadline"},
+			"no answer from etcd at 127.0.0.1:1 (from ETCDCTL_ENDPOINTS) within the dial timeout 1s (from --dial-timeout), although it accepts connections (not an etcd, or a cluster without a leader?): etcd unavailable: x: deadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := r.waitFailed(tc.err)

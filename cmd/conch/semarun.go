@@ -91,11 +91,17 @@ func (r *semaRun) close() {
 }
 
 // minTTL is the smallest --ttl that leaves room to fence a child with a
-// stop grace of killAfter (D7: deadline - kill-after - 1 s, two keep-alives).
+// stop grace of killAfter (D7: fence at deadline - kill-after - 1 s, with two
+// keep-alive intervals before it), computed rather than searched (issue 9:
+// a long --kill-after must not spin). Keep-alives go every ttl/6, at most
+// 1 s apart (sema): under 6 s that needs ttl - kill-after - 1 s >= ttl/3,
+// from 6 s on ttl >= kill-after + 3 s.
 func minTTL(killAfter time.Duration) time.Duration {
-	ttl := time.Second // etcd leases are whole seconds
-	for sema.FenceTooLate(ttl, killAfter) {
-		ttl += time.Second
+	if small := sema.RoundTTL(killAfter + killAfter/2 + 1500*time.Millisecond); small < 6*time.Second {
+		if sema.FenceTooLate(small, killAfter) { // ttl/6 rounds down
+			small += time.Second
+		}
+		return small
 	}
-	return ttl
+	return max(6*time.Second, sema.RoundTTL(killAfter+3*time.Second))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -93,6 +94,9 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 		return j, usageError{err.Error()}
 	}
 	j.conn = conn
+	for _, w := range conn.Warnings { // before anything else, whatever runs next
+		fmt.Fprintf(c.stderr, "conch: WARNING: %s\n", w)
+	}
 	if c.Spread {
 		return j, usagef("--spread is reserved for a future scheduler and not implemented yet")
 	}

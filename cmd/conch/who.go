@@ -45,10 +45,10 @@ func (c *semaCmd) who(j job) error {
 		all, err = sema.List(ctx, client, j.name)
 	}
 	if errors.Is(err, sema.ErrRefused) { // permissions or credentials: retrying cannot help (D3)
-		return exitf(exitUsage, "", "%s: etcd at %s refused the read: %v", what, strings.Join(j.conn.Endpoints, ","), err)
+		return exitf(exitUsage, "", "%s: %s refused the read: %v", what, j.conn.where(), err)
 	}
 	if err != nil {
-		return exitf(exitUnavailable, "", "%s: cannot reach etcd at %s: %v", what, strings.Join(j.conn.Endpoints, ","), err)
+		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.where(), err)
 	}
 	warnWho(c.rep.warnf, all)
 	entries := all

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+// errUnreachable marks a newClient failure that is etcd not answering (D3:
+// 69), as opposed to bad settings or a refused login (64).
+var errUnreachable = errors.New("etcd unavailable")
+
+// errTLS marks a permanent TLS misconfiguration (64, issue 9): a CA file
+// without certificates, a client certificate that is expired or does not
+// match its key, a server certificate that does not verify (wrong CA,
+// expired, wrong host name), or a server that rejects our client certificate
+// or sends none. Retrying cannot help, so conch does not wait for
+// --dial-timeout.
+var errTLS = errors.New("TLS misconfiguration")
+
+// newClient builds an etcd client from s. Before clientv3 dials, it probes
+// the endpoints (probeEndpoints: one TCP connection, and the TLS handshake
+// when TLS is on, per endpoint in parallel, ending at the first that works;
+// bounded by s.DialTimeout): when none works it returns errUnreachable naming
+// the kind of failure of each (refused, DNS, timeout), or errTLS at once for
+// a permanent TLS failure. With a user set, clientv3 then logs in within
+// s.DialTimeout. A password that came from a file is read again once when
+// etcd rejects it (reauthInterceptor), so rotating the password file does
+// not stop a running holder. Errors: errTLS and bad settings (64), a refused
+// login (64), errUnreachable (69): see exitStatus.
+func newClient(s connSettings) (*clientv3.Client, error) {
+	tc, err := tlsConfig(s, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.DialTimeout)
+	defer cancel()
+	if err := probeEndpoints(ctx, s, tc); err != nil {
+		if errors.Is(err, errTLS) {
+			return nil, fmt.Errorf("cannot connect to %s: %w", s.where(), err)
+		}
+		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, err)
+	}
+	cfg := clientv3.Config{
+		Endpoints:   s.Endpoints,
+		DialTimeout: s.DialTimeout,
+		Username:    s.User,
+		Password:    s.Password,
+		TLS:         tc,
+		Logger:      zap.NewNop(),
+	}
+	if s.PasswordFile != "" {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(reauthInterceptor(s.Password, s.PasswordFile))}
+	}
+	c, err := clientv3.New(cfg) // with a user, this dials and logs in within DialTimeout
+	switch {
+	case sema.Refused(err):
+		return nil, fmt.Errorf("%s refused the login of user %q: %w", s.where(), s.User, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+)
+
+// Size bounds on the files conch reads (issue 9: a password or config file
+// that is /dev/zero must not grow conch without limit). A password is one
+// line; a config file a handful of settings; a TLS file one certificate
+// chain or CA bundle (the Debian system bundle is ~220 KiB).
+const (
+	maxPasswordFile = 4 << 10  // 4 KiB
+	maxConfigFile   = 64 << 10 // 64 KiB
+	maxTLSFile      = 1 << 20  // 1 MiB
+)
+
+// errNotRegular: the path names a FIFO, device, socket or directory.
+var errNotRegular = errors.New("not a regular file")
+
+// readBounded reads the regular file at path, at most limit bytes. It never
+// blocks on a FIFO or device: the file is opened with O_NONBLOCK and checked
+// with fstat on the opened descriptor (so a file swapped after a stat cannot
+// slip through) before a byte is read. what names the file in errors ("password
+// file"). It returns the content and the file's permission bits. Errors (exit
+// 64 for the callers): the open's, errNotRegular, or a file larger than limit.
+func readBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cannot read %s: %w", what, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("cannot read %s %s: %w", what, path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("cannot read %s %s: %w (it is a %s)", what, path, errNotRegular, fileKind(fi.Mode()))
+	}
+	if fi.Size() > limit {
+		return nil, 0, fmt.Errorf("cannot read %s %s: %d bytes, more than the %d allowed", what, path, fi.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1)) // the file may grow after fstat
+	if err != nil {
+		return nil, 0, fmt.Errorf("cannot read %s %s: %w", what, path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, 0, fmt.Errorf("cannot read %s %s: more than the %d bytes allowed", what, path, limit)
+	}
+	return b, fi.Mode().Perm(), nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	}
+	return "special file"
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+)
+
+// Issue 9: files conch reads never block (FIFO), are bounded, and must be regular.
+func TestReadBounded(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	os.WriteFile(big, bytes.Repeat([]byte("x"), maxPasswordFile+1), 0o600)
+	ok := filepath.Join(dir, "ok")
+	os.WriteFile(ok, []byte("pw\n"), 0o640)
+	for _, tc := range []struct{ path, want string }{
+		{fifo, "not a regular file (it is a FIFO)"},
+		{"/dev/zero", "not a regular file (it is a character device)"},
+		{dir, "not a regular file (it is a directory)"},
+		{big, "4097 bytes, more than the 4096 allowed"},
+		{filepath.Join(dir, "absent"), "no such file"},
+	} {
+		done := make(chan error, 1)
+		go func() { _, _, err := readBounded(tc.path, "password file", maxPasswordFile); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("readBounded(%s) = %v, want %q", tc.path, err, tc.want)
+			}
+		case <-time.After(testTimeout):
+			t.Fatalf("readBounded(%s) blocked", tc.path)
+		}
+	}
+	b, perm, err := readBounded(ok, "password file", maxPasswordFile)
+	if err != nil || string(b) != "pw\n" || perm != 0o640 {
+		t.Errorf("readBounded(ok) = %q, %o, %v", b, perm, err)
+	}
+}
+
+func fixedEnv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// Issue 10 item 3: every message about a setting names its source; issue 9:
+// no secret in messages, a user without a password refused, TLS with http:// refused.
+func TestResolveConnErrorsNameSource(t *testing.T) {
+	dir := t.TempDir()
+	n := 0
+	conf := func(body string) string {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("c%d.conf", n))
+		os.WriteFile(p, []byte(body), 0o640)
+		return p
+	}
+	durConf := conf("[etcd]\n# comment\ndial-timeout = soon\n")
+	epConf := conf("[etcd]\nendpoints = ftp://x:1\n")
+	secretConf := conf("[etcd]\nhunter2-secret\n")
+	unknownConf := conf("[etcd]\npasword-file = /x\n")
+	quoteConf := conf("[etcd]\nuser = \"hunter2\n")
+	for _, tc := range []struct {
+		name    string
+		o       connOptions
+		env     map[string]string
+		conf    string
+		want    []string
+		notWant string
+	}{
+		{"ETCDCTL_ENDPOINTS", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "localhost"}, "", []string{"from ETCDCTL_ENDPOINTS", `"localhost"`}, ""},
+		{"CONCH_ENDPOINTS", connOptions{Endpoints: "x:0"}, map[string]string{"CONCH_ENDPOINTS": "x:0"}, "", []string{"from CONCH_ENDPOINTS"}, ""},
+		{"--endpoints", connOptions{Endpoints: "x:0"}, nil, "", []string{"from --endpoints"}, ""},
+		{"endpoints in file", connOptions{}, nil, epConf, []string{"from " + epConf + ":2", "unknown scheme"}, ""},
+		{"comma only", connOptions{Endpoints: ","}, nil, "", []string{"no endpoint in the list"}, ""},
+		{"CONCH_DIAL_TIMEOUT", connOptions{DialTimeout: "soon"}, map[string]string{"CONCH_DIAL_TIMEOUT": "soon"}, "", []string{"dial timeout from CONCH_DIAL_TIMEOUT", "invalid duration"}, "main."},
+		{"ETCDCTL_DIAL_TIMEOUT", connOptions{}, map[string]string{"ETCDCTL_DIAL_TIMEOUT": "0"}, "", []string{"dial timeout from ETCDCTL_DIAL_TIMEOUT: must be more than 0"}, ""},
+		{"dial-timeout in file", connOptions{}, nil, durConf, []string{"dial timeout from " + durConf + ":3"}, ""},
+		{"config line not echoed", connOptions{}, nil, secretConf, []string{secretConf + ":2: not a `key = value` line"}, "hunter2"},
+		{"config bad quote not echoed", connOptions{}, nil, quoteConf, []string{quoteConf + ":2: badly quoted value"}, "hunter2"},
+		{"unknown config key", connOptions{}, nil, unknownConf, []string{unknownConf + ":2: unknown setting \"pasword-file\""}, ""},
+		{"user-info redacted", connOptions{Endpoints: "https://root:hunter2@h:1"}, nil, "", []string{"xxxxx@h:1", "user-info"}, "hunter2"},
+		{"user without password", connOptions{User: "conch"}, nil, "", []string{`user "conch" (from --user) has no password`}, "user name is empty"},
+		{"ETCDCTL_USER without password", connOptions{}, map[string]string{"ETCDCTL_USER": "conch"}, "", []string{"from ETCDCTL_USER"}, ""},
+		{"http with TLS", connOptions{Endpoints: "http://h:1", CACert: "/x"}, nil, "", []string{"is plaintext, but TLS files are set"}, ""},
+		{"password without user", connOptions{}, map[string]string{"ETCDCTL_PASSWORD": "hunter2"}, "", []string{"password was given without a user"}, "hunter2"},
+		{"cert without key", connOptions{Cert: "/c"}, nil, "", []string{"--cert and --key must be given together"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := resolveConn(tc.o, fixedEnv(tc.env), tc.conf, tc.conf != "")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if tc.notWant != "" && strings.Contains(err.Error(), tc.notWant) {
+				t.Errorf("error %q contains %q", err, tc.notWant)
+			}
+		})
+	}
+}
+
+// Issue 9: warnings for a password file others can read and a config others can write.
+func TestResolveConnWarnings(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(pw, []byte("s3cret\n"), 0o644)
+	os.Chmod(pw, 0o644)
+	conf := filepath.Join(dir, "conch.conf")
+	os.WriteFile(conf, []byte("[etcd]\nuser = conch\npassword-file = "+pw+"\n"), 0o666)
+	os.Chmod(conf, 0o666)
+	s, err := resolveConn(connOptions{}, fixedEnv(nil), conf, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(s.Warnings, "\n")
+	for _, w := range []string{"password file " + pw + " is readable by group or others (mode 0644)", "config file " + conf + " is writable by others (mode 0666)"} {
+		if !strings.Contains(all, w) {
+			t.Errorf("warnings %q lack %q", all, w)
+		}
+	}
+	if strings.Contains(all, "s3cret") || s.Password != "s3cret" || s.PasswordFile != pw {
+		t.Errorf("warnings %q, settings %+v", all, s)
+	}
+	os.Chmod(pw, 0o600)
+	os.Chmod(conf, 0o640)
+	if s, _ = resolveConn(connOptions{}, fixedEnv(nil), conf, true); len(s.Warnings) != 0 {
+		t.Errorf("warnings for safe modes: %q", s.Warnings)
+	}
+	if s.EndpointsFrom != "the default" || s.DialTimeoutFrom != "the default" {
+		t.Errorf("sources %q, %q", s.EndpointsFrom, s.DialTimeoutFrom)
+	}
+}
+
+// Issue 9 (amending D5): the child loses conch's credential variables unless --keep-credentials-env.
+func TestDropCredentials(t *testing.T) {
+	base := []string{"A=1", "ETCDCTL_PASSWORD=p1", "CONCH_PASSWORD_FILE=/etc/pw", "ETCDCTL_USER=bob:p2", "CONCH_USER=amy", "ETCDCTL_ENDPOINTS=h:1"}
+	got := strings.Join(dropCredentials(base, false), " ")
+	if want := "A=1 ETCDCTL_USER=bob CONCH_USER=amy ETCDCTL_ENDPOINTS=h:1"; got != want {
+		t.Errorf("dropCredentials = %q, want %q", got, want)
+	}
+	if got := dropCredentials(base, true); strings.Join(got, " ") != strings.Join(base, " ") {
+		t.Errorf("kept: %q", got)
+	}
+}
+
+// Issue 9 and 10 item 6: durations as flock takes them, bounded against overflow.
+func TestParseDurationBounds(t *testing.T) {
+	for in, want := range map[string]time.Duration{"1.5": 1500 * time.Millisecond, ".5": 500 * time.Millisecond, " 2 ": 2 * time.Second,
+		"1e1": 10 * time.Second, "0.000000001": time.Nanosecond, "876000h": maxDuration, "3153600000": maxDuration} {
+		if got, err := parseDuration(in); err != nil || got != want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{"-0.5": "negative", "-0": "negative", "NaN": "invalid", "Inf": "invalid", "0x10": "invalid",
+		"876001h": "more than", "3153600001": "more than", "9223372036s": "more than", "2562047h47m16.854775808s": "invalid", "99999999999999999999": "more than"} {
+		if _, err := parseDuration(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseDuration(%q) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+// Issue 9: the fencing warning's advice is computed; it must be the smallest TTL that fences in time.
+func TestMinTTLSweep(t *testing.T) {
+	kas := []time.Duration{maxDuration, 1<<40 + 7}
+	for ka := time.Duration(0); ka < 20*time.Second; ka += 50 * time.Millisecond {
+		kas = append(kas, ka)
+	}
+	for _, ka := range kas {
+		ttl := minTTL(ka)
+		if sema.FenceTooLate(ttl, ka) || (ttl > time.Second && !sema.FenceTooLate(ttl-time.Second, ka)) {
+			t.Errorf("minTTL(%v) = %v, not the smallest TTL that fences in time", ka, ttl)
+		}
+	}
+}
+
+// Issue 10 item 3: flag errors name no Go type; -q and fractional --wait parse.
+func TestFlagMessages(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    string
+		notWant string
+	}{
+		{[]string{"sema", "x", "--max", "1", "--ttl", "soon", "--", "true"}, "invalid value for `--ttl': invalid duration \"soon\"", "main."},
+		{[]string{"sema", "x", "--max", "1", "-E", "x", "--", "true"}, "invalid value for `-E, --conflict-exit-code': not an integer", "strconv"},
+		{[]string{"sema", "x", "--max", "1", "--endpoints", "", "--", "true"}, "empty: name at least one endpoint", "main."},
+		{[]string{"sema", "x", "--max", "1", "--wait", "1e400", "--", "true"}, "invalid duration", "main."},
+	} {
+		var out, errb bytes.Buffer
+		status, _ := run(append(tc.args[:len(tc.args):len(tc.args)], "--config", ""), &out, &errb, fixedEnv(nil))
+		if status != exitUsage || !strings.Contains(errb.String(), tc.want) || strings.Contains(errb.String(), tc.notWant) {
+			t.Errorf("%q: status %d, stderr %q; want 64 and %q", tc.args, status, errb.String(), tc.want)
+		}
+	}
+	s := semaCmd{getenv: fixedEnv(nil), stderr: &bytes.Buffer{}, dashdash: true, command: []string{"true"}}
+	if _, err := newParser(&globalOptions{}, &s).ParseArgs([]string{"sema", "x", "--max", "1", "-q", "--wait", "1.5"}); err != nil || !s.Quiet || s.Wait.d != 1500*time.Millisecond {
+		t.Errorf("-q --wait 1.5: %v, %+v", err, s.Wait)
+	}
+}
