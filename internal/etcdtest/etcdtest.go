@@ -5,6 +5,7 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -34,8 +36,39 @@ const (
 type Server struct {
 	Endpoint string
 	Metrics  string // http://127.0.0.1:PORT/metrics
-	etcd     *embed.Etcd
-	stop     sync.Once
+	// ClientTLS is what Client dials with (nil: plaintext); a test of a TLS
+	// server sets it before calling Client.
+	ClientTLS *tls.Config
+	// Username, Password: Client logs in with them when set (auth enabled).
+	Username, Password string
+	etcd               *embed.Etcd
+	stop               sync.Once
+}
+
+// Config changes the server StartConfig starts; the zero value is Start's:
+// plaintext without auth.
+type Config struct {
+	// CertFile and KeyFile are the server's certificate and key: the client
+	// URL is then https://127.0.0.1:PORT.
+	CertFile, KeyFile string
+	// ClientCAFile, with CertFile: require client certificates signed by it.
+	ClientCAFile string
+	// AuthTokenTTL is the simple auth token's TTL in seconds (0: etcd's 300).
+	AuthTokenTTL uint
+}
+
+// StartConfig is Start with the server configured by c (TLS, auth token TTL).
+func StartConfig(t testing.TB, c Config) *Server {
+	t.Helper()
+	return startWith(t, func(cfg *embed.Config) {
+		if c.CertFile != "" {
+			cfg.ListenClientUrls[0].Scheme, cfg.AdvertiseClientUrls[0].Scheme = "https", "https"
+			cfg.ClientTLSInfo = transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.ClientCAFile, ClientCertAuth: c.ClientCAFile != ""}
+		}
+		if c.AuthTokenTTL > 0 {
+			cfg.AuthTokenTTL = c.AuthTokenTTL
+		}
+	})
 }
 
 // Start starts a single-member etcd with its data in t.TempDir() and stops it
@@ -119,7 +152,7 @@ func start(dir string, tweak func(*embed.Config)) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcd not ready after %v", readyWait)
 	}
-	return &Server{Endpoint: cu.String(), Metrics: mu.String() + "/metrics", etcd: e}, nil
+	return &Server{Endpoint: cfg.AdvertiseClientUrls[0].String(), Metrics: mu.String() + "/metrics", etcd: e}, nil
 }
 
 // Stop stops the server at once (HardStop, no leadership transfer) and
@@ -138,6 +171,9 @@ func (s *Server) Client(t testing.TB) *clientv3.Client {
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{s.Endpoint},
 		DialTimeout: 5 * time.Second,
+		TLS:         s.ClientTLS,
+		Username:    s.Username,
+		Password:    s.Password,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
