@@ -183,7 +183,8 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 			}
 			return h, nil
 		}
-		if l.revoke(ctx, min(l.ttl, giveUpTimeout)) != nil {
+		ctx = markGiveUp(ctx) // (a no-op while the wait goes on; see giveup.go)
+		if l.revoke(ctx, giveUpWithin(ctx, min(l.ttl, giveUpTimeout))) != nil {
 			stale = append(stale, l.id)
 		}
 		switch {

@@ -64,7 +64,8 @@ type waitEnd struct {
 // the grant already had ConnectTimeout.
 func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
 	v := &WaitError{Name: s.name, Max: s.max, Nonblock: e.nonblock}
-	if left := s.revokeIDs(ctx, e.stale, s.probeTimeout()); len(left) > 0 {
+	ctx = markGiveUp(ctx) // one give-up budget for every step below (giveup.go)
+	if left := s.revokeIDs(ctx, e.stale, giveUpWithin(ctx, s.probeTimeout())); len(left) > 0 {
 		v.Unreachable, v.Err = true, fmt.Errorf("cannot revoke lease %s", FormatLeaseID(int64(left[0])))
 		return v
 	}
@@ -72,7 +73,7 @@ func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
 		return v
 	}
 	if !e.atStart {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.probeTimeout())
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpWithin(ctx, s.probeTimeout()))
 		defer cancel()
 		_, err := s.c.Get(pctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err == nil {
