@@ -55,6 +55,19 @@ bench: build etcd
 test-deps:
 	scripts/test-deps.sh
 
+# Every fuzz target (func Fuzz*) of FUZZPKGS, each for FUZZTIME, after its seed corpus in
+# testdata/fuzz (issue 9). A crash writes its input under testdata/fuzz: commit it, it is then
+# a regular test case.
+FUZZTIME ?= 10s
+FUZZPKGS ?= ./cmd/conch ./sema ./unitrun
+.PHONY: fuzz
+fuzz:
+	set -e; for pkg in $(FUZZPKGS); do \
+		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$pkg/*_test.go | cut -c6-); do \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet ./...

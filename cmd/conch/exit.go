@@ -25,10 +25,14 @@ const exitTable = `Exit status:
                   the child never started and our key is gone
   64              bad flags or arguments (nothing was written to etcd), or etcd
                   refused a request for good (permission denied, bad credentials,
-                  a TTL it does not grant): retrying cannot help
+                  a TTL it does not grant), or TLS is misconfigured for good (wrong
+                  CA, expired or missing client certificate, wrong host name, a CA
+                  file without certificates; said at once, with the x509 reason):
+                  retrying cannot help
   69              etcd unreachable (no answer within --dial-timeout at start, or
-                  --wait ran out during an outage), or a scope required by
-                  --scope=always, -p or --slice could not be made (e.g. no systemd)
+                  --wait ran out during an outage: --wait D returns within D + 1 s),
+                  or a scope required by --scope=always, -p or --slice could not
+                  be made (e.g. no systemd)
   70              the slot was lost while the child ran (lease lost, key deleted,
                   lease not confirmable); the child was stopped
   124             the child ran past --runtime-max and was stopped

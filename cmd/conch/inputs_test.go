@@ -206,3 +206,37 @@ func TestFlagMessages(t *testing.T) {
 		t.Errorf("-q --wait 1.5: %v, %+v", err, s.Wait)
 	}
 }
+
+// Issue 9: each file conch reads goes through the bounded, non-blocking read.
+func TestEveryFileIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("\nsecond line\n"), 0o600)
+	bigConf := filepath.Join(dir, "big.conf")
+	os.WriteFile(bigConf, bytes.Repeat([]byte("# padding\n"), maxConfigFile/10+1), 0o600)
+	for _, tc := range []struct {
+		name string
+		o    connOptions
+		conf string
+		want string
+	}{
+		{"config is /dev/zero", connOptions{}, "/dev/zero", "config file /dev/zero: not a regular file (it is a character device)"},
+		{"config is a FIFO", connOptions{}, fifo, "not a regular file (it is a FIFO)"},
+		{"config too large", connOptions{}, bigConf, "more than the 65536 allowed"},
+		{"password file is a FIFO", connOptions{User: "u", PasswordFile: fifo}, "", "password file " + fifo + ": not a regular file"},
+		{"empty password", connOptions{User: "u", PasswordFile: empty}, "", "is empty (its first line is the password)"},
+	} {
+		if _, err := resolveConn(tc.o, fixedEnv(nil), tc.conf, tc.conf != ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	for _, s := range []connSettings{{CACert: fifo}, {CACert: "/dev/zero"}, {Cert: fifo, Key: fifo}} {
+		if _, err := tlsConfig(s, time.Now()); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("tlsConfig(%+v) = %v, want a refusal", s, err)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 // environment (D5).
 type connOptions struct {
 	Endpoints    endpointsValue `long:"endpoints" env:"CONCH_ENDPOINTS" value-name:"URLS" ini-name:"endpoints" description:"etcd endpoints, comma-separated host:port or URLs (default 127.0.0.1:2379)"`
-	CACert       string         `long:"cacert" env:"CONCH_CACERT" value-name:"FILE" ini-name:"cacert" description:"CA bundle to verify etcd's TLS certificate"`
+	CACert       string         `long:"cacert" env:"CONCH_CACERT" value-name:"FILE" ini-name:"cacert" description:"CA bundle to verify etcd's TLS certificate; with TLS files every endpoint must be https:// (or host:port): http:// is refused, never plaintext"`
 	Cert         string         `long:"cert" env:"CONCH_CERT" value-name:"FILE" ini-name:"cert" description:"TLS client certificate"`
 	Key          string         `long:"key" env:"CONCH_KEY" value-name:"FILE" ini-name:"key" description:"TLS client key"`
 	User         string         `long:"user" env:"CONCH_USER" value-name:"NAME" ini-name:"user" description:"etcd user; the password comes from --password-file or ETCDCTL_PASSWORD (etcdctl's NAME:PASSWORD also works, but puts it on argv)"`

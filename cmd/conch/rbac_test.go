@@ -96,34 +96,79 @@ func TestAuthRBAC(t *testing.T) {
 // confirmed keep-alive with --ttl 6 --kill-after 1) with keep-alives confirmed.
 func TestPasswordRotationWhileHolding(t *testing.T) {
 	e := authServer(t, etcdtest.Config{})
-	h := e.start("sema", "rot", "--max", "1", "--ttl", "6", "--kill-after", "1", "--user", "rw", "--password-file", e.path("rw"),
-		"--", "sh", "-c", "while [ ! -e "+e.path("done")+" ]; do sleep 0.05; done")
-	waitFor(t, "holder", func() bool { return e.keys("/conch/v1/sema/rot/") == 1 })
-	ctx := t.Context()
-	if _, err := e.c.UserChangePassword(ctx, "rw", "pw-rw-2"); err != nil {
-		t.Fatal(err)
-	}
-	tmp := e.path("rw.new")
-	os.WriteFile(tmp, []byte("pw-rw-2\n"), 0o600)
-	if err := os.Rename(tmp, e.path("rw")); err != nil {
-		t.Fatal(err)
-	}
-	rotated := time.Now()
-	leases, err := e.c.Leases(ctx)
-	if err != nil || len(leases.Leases) != 1 {
-		t.Fatalf("leases: %v, %v", leases, err)
-	}
-	id := leases.Leases[0].ID
-	waitFor(t, "a keep-alive confirmed past the fencing point", func() bool {
-		ttl, err := e.c.TimeToLive(context.Background(), id)
-		return err == nil && time.Since(rotated) > 5*time.Second && ttl.TTL >= 5 || h.exited()
+	h := e.holdAndCheck("rot", func() {
+		if _, err := e.c.UserChangePassword(t.Context(), "rw", "pw-rw-2"); err != nil {
+			t.Fatal(err)
+		}
+		tmp := e.path("rw.new")
+		os.WriteFile(tmp, []byte("pw-rw-2\n"), 0o600)
+		if err := os.Rename(tmp, e.path("rw")); err != nil {
+			t.Fatal(err)
+		}
 	})
 	if h.exited() {
 		t.Fatalf("holder stopped after the password rotation: %v", h.wait(t))
 	}
-	os.WriteFile(e.path("done"), nil, 0o600)
+	os.WriteFile(e.path("rot.done"), nil, 0o600)
 	if r := h.wait(t); r.status != 0 {
 		t.Fatalf("holder: %v", r)
 	}
 	e.nothingHalfWritten("after the rotation")
+}
+
+// holdAndCheck starts a holder of name as user rw (--ttl 6: keep-alives every
+// second, fencing 4 s after the last confirmed one), waits until it holds,
+// runs change, then waits until a keep-alive was confirmed more than 5 s
+// later (past the fencing point) and returns the still-running holder.
+func (e *env) holdAndCheck(name string, change func()) *proc {
+	e.t.Helper()
+	h := e.start("sema", name, "--max", "1", "--ttl", "6", "--kill-after", "1", "--user", "rw", "--password-file", e.path("rw"),
+		"--", "sh", "-c", "while [ ! -e "+e.path(name+".done")+" ]; do sleep 0.05; done")
+	waitFor(e.t, "holder", func() bool { return e.keys("/conch/v1/sema/"+name+"/") == 1 })
+	leases, err := e.c.Leases(e.t.Context())
+	if err != nil || len(leases.Leases) != 1 {
+		e.t.Fatalf("leases: %v, %v", leases, err)
+	}
+	change()
+	changed := time.Now()
+	waitFor(e.t, "a keep-alive confirmed past the fencing point", func() bool {
+		ttl, err := e.c.TimeToLive(context.Background(), leases.Leases[0].ID)
+		return err == nil && time.Since(changed) > 5*time.Second && ttl.TTL >= 5 || h.exited()
+	})
+	return h
+}
+
+// Issue 9: an auth token that expires (1 s here) while holding is renewed
+// by clientv3's login with the same password: the holder runs on.
+func TestTokenExpiryWhileHolding(t *testing.T) {
+	e := authServer(t, etcdtest.Config{AuthTokenTTL: 1})
+	h := e.holdAndCheck("tok", func() {})
+	if h.exited() {
+		t.Fatalf("holder stopped while its token expired: %v", h.wait(t))
+	}
+	os.WriteFile(e.path("tok.done"), nil, 0o600)
+	if r := h.wait(t); r.status != 0 {
+		t.Fatalf("holder: %v", r)
+	}
+	e.nothingHalfWritten("after the token expiries")
+}
+
+// Issue 9: a role revoked while holding. etcd then refuses the keep-alives
+// of a lease with our key on it (they need the key's permission), so the
+// lease cannot be confirmed: conch fences, stops the child and exits 70 (D7);
+// the release is refused too, and the key goes at lease expiry (6 s).
+func TestRoleRevokedWhileHolding(t *testing.T) {
+	e := authServer(t, etcdtest.Config{})
+	h := e.start("sema", "revoked", "--max", "1", "--ttl", "6", "--kill-after", "1", "--user", "rw", "--password-file", e.path("rw"),
+		"--", "sh", "-c", "while :; do sleep 0.05; done")
+	waitFor(t, "holder", func() bool { return e.keys("/conch/v1/sema/revoked/") == 1 })
+	if _, err := e.c.UserRevokeRole(t.Context(), "rw", "conch-rw"); err != nil {
+		t.Fatal(err)
+	}
+	r := h.wait(t)
+	if r.status != 70 || !strings.Contains(r.stderr, "slot lost while the child ran") || !strings.Contains(r.stderr, "permission denied") {
+		t.Fatalf("holder: %v\nwant 70, the child stopped and the refused release", r)
+	}
+	waitFor(t, "the key gone at lease expiry", func() bool { return e.keys("/conch/v1/") == 0 })
+	e.nothingHalfWritten("after the expiry")
 }
