@@ -25,7 +25,7 @@ type testCA struct {
 
 var serial int64
 
-func newTestCA(t *testing.T, dir, name string) *testCA {
+func newTestCA(t testing.TB, dir, name string) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -50,7 +50,7 @@ func newTestCA(t *testing.T, dir, name string) *testCA {
 // leaf writes a certificate signed by ca (and its key) as name.pem and
 // name-key.pem, valid from notBefore to notAfter, for the IPs and DNS names
 // given (a server certificate) or none (a client certificate).
-func (ca *testCA) leaf(t *testing.T, dir, name string, notBefore, notAfter time.Time, ips []net.IP, dns []string) (certFile, keyFile string) {
+func (ca *testCA) leaf(t testing.TB, dir, name string, notBefore, notAfter time.Time, ips []net.IP, dns []string) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -77,7 +77,7 @@ func (ca *testCA) leaf(t *testing.T, dir, name string, notBefore, notAfter time.
 	return certFile, keyFile
 }
 
-func writePEM(t *testing.T, path, typ string, der []byte) {
+func writePEM(t testing.TB, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 }
 
 // clientTLS is a tls.Config trusting ca and presenting cert/key.
-func clientTLS(t *testing.T, ca *testCA, cert, key string) *tls.Config {
+func clientTLS(t testing.TB, ca *testCA, cert, key string) *tls.Config {
 	t.Helper()
 	pair, err := tls.LoadX509KeyPair(cert, key)
 	if err != nil {
