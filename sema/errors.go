@@ -9,6 +9,14 @@ var (
 	ErrBadName = errors.New("invalid semaphore name")
 	// ErrBadMax: the capacity is not an integer in 1..10000 (D4).
 	ErrBadMax = errors.New("invalid capacity")
+	// ErrBadNode: the node name of a --spread key is not valid (D11: D4's
+	// name rule, and not 16 lower-case hex digits, which a lease key's
+	// suffix is).
+	ErrBadNode = errors.New("invalid node name")
+	// ErrNodeHasKey: with Spread, this node already has a key under the
+	// semaphore (held or waiting); returned wrapped together with ErrNoSlot
+	// when Nonblock finds it so (D11: "no slot free" for this process).
+	ErrNodeHasKey = errors.New("this node already has a key (one slot per node: --spread)")
 	// ErrNoSlot: Acquire with Nonblock found every slot taken; our key is
 	// gone again (D3, status 75).
 	ErrNoSlot = errors.New("no free slot")

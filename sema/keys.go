@@ -59,3 +59,22 @@ func Prefix(name string, max int) string {
 func leaseKey(prefix string, id clientv3.LeaseID) string {
 	return prefix + FormatLeaseID(int64(id))
 }
+
+// NodeKey is the --spread key of node under prefix: prefix + node (D11).
+// ParseKey reads it back as KeySpread.
+func NodeKey(prefix, node string) string { return prefix + node }
+
+// ValidateNode returns nil if node may name a node in --spread keys, else an
+// error wrapping ErrBadNode (D11): it must match D4's name rule
+// [A-Za-z0-9][A-Za-z0-9._-]{0,127}, and it must not be 16 lower-case hex
+// digits, which ParseKey would read as a lease key (KeyLease). It does no
+// I/O.
+func ValidateNode(node string) error {
+	if ValidateName(node) != nil {
+		return fmt.Errorf("%w %q: must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}", ErrBadNode, node)
+	}
+	if _, lease := ParseLeaseID(node); lease {
+		return fmt.Errorf("%w %q: 16 lower-case hex digits would read as a lease ID", ErrBadNode, node)
+	}
+	return nil
+}

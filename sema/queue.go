@@ -18,19 +18,19 @@ import (
 // ErrFenced (from lease.hold at promotion), ctx's error, or etcd errors
 // wrapping errEtcd.
 func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error) {
-	key := leaseKey(s.prefix, l.id)
+	key := s.keyOf(l)
 	rec := s.opts.Record
-	rec.Version, rec.Since, rec.HeldSince = RecordVersion, time.Now().UTC().Truncate(time.Second), nil
-	myRev, r, err := s.enqueue(enqCtx, key, l, rec.encode())
+	rec.Version, rec.HeldSince = RecordVersion, nil
+	myRev, r, err := s.claim(enqCtx, ctx, l, key, &rec)
 	if err != nil {
 		return nil, err
 	}
-	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others})
+	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others, OtherKind: r.mixed})
 	if r.held { // held at once: no rewrite, D2's three requests
 		return s.newHolder(enqCtx, l, key, myRev, r.rev)
 	}
 	if s.opts.Nonblock {
-		return nil, ErrNoSlot
+		return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
 	}
 	ahead := r.rank - s.max
 	for {
@@ -72,6 +72,62 @@ func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error
 			ahead = r.rank - s.max
 		case ahead > 1: // behind the head: a key ahead of ours left
 			ahead--
+		}
+	}
+}
+
+// claim writes our key and ranks it (D2), the first try bounded by enqCtx,
+// later ones by ctx. With Spread, a key already there is this node's, held
+// or waiting: "no slot free" for us (D11). With Nonblock claim then returns
+// ErrNoSlot wrapping ErrNodeHasKey; otherwise it waits for that key's DELETE
+// (Waiting event with NodeBusy) and tries again, at the back of the queue.
+// Errors: those of enqueue, ErrKeyDeleted when a key of our fresh lease was
+// there without Spread (someone wrote it), the lease's error, ctx's error.
+func (s *Semaphore) claim(enqCtx, ctx context.Context, l *lease, key string, rec *Record) (int64, ranking, error) {
+	for c := enqCtx; ; c = ctx {
+		rec.Since = time.Now().UTC().Truncate(time.Second)
+		myRev, r, err := s.enqueue(c, key, l, rec.encode())
+		if !errors.Is(err, errKeyExists) {
+			return myRev, r, err
+		}
+		if !s.opts.Spread {
+			return 0, r, fmt.Errorf("%w: %s existed before we wrote it", ErrKeyDeleted, key)
+		}
+		if s.opts.Nonblock {
+			return 0, r, fmt.Errorf("%w in %s[%d]: %w: %s", ErrNoSlot, s.name, s.max, ErrNodeHasKey, key)
+		}
+		s.emit(Event{Kind: Waiting, Ahead: 1, NodeBusy: true, Lease: l.id, TTL: l.ttl})
+		switch s.waitGone(ctx, l, key, r.rev) {
+		case turnLeaseLost:
+			return 0, r, l.Err()
+		case turnCtx:
+			return 0, r, ctx.Err()
+		}
+	}
+}
+
+// waitGone blocks until key is deleted (watched from rev+1, PUTs filtered
+// server-side), the watch fails (after a pause of retryMin, so a failing
+// watch does not spin), lease l is lost or ctx ends: turnRerank (look
+// again), turnLeaseLost or turnCtx. The watch ends before it returns.
+func (s *Semaphore) waitGone(ctx context.Context, l *lease, key string, rev int64) turn {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := s.c.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	for {
+		select {
+		case wr, ok := <-wch:
+			if ok && wr.Err() == nil && len(wr.Events) == 0 {
+				continue // progress notification
+			}
+			if !ok || wr.Err() != nil {
+				sleepCtx(ctx, retryMin)
+			}
+			return turnRerank
+		case <-l.Done():
+			return turnLeaseLost
+		case <-ctx.Done():
+			return turnCtx
 		}
 	}
 }

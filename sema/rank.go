@@ -5,12 +5,18 @@ import (
 	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // errEtcd marks an etcd request that failed (as opposed to a decision of the
 // recipe), so rerankRetry retries it and Acquire retries the whole key.
 var errEtcd = errors.New("etcd request failed")
+
+// errKeyExists: the enqueue's put-if-absent found our key already there. With
+// Spread that is this node's key, held or waiting (D11); ranking.rev is then
+// the revision of that read.
+var errKeyExists = errors.New("key exists")
 
 // ranking is what one ranking read tells us about our key.
 type ranking struct {
@@ -20,6 +26,7 @@ type ranking struct {
 	holders []string // head of the queue only: the max keys ahead of ours
 	pred    string   // other waiters: the key just ahead of ours
 	others  int64    // keys under the same name with another capacity (D6)
+	mixed   int      // keys of the other kind (lease / node suffix) among those read (D11)
 }
 
 var (
@@ -44,8 +51,8 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 	if err != nil {
 		return 0, r, fmt.Errorf("%w: cannot enqueue %s: %w", errEtcd, key, err)
 	}
-	if !resp.Succeeded { // a fresh lease's key cannot exist: someone wrote it
-		return 0, r, fmt.Errorf("%w: %s existed before we wrote it", ErrKeyDeleted, key)
+	if !resp.Succeeded { // with Spread: this node has a key; else someone wrote our fresh lease's key
+		return 0, ranking{rev: resp.Header.Revision}, fmt.Errorf("%w: %s", errKeyExists, key)
 	}
 	myRev = resp.Header.Revision
 	count := resp.Responses[1].GetResponseRange().Count
@@ -53,6 +60,7 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 	newest := resp.Responses[3].GetResponseRange().Kvs
 	r = ranking{rev: myRev, rank: int(count - 1)}
 	r.others = resp.Responses[4].GetResponseRange().Count - count
+	r.mixed = s.otherKind(key, first, newest)
 	switch {
 	case r.rank < s.max:
 		r.held = true
@@ -67,6 +75,27 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 		r.pred = string(newest[1].Key)
 	}
 	return myRev, r, nil
+}
+
+// otherKind counts the distinct keys of kvs (the enqueue's reads) that are
+// of the other kind than key (KeyLease against KeySpread, by ParseKey): D11's
+// warning. The reads are O(max), so keys of the other kind deeper in the
+// queue go unseen: the warning covers the holders and our neighbour, not
+// the whole queue (D2).
+func (s *Semaphore) otherKind(key string, kvs ...[]*mvccpb.KeyValue) int {
+	other := KeySpread
+	if ParseKey(s.name, key).Kind == KeySpread {
+		other = KeyLease
+	}
+	seen := map[string]bool{}
+	for _, list := range kvs {
+		for _, kv := range list {
+			if k := string(kv.Key); ParseKey(s.name, k).Kind == other {
+				seen[k] = true
+			}
+		}
+	}
+	return len(seen)
 }
 
 // rerank re-reads our position (04_sema.md step 2) in one read-only Txn that

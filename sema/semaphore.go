@@ -35,6 +35,16 @@ type Options struct {
 	// Nonblock makes Acquire give up with ErrNoSlot instead of waiting
 	// (--nonblock, flock -n style).
 	Nonblock bool
+	// Spread allows at most one slot per node (--spread, D11): our key is
+	// Prefix(name, max) + Node instead of + our lease ID, still bound to
+	// our lease, so a node that already has a key there (held or waiting)
+	// finds "no slot free": Nonblock returns ErrNoSlot with ErrNodeHasKey,
+	// otherwise Acquire waits for that key to go, then enqueues at the back.
+	Spread bool
+	// Node is this node's name, the suffix of its --spread key: the
+	// kernel hostname or --node (D11). Required with Spread; New checks it
+	// with ValidateNode.
+	Node string
 	// Record is the template of the value written under our key; Version
 	// and Since are filled in by Acquire (D6).
 	Record Record
@@ -49,11 +59,16 @@ type EventKind int
 // Event kinds, in the order they usually happen.
 const (
 	// Enqueued: our key is written; Rank is exact; OtherCapacities counts
-	// keys under the same name with another --max (D6 warning).
+	// keys under the same name with another --max (D6 warning); OtherKind
+	// counts keys of the other kind (node-suffixed next to a lease key,
+	// lease-suffixed next to a --spread key) among those the enqueue read
+	// returns (D11 warning).
 	Enqueued EventKind = iota
 	// Waiting: we wait; Ahead is the number of waiters ahead of us, 0 at
 	// the head of the queue (exact at enqueue and at the head, an upper
-	// bound otherwise: ranking reads return O(N) keys, D2).
+	// bound otherwise: ranking reads return O(N) keys, D2). With NodeBusy
+	// (Spread) we have no key yet: this node's key is there, held or
+	// waiting, and we wait for it to go (D11); Ahead is then 1.
 	Waiting
 	// Held: we hold a slot; Rev is the fencing token.
 	Held
@@ -71,6 +86,8 @@ type Event struct {
 	Lease           clientv3.LeaseID
 	TTL             time.Duration // granted lease TTL
 	OtherCapacities int64
+	OtherKind       int  // Enqueued: see EventKind Enqueued (D11)
+	NodeBusy        bool // Waiting: see EventKind Waiting (D11)
 	Err             error
 }
 
@@ -85,14 +102,20 @@ type Semaphore struct {
 }
 
 // New returns the semaphore (name, max) using client c, which the caller
-// keeps and closes. It validates name and max (D4) and makes no request:
-// errors wrap ErrBadName or ErrBadMax.
+// keeps and closes. It validates name and max (D4), and the node name with
+// Spread (D11), and makes no request: errors wrap ErrBadName, ErrBadMax or
+// ErrBadNode.
 func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
 	if max < 1 || max > MaxCapacity {
 		return nil, fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
+	}
+	if opts.Spread {
+		if err := ValidateNode(opts.Node); err != nil {
+			return nil, err
+		}
 	}
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
@@ -191,7 +214,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		case Refused(err):
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		case errors.Is(err, ErrNoSlot):
-			return nil, s.verdict(ctx, waitEnd{stale: stale, nonblock: true})
+			return nil, s.verdict(ctx, waitEnd{stale: stale, nonblock: true, nodeBusy: errors.Is(err, ErrNodeHasKey)})
 		case ctx.Err() != nil:
 			return nil, s.verdict(ctx, waitEnd{stale: stale})
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):
@@ -221,6 +244,15 @@ func (s *Semaphore) revokeIDs(ctx context.Context, ids []clientv3.LeaseID, d tim
 		}
 	}
 	return left
+}
+
+// keyOf is our key on lease l: the lease ID suffix, or with Spread the
+// node's name (D11).
+func (s *Semaphore) keyOf(l *lease) string {
+	if s.opts.Spread {
+		return NodeKey(s.prefix, s.opts.Node)
+	}
+	return leaseKey(s.prefix, l.id)
 }
 
 func (s *Semaphore) emit(e Event) {

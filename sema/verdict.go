@@ -17,6 +17,7 @@ type WaitError struct {
 	Name        string
 	Max         int
 	Nonblock    bool  // Options.Nonblock found no free slot (else the wait ended)
+	NodeBusy    bool  // with Nonblock and Spread: this node already had a key (D11)
 	Unreachable bool  // etcd did not answer when the wait ended (D3: 69, not 75)
 	Err         error // with Unreachable: the request that got no answer
 }
@@ -25,6 +26,8 @@ func (e *WaitError) Error() string {
 	switch {
 	case e.Unreachable:
 		return fmt.Sprintf("%v: %s: %v", ErrUnavailable, e.Name, e.Err)
+	case e.Nonblock && e.NodeBusy:
+		return fmt.Sprintf("%v in %s[%d]: %v", ErrNoSlot, e.Name, e.Max, ErrNodeHasKey)
 	case e.Nonblock:
 		return fmt.Sprintf("%v in %s[%d]", ErrNoSlot, e.Name, e.Max)
 	}
@@ -37,7 +40,7 @@ func (e *WaitError) Is(target error) bool {
 	case e.Unreachable:
 		return target == ErrUnavailable
 	case e.Nonblock:
-		return target == ErrNoSlot
+		return target == ErrNoSlot || e.NodeBusy && target == ErrNodeHasKey
 	}
 	return target == ErrTimeout
 }
@@ -49,6 +52,7 @@ func (e *WaitError) Unwrap() error { return e.Err }
 type waitEnd struct {
 	stale    []clientv3.LeaseID // leases of this and earlier lives whose revoke failed
 	nonblock bool               // Nonblock found no free slot (else ctx ended)
+	nodeBusy bool               // with nonblock: because this node had a key (Spread, D11)
 	// unanswered is the last request's error when it got no answer and no key of ours is
 	// known to be gone since (a grant that failed); nil when etcd answered last
 	unanswered error
@@ -63,7 +67,7 @@ type waitEnd struct {
 // etcd is probed once (a count of the prefix, within probeTimeout), except at start, where
 // the grant already had ConnectTimeout.
 func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
-	v := &WaitError{Name: s.name, Max: s.max, Nonblock: e.nonblock}
+	v := &WaitError{Name: s.name, Max: s.max, Nonblock: e.nonblock, NodeBusy: e.nodeBusy}
 	ctx = markGiveUp(ctx) // one give-up budget for every step below (giveup.go)
 	if left := s.revokeIDs(ctx, e.stale, giveUpWithin(ctx, s.probeTimeout())); len(left) > 0 {
 		v.Unreachable, v.Err = true, fmt.Errorf("cannot revoke lease %s", FormatLeaseID(int64(left[0])))

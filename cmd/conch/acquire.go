@@ -106,6 +106,8 @@ func (r *semaRun) waitFailed(err error) error {
 		return exitf(exitUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
 	case errors.As(err, &we) && !we.Unreachable && r.c.Quiet: // -q: the status says it (issue 10)
 		return exitCode(r.c.Conflict)
+	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
+		return exitf(r.c.Conflict, stateTimeout, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
 		return exitf(r.c.Conflict, stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
 	case errors.As(err, &we) && !we.Unreachable:

@@ -99,7 +99,10 @@ func TestExitUsage(t *testing.T) {
 		{"sema", "u", "--who", "--", "true"},
 		{"sema", "u", "--who", "-p", "Bogus=1"},
 		{"sema", "u", "--who", "--nonblock"},
-		{"sema", "u", "--max", "1", "--spread", "--", "true"},
+		{"sema", "u", "--max", "1", "--spread", "--node", "0123456789abcdef", "--", "true"}, // reads as a lease ID (D11)
+		{"sema", "u", "--max", "1", "--spread", "--node", "a/b", "--", "true"},
+		{"sema", "u", "--max", "1", "--node", "-x", "--", "true"},
+		{"sema", "u", "--who", "--spread"},
 		{"sema", "u", "--max", "1", "--scope", "sometimes", "--", "true"},
 		{"sema", "u", "--max", "1", "--cert", "/x.pem", "--", "true"},
 		{"sema", "u", "--max", "1", "--config", "/nonexistent/conch.conf", "--", "true"},

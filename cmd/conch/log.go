@@ -35,18 +35,19 @@ const (
 // Its methods are called from one goroutine at a time, except stopping,
 // which only notifies and may be called from any goroutine.
 type reporter struct {
-	w       io.Writer
-	verbose bool
-	name    string
-	max     int
-	bare    bool // lines are "conch: <msg>", without the semaphore (usage errors, --who)
-	rev     int64
-	lease   int64
-	ahead   int
-	waiting bool
-	journal journalFunc       // nil: plain lines on w
-	unit    map[string]string // journal fields naming conch's unit (unitFields)
-	notify  notifyFunc        // nil: no service manager listens
+	w        io.Writer
+	verbose  bool
+	name     string
+	max      int
+	bare     bool // lines are "conch: <msg>", without the semaphore (usage errors, --who)
+	rev      int64
+	lease    int64
+	ahead    int
+	waiting  bool
+	nodeBusy bool              // waiting for this node's own key to go (--spread, D11)
+	journal  journalFunc       // nil: plain lines on w
+	unit     map[string]string // journal fields naming conch's unit (unitFields)
+	notify   notifyFunc        // nil: no service manager listens
 }
 
 // newReporter returns the reporter for semaphore name[max], writing plain
@@ -142,11 +143,15 @@ func (r *reporter) onEvent(e sema.Event) {
 			r.warnf("WARNING: %d key(s) exist for %q under another --max: those nodes use a different semaphore and do not count against this one (conch sema %s --who)",
 				e.OtherCapacities, r.name, r.name)
 		}
+		if e.OtherKind > 0 { // D11
+			r.warnf("WARNING: %d key(s) of %s[%d] come from jobs run the other way (with and without --spread): mixed on one semaphore, one slot per node does not hold (conch sema %s --who)",
+				e.OtherKind, r.name, r.max, r.name)
+		}
 	case sema.Waiting:
 		first := !r.waiting
 		r.waiting = true
-		changed := e.Ahead != r.ahead
-		r.ahead = e.Ahead
+		changed := e.Ahead != r.ahead || e.NodeBusy != r.nodeBusy
+		r.ahead, r.nodeBusy = e.Ahead, e.NodeBusy
 		if first || changed {
 			r.emit(stateWait, journal.PriNotice, !first, map[string]string{"CONCH_AHEAD": strconv.Itoa(e.Ahead)}, r.waitText())
 			r.sendNotify("STATUS=" + r.waitText())
@@ -165,6 +170,9 @@ func (r *reporter) onEvent(e sema.Event) {
 // waitText is the queue position as D10 words it, for the log line and
 // sd_notify STATUS=: "waiting for heavy-jobs[2/2], 3 ahead".
 func (r *reporter) waitText() string {
+	if r.nodeBusy {
+		return fmt.Sprintf("waiting for %s[%d/%d]: this node already holds or waits for a slot (--spread: one per node)", r.name, r.max, r.max)
+	}
 	if r.ahead == 0 {
 		return fmt.Sprintf("waiting for %s[%d/%d], next in line", r.name, r.max, r.max)
 	}

@@ -44,7 +44,8 @@ func writeManPage(w io.Writer, p *flags.Parser) error {
 // manSynopsis replaces go-flags' one-line "conch [OPTIONS]".
 const manSynopsis = `.nf
 \fBconch sema\fP \fIname\fP \fB\-\-max\fP \fIN\fP [\fB\-\-ttl\fP \fID\fP] [\fB\-\-wait\fP \fID\fP | \fB\-\-nonblock\fP] [\fB\-E\fP \fIN\fP]
-           [\fB\-\-kill\-after\fP \fID\fP] [\fB\-\-runtime\-max\fP \fID\fP] [\fIOPTIONS\fP] \fB\-\-\fP \fIcommand\fP [\fIarg\fP...]
+           [\fB\-\-kill\-after\fP \fID\fP] [\fB\-\-runtime\-max\fP \fID\fP] [\fB\-\-spread\fP [\fB\-\-node\fP \fINAME\fP]]
+           [\fIOPTIONS\fP] \fB\-\-\fP \fIcommand\fP [\fIarg\fP...]
 \fBconch sema\fP \fIname\fP [\fB\-\-max\fP \fIN\fP] \fB\-\-who\fP [\fB\-\-json\fP]
 \fBconch sema\fP \fB\-\-who\fP [\fB\-\-max\fP \fIN\fP] [\fB\-\-json\fP]
 \fBconch \-\-version\fP
@@ -126,9 +127,9 @@ read as etcdctl reads them, after the flags and the \fBCONCH_*\fP variables and 
 \fI/etc/conch/conch.conf\fP. \fBETCDCTL_USER\fP may be \fIname\fP:\fIpassword\fP;
 \fBETCDCTL_PASSWORD\fP is the password itself.
 .PP
-Only connection settings are read from the environment: \fB\-\-max\fP, \fB\-\-ttl\fP and
-\fB\-\-wait\fP never are, so a conch started inside a job does not inherit the outer job's
-semaphore.
+Only connection settings and the node's name (\fBCONCH_NODE\fP) are read from the
+environment: \fB\-\-max\fP, \fB\-\-ttl\fP, \fB\-\-wait\fP and \fB\-\-spread\fP never are, so a
+conch started inside a job does not inherit the outer job's semaphore.
 .PP
 The command gets:
 .TP

@@ -25,7 +25,8 @@ type connOptions struct {
 
 // semaCmd is `conch sema` (04_sema.md "Synopsis"). The semaphore's own
 // settings have no env tags: a conch started inside a job must not inherit
-// the outer job's --max, --ttl or --wait (D5).
+// the outer job's --max, --ttl, --wait or --spread (D5). --node is a setting
+// of the node, not of the semaphore, hence CONCH_NODE (D11).
 type semaCmd struct {
 	Max        string   `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who)"`
 	TTL        duration `long:"ttl" value-name:"D" default:"10s" description:"lease TTL; a crashed holder's slot frees after this (whole seconds, rounded up)"`
@@ -34,7 +35,8 @@ type semaCmd struct {
 	Conflict   int      `short:"E" long:"conflict-exit-code" value-name:"N" default:"75" description:"exit status when no slot was had (for commands whose own status may be 75)"`
 	KillAfter  duration `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
 	RuntimeMax duration `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
-	Spread     bool     `long:"spread" hidden:"yes" description:"at most one slot per node (reserved for the scheduler; not implemented yet)"`
+	Spread     bool     `long:"spread" description:"at most one slot per node: the key is named after the node (--node), so a second job on a node that holds or waits finds no slot (it waits for the node's key to go, or exits 75 with --nonblock)"`
+	Node       string   `long:"node" env:"CONCH_NODE" value-name:"NAME" description:"this node's name: the key of --spread and the host in the holder record (default: the kernel hostname; set it where nodes share one, as containers may)"`
 	Who        bool     `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool     `long:"json" description:"with --who: print one JSON document"`
 	Quiet      bool     `short:"q" long:"quiet" description:"do not print the \"no free slot\" line (--nonblock, --wait); the exit status stays 75 (or -E N)"`
@@ -113,7 +115,7 @@ The capacity is part of the name: nodes using different --max for the same <name
 // descriptions, which would mangle the table and the examples).
 const semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
-             [--kill-after 5s] [--runtime-max D] -- <cmd...>
+             [--kill-after 5s] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
   conch sema <name> [--max N] --who [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
 
@@ -125,6 +127,9 @@ Examples:
 
   # at most 2 nodes run heavy tasks concurrently
   conch sema heavy-jobs --max 2 -- /usr/local/bin/run-job.sh
+
+  # at most 3 replicas, never two on one node
+  conch sema replicas --max 3 --spread -- /usr/local/bin/replica.sh
 
   # inspect
   conch sema heavy-jobs --max 2 --who

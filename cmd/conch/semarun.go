@@ -62,8 +62,13 @@ func (r *semaRun) connect() error {
 	if sema.FenceTooLate(c.TTL.d, r.killAfter) {
 		r.rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", r.killAfter, sema.RoundTTL(c.TTL.d), minTTL(r.killAfter))
 	}
-	host, _ := os.Hostname()
+	host := r.job.node // the node's name (D11), or the kernel hostname
+	if host == "" {
+		host, _ = os.Hostname()
+	}
 	r.sem, err = sema.New(client, r.job.name, r.job.max, sema.Options{
+		Spread:         r.job.spread,
+		Node:           r.job.node,
 		TTL:            c.TTL.d,
 		ConnectTimeout: r.job.conn.DialTimeout,
 		FenceMargin:    r.killAfter + time.Second, // D7

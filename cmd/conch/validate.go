@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -20,6 +21,8 @@ type job struct {
 	wait    time.Duration
 	waitSet bool
 	scope   scopeFlags // --scope, -p, --slice (D8)
+	spread  bool       // --spread: one slot per node (D11)
+	node    string     // --node / CONCH_NODE, or with --spread the kernel hostname
 }
 
 // Execute validates the invocation (go-flags calls it after parsing) and
@@ -97,9 +100,10 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	for _, w := range conn.Warnings { // before anything else, whatever runs next
 		fmt.Fprintf(c.stderr, "conch: WARNING: %s\n", w)
 	}
-	if c.Spread {
-		return j, usagef("--spread is reserved for a future scheduler and not implemented yet")
+	if j.node, err = nodeName(c.Node, c.Spread); err != nil {
+		return j, err
 	}
+	j.spread = c.Spread
 	return j, nil
 }
 
@@ -108,7 +112,7 @@ func (c *semaCmd) checkWho() error {
 	if c.dashdash {
 		return usagef("--who takes no command")
 	}
-	for flag, set := range map[string]bool{"--wait": c.Wait.set, "--nonblock": c.Nonblock,
+	for flag, set := range map[string]bool{"--wait": c.Wait.set, "--nonblock": c.Nonblock, "--spread": c.Spread,
 		"--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != ""} {
 		if set { // a flag that would change nothing must not pass unnoticed (D3, D8)
 			return usagef("%s goes with running a command, not with --who", flag)
@@ -136,4 +140,28 @@ func (c *semaCmd) checkRun(j job) error {
 		return usagef("--ttl must be at least 1s (etcd leases are whole seconds)")
 	}
 	return nil
+}
+
+// nodeName returns this node's name (D11): --node / CONCH_NODE if set, else
+// with --spread the kernel hostname, else "" (the record then names the
+// hostname). A name that cannot be a key suffix (D4's name rule, not a
+// lease ID's 16 hex digits) is a usage error, before any etcd call.
+func nodeName(flag string, spread bool) (string, error) {
+	if flag != "" {
+		if err := sema.ValidateNode(flag); err != nil {
+			return "", usagef("--node: %v", err)
+		}
+		return flag, nil
+	}
+	if !spread {
+		return "", nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", usagef("--spread: cannot read the hostname (%v): name this node with --node NAME or CONCH_NODE", err)
+	}
+	if err := sema.ValidateNode(host); err != nil {
+		return "", usagef("--spread: the hostname cannot name this node's key (%v): set --node NAME or CONCH_NODE", err)
+	}
+	return host, nil
 }
