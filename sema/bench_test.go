@@ -57,9 +57,28 @@ func BenchmarkAcquireRelease(b *testing.B) {
 
 // BenchmarkHandoff times one hand-off: from the holder's Release call to
 // the return of the waiter's Acquire (the waiter, queued behind, sees the
-// DELETE and rewrites its key as HELD, D1). Two semaphores on separate
-// clients take turns; only the hand-off is timed.
+// DELETE and takes the slot, D1). Two semaphores on separate clients take
+// turns; only the hand-off is timed. Sub-benchmarks, for same-run A/B:
+//
+//   - watch=d1: watches start at the ranking read + 1 (D1 as first
+//     written); watch=d1a: served at once, with the re-read (D1a);
+//   - release=settled: the holder releases once every watch is registered
+//     and synced (the recipe alone); release=at-once: as soon as the
+//     waiter says it waits, as a short job does, so a watch still being
+//     created, and etcd's 100 ms resync of unsynced watchers, are timed too.
 func BenchmarkHandoff(b *testing.B) {
+	for _, watch := range []string{"d1", "d1a"} {
+		for _, settle := range []bool{true, false} {
+			name := "watch=" + watch + "/release=settled"
+			if !settle {
+				name = "watch=" + watch + "/release=at-once"
+			}
+			b.Run(name, func(b *testing.B) { benchHandoff(b, watch == "d1", settle) })
+		}
+	}
+}
+
+func benchHandoff(b *testing.B, legacyWatch, settle bool) {
 	srv := etcdtest.Start(b)
 	ctx := b.Context()
 	waiting := make([]chan struct{}, 2)
@@ -75,6 +94,7 @@ func BenchmarkHandoff(b *testing.B) {
 				}
 			}
 		}})
+		sema.SetLegacyWatch(sems[i], legacyWatch)
 	}
 	holder, err := sems[0].Acquire(ctx)
 	if err != nil {
@@ -98,11 +118,11 @@ func BenchmarkHandoff(b *testing.B) {
 		case <-time.After(benchTimeout):
 			b.Fatal("the waiter never queued")
 		}
-		// The holder's key watch and the waiter's two must be registered and
-		// synced first: a watch that starts at a revision already passed
-		// waits for etcd's resync loop (every 100 ms), which would time the
-		// server's loop, not the recipe (make bench reports that race).
-		waitWatchers(b, srv.Metrics, 3)
+		if settle {
+			// The holder's key watch and the waiter's two registered and
+			// synced: the recipe alone is timed, not etcd's resync loop.
+			waitWatchers(b, srv.Metrics, 3)
+		}
 		b.StartTimer()
 		if err := holder.Release(ctx); err != nil {
 			b.Fatal(err)
@@ -119,6 +139,109 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 	c.report(b, b.N)
 }
+
+// BenchmarkDrain drains a queue: 40 waiters, all enqueued, through --max
+// max, each releasing as soon as it holds; ns/op is the drain's time per
+// job. A sampler reads etcd's watcher gauges every millisecond meanwhile
+// and reports their means (watchers/op, slow-watchers/op: watchers in
+// etcd's unsynced group, D1a's target) alongside the counters.
+func BenchmarkDrain(b *testing.B) {
+	for _, watch := range []string{"d1", "d1a"} {
+		for _, max := range []int{1, 4} {
+			b.Run(fmt.Sprintf("watch=%s/max=%d", watch, max), func(b *testing.B) {
+				benchDrain(b, max, watch == "d1")
+			})
+		}
+	}
+}
+
+func benchDrain(b *testing.B, max int, legacyWatch bool) {
+	const jobs = 40
+	srv := etcdtest.Start(b)
+	cli := srv.Client(b)
+	prefix := sema.Prefix("bench-drain", max)
+	c := startCounting(b, srv)
+	var samples, slow, watchers float64
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		var blockers []*sema.Holder // hold every slot while the queue fills
+		for range max {
+			h, err := benchSem(b, cli, "bench-drain", max, sema.Options{}).Acquire(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			blockers = append(blockers, h)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, jobs)
+		for range jobs {
+			s := benchSem(b, cli, "bench-drain", max, sema.Options{})
+			sema.SetLegacyWatch(s, legacyWatch)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h, err := s.Acquire(b.Context())
+				if err == nil {
+					err = h.Release(b.Context())
+				}
+				errs <- err
+			}()
+		}
+		waitKeys(b, cli, prefix, int64(jobs+max))
+		stop := make(chan struct{})
+		sampled := make(chan [3]float64, 1)
+		go func() { sampled <- sampleWatchers(srv.Metrics, stop) }()
+		b.StartTimer()
+		for _, h := range blockers {
+			if err := h.Release(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wg.Wait()
+		b.StopTimer()
+		close(stop)
+		sm := <-sampled
+		samples, slow, watchers = samples+sm[0], slow+sm[1], watchers+sm[2]
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	c.report(b, b.N*jobs)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*jobs), "ns/job")
+	b.ReportMetric(slow/max1(samples), "slow-watchers")
+	b.ReportMetric(watchers/max1(samples), "watchers")
+}
+
+// sampleWatchers reads the watcher gauges every millisecond until stop:
+// it returns the number of samples and the sums of slow watchers and of
+// watchers.
+func sampleWatchers(url string, stop <-chan struct{}) [3]float64 {
+	var out [3]float64
+	for {
+		select {
+		case <-stop:
+			return out
+		case <-time.After(time.Millisecond):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
+		m, err := metrics.Scrape(ctx, url)
+		cancel()
+		if err != nil {
+			continue
+		}
+		out[0]++
+		out[1] += m.Sum("etcd_debugging_mvcc_slow_watcher_total")
+		out[2] += m.Sum("etcd_debugging_mvcc_watcher_total")
+	}
+}
+
+func max1(v float64) float64 { return max(v, 1) }
 
 // BenchmarkEnqueueDeepQueue is one --nonblock attempt at the back of a
 // queue of 100 waiters (LeaseGrant, the enqueue Txn, LeaseRevoke). Its cost

@@ -8,11 +8,26 @@ import (
 // TestHerdFreeLongQueue queues 60 waiters behind 3 holders and releases one
 // holder at a time: each release must wake at most 2 waiters, so the server
 // sends at most 3 watch events per release whatever the queue length (D1).
-// A recount-on-every-delete design would send about 60 per release.
+// A recount-on-every-delete design would send about 60 per release. Both
+// watch modes must be herd-free: D1's (from the ranking read) and D1a's
+// (served at once, with a re-read); with D1a no watcher is ever in etcd's
+// unsynced group (etcd_debugging_mvcc_slow_watcher_total is 0 at every
+// hand-off), since none starts at a revision the store has passed.
 func TestHerdFreeLongQueue(t *testing.T) {
+	for _, mode := range []string{"d1", "d1a"} {
+		t.Run(mode, func(t *testing.T) { herdFree(t, mode == "d1") })
+	}
+}
+
+func herdFree(t *testing.T, legacyWatch bool) {
 	srv, c := startEtcd(t)
 	const n, w = 3, 60
-	s := newSem(t, c, "herd", n, Options{})
+	newS := func() *Semaphore {
+		s := newSem(t, c, "herd", n, Options{})
+		s.legacyWatch = legacyWatch
+		return s
+	}
+	s := newS()
 	var holders []*Holder
 	for range n {
 		holders = append(holders, mustAcquire(t, s))
@@ -21,10 +36,11 @@ func TestHerdFreeLongQueue(t *testing.T) {
 	defer cancel()
 	var waiters []<-chan acquired
 	for i := range w {
-		waiters = append(waiters, acquireAsync(ctx, newSem(t, c, "herd", n, Options{})))
+		waiters = append(waiters, acquireAsync(ctx, newS()))
 		waitQueued(t, c, s, n+i+1)
 	}
 	before := serverEvents(t, srv)
+	var slow float64
 	for i := range w {
 		release(t, holders[0])
 		r := <-waiters[i] // strictly in queue order
@@ -32,11 +48,16 @@ func TestHerdFreeLongQueue(t *testing.T) {
 			t.Fatalf("waiter %d: %v", i, r.err)
 		}
 		holders = append(holders[1:], r.h)
+		slow += srv.Scrape(t).Sum("etcd_debugging_mvcc_slow_watcher_total")
 	}
 	events := serverEvents(t, srv) - before
-	t.Logf("%d watch events for %d releases with %d..1 waiters queued (%.2f per release)", events, w, w, float64(events)/w)
+	t.Logf("%d watch events for %d releases with %d..1 waiters queued (%.2f per release); unsynced watchers seen at hand-offs: %v",
+		events, w, w, float64(events)/w, slow)
 	if events > 3*w {
 		t.Fatalf("%d watch events for %d releases: more than 3 per release (D1)", events, w)
+	}
+	if !legacyWatch && slow != 0 {
+		t.Fatalf("%v unsynced watchers seen at hand-offs, want none (D1a)", slow)
 	}
 	for _, h := range holders {
 		release(t, h)

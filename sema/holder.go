@@ -57,43 +57,80 @@ func (s *Semaphore) newHolder(ctx context.Context, l *lease, key string, rev, wa
 	return h, nil
 }
 
-// watchKey cancels the holder when our key is deleted. A failed watch
-// (e.g. ErrCompacted) re-reads the key and watches again from that read.
+// watchKey cancels the holder when our key is deleted, or put without our
+// lease (D7). rev is a revision at which the key is known to be ours. The
+// watch is created with no start revision, so etcd serves it at once
+// (D1a); when its created response shows the store passed rev, the key is
+// re-read (verify) to cover the gap. A failed watch (leader lost) re-reads
+// and watches again.
 func (h *Holder) watchKey(ctx context.Context, rev int64) {
 	for ctx.Err() == nil {
-		wch := h.s.c.Watch(ctx, h.key, clientv3.WithRev(rev+1))
-		for wr := range wch {
-			if wr.Err() != nil {
-				break
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
-					return
-				}
-				if ev.Kv.Lease != int64(h.l.id) { // an operator's put detached it from our lease
-					h.overwritten.Store(true)
-					h.cancel(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
-					return
-				}
-			}
+		wctx, cancel := context.WithCancel(ctx)
+		opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
+		if h.s.legacyWatch {
+			opts = []clientv3.OpOption{clientv3.WithRev(rev + 1)}
 		}
-		if ctx.Err() != nil {
+		var lost, ok bool
+		rev, lost = h.follow(wctx, h.s.c.Watch(wctx, h.key, opts...), rev)
+		cancel()
+		if lost || ctx.Err() != nil {
 			return
 		}
-		resp, err := h.s.c.Get(ctx, h.key)
-		switch {
-		case err != nil:
-			if !sleepCtx(ctx, time.Second) {
-				return
-			}
-		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev || resp.Kvs[0].Lease != int64(h.l.id):
-			h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+		if rev, ok = h.verify(ctx, rev); !ok {
 			return
-		default:
-			rev = resp.Header.Revision
 		}
 	}
+}
+
+// follow reads one watch of our key until it ends or fails (lost false,
+// watch again) or the holder is cancelled (lost true). It returns the last
+// revision at which the key was verified ours.
+func (h *Holder) follow(ctx context.Context, wch clientv3.WatchChan, rev int64) (int64, bool) {
+	for wr := range wch {
+		if wr.Err() != nil {
+			return rev, false
+		}
+		if wr.Created && wr.Header.Revision > rev {
+			v, ok := h.verify(ctx, rev)
+			if !ok || v == rev { // lost, or the read failed: watch again
+				return rev, h.ctx.Err() != nil
+			}
+			rev = v
+		}
+		for _, ev := range wr.Events {
+			switch {
+			case ev.Kv.ModRevision <= rev: // covered by a read (D1a)
+			case ev.Type == mvccpb.DELETE:
+				h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+				return rev, true
+			case ev.Kv.Lease != int64(h.l.id): // an operator's put detached it from our lease
+				h.overwritten.Store(true)
+				h.cancel(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
+				return rev, true
+			}
+		}
+	}
+	return rev, false
+}
+
+// verify reads our key: if it is gone, or no longer the key we created on
+// our lease, it cancels the holder (ErrKeyDeleted) and returns false. It
+// returns the read's revision, or rev unchanged after a failed read (having
+// waited a second, false if ctx ended meanwhile).
+func (h *Holder) verify(ctx context.Context, rev int64) (int64, bool) {
+	resp, err := h.s.c.Get(ctx, h.key)
+	switch {
+	case err != nil:
+		return rev, sleepCtx(ctx, time.Second)
+	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
+		h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+		return rev, false
+	case resp.Kvs[0].Lease != int64(h.l.id):
+		h.overwritten.Store(true)
+		h.cancel(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
+		return rev, false
+	}
+	return resp.Header.Revision, true
 }
 
 // Context ends when the slot is lost or released; context.Cause(ctx) says why.

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // queue runs one life of our key on lease l: enqueue, wait for our turn,
@@ -34,15 +31,13 @@ func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error
 	}
 	ahead := r.rank - s.max
 	for {
-		var t turn
-		if r.held {
-			t = turnPromoted
-		} else {
+		t, r2 := turnPromoted, r
+		if !r.held {
 			s.emit(Event{Kind: Waiting, Ahead: ahead, Rev: myRev, Lease: l.id, TTL: l.ttl})
 			if r.holders != nil {
 				l.quicken() // next in line: keep the lease fresh for the hand-off
 			}
-			t = s.watchTurn(ctx, l, key, r)
+			t, r2 = s.watchTurn(ctx, l, key, myRev, r)
 		}
 		switch t {
 		case turnPromoted:
@@ -63,9 +58,12 @@ func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error
 			return nil, l.Err()
 		case turnCtx:
 			return nil, ctx.Err()
-		}
-		if r, err = s.rerankRetry(ctx, l, key, myRev); err != nil {
-			return nil, err
+		case turnReranked: // D1a: the re-read is a ranking like any other
+			r = r2
+		default:
+			if r, err = s.rerankRetry(ctx, l, key, myRev); err != nil {
+				return nil, err
+			}
 		}
 		switch {
 		case r.rank >= 0:
@@ -106,32 +104,6 @@ func (s *Semaphore) claim(enqCtx, ctx context.Context, l *lease, key string, rec
 	}
 }
 
-// waitGone blocks until key is deleted (watched from rev+1, PUTs filtered
-// server-side), the watch fails (after a pause of retryMin, so a failing
-// watch does not spin), lease l is lost or ctx ends: turnRerank (look
-// again), turnLeaseLost or turnCtx. The watch ends before it returns.
-func (s *Semaphore) waitGone(ctx context.Context, l *lease, key string, rev int64) turn {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := s.c.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	for {
-		select {
-		case wr, ok := <-wch:
-			if ok && wr.Err() == nil && len(wr.Events) == 0 {
-				continue // progress notification
-			}
-			if !ok || wr.Err() != nil {
-				sleepCtx(ctx, retryMin)
-			}
-			return turnRerank
-		case <-l.Done():
-			return turnLeaseLost
-		case <-ctx.Done():
-			return turnCtx
-		}
-	}
-}
-
 // rerankRetry re-ranks, retrying etcd errors (see retryEtcd).
 func (s *Semaphore) rerankRetry(ctx context.Context, l *lease, key string, myRev int64) (ranking, error) {
 	var r ranking
@@ -164,71 +136,4 @@ func retryEtcd(ctx context.Context, l *lease, op func() error) error {
 		}
 		backoff = min(2*backoff, retryMax)
 	}
-}
-
-type turn int
-
-const (
-	turnRerank     turn = iota // something ahead changed, or a watch failed: read again
-	turnPromoted               // a holder left while we are the head (D1: no re-read)
-	turnKeyDeleted             // our own key was deleted
-	turnLeaseLost
-	turnCtx
-)
-
-// watchTurn blocks until something can change our position. The head of the
-// queue (rank == max) watches the max holder keys for DELETE: any one proves
-// its promotion. Every other waiter watches only its predecessor, for DELETE
-// or PUT (the PUT of a promoted head). So one release wakes at most two
-// waiters whatever max and the queue length (D1). Every watch starts at the
-// ranking read's revision + 1, so no event between read and watch is lost;
-// a failed watch (ErrCompacted, leader lost) means re-rank. Our own key is
-// watched for DELETE only (PUTs filtered server-side). The watch goroutines
-// are cancelled and joined before watchTurn returns.
-func (s *Semaphore) watchTurn(ctx context.Context, l *lease, key string, r ranking) turn {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	out := make(chan turn, 1)
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	watch := func(k string, onEvent turn, opts ...clientv3.OpOption) {
-		wch := s.c.Watch(wctx, k, append(opts, clientv3.WithRev(r.rev+1))...)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := turnRerank
-		loop:
-			for wr := range wch {
-				if wr.Err() != nil {
-					break
-				}
-				if len(wr.Events) > 0 { // PUTs are filtered where they do not count
-					res = onEvent
-					break loop
-				}
-			}
-			select {
-			case out <- res:
-			default:
-			}
-		}()
-	}
-	if r.holders != nil {
-		for _, h := range r.holders {
-			watch(h, turnPromoted, clientv3.WithFilterPut())
-		}
-	} else {
-		watch(r.pred, turnRerank)
-	}
-	watch(key, turnKeyDeleted, clientv3.WithFilterPut())
-	var t turn
-	select {
-	case t = <-out:
-	case <-l.Done():
-		t = turnLeaseLost
-	case <-ctx.Done():
-	}
-	if ctx.Err() != nil {
-		return turnCtx
-	}
-	return t
 }

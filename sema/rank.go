@@ -25,6 +25,7 @@ type ranking struct {
 	held    bool     // fewer than max keys are ahead of ours
 	holders []string // head of the queue only: the max keys ahead of ours
 	pred    string   // other waiters: the key just ahead of ours
+	predMod int64    // mod revision of pred at rev: a later one is a PUT (D1a re-read)
 	others  int64    // keys under the same name with another capacity (D6)
 	mixed   int      // keys of the other kind (lease / node suffix) among those read (D11)
 }
@@ -72,7 +73,7 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 		if len(newest) != 2 || string(newest[0].Key) != key { // cannot happen: our put is the Txn's newest key
 			return 0, r, fmt.Errorf("%w: %s is not the newest key under %s", errEtcd, key, s.prefix)
 		}
-		r.pred = string(newest[1].Key)
+		r.pred, r.predMod = string(newest[1].Key), newest[1].ModRevision
 	}
 	return myRev, r, nil
 }
@@ -134,7 +135,7 @@ func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (int64,
 	if len(pred) != 1 { // cannot happen: max+1 keys are ahead of ours
 		return myRev, r, fmt.Errorf("%w: no predecessor for %s", errEtcd, key)
 	}
-	r.pred = string(pred[0].Key)
+	r.pred, r.predMod = string(pred[0].Key), pred[0].ModRevision
 	return myRev, r, nil
 }
 
@@ -154,4 +155,14 @@ func (s *Semaphore) promote(ctx context.Context, key string, myRev int64, l *lea
 		return 0, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
 	}
 	return resp.Header.Revision, nil
+}
+
+// moved reports whether what a waiter ranked by r watches changed by the
+// later ranking r2 of the same key (D1a's re-read): it is promoted, it
+// became or stopped being the head, its predecessor left, or its
+// predecessor was rewritten (the PUT of a promoted head) after r was read.
+// Keys are never added ahead of ours, so at the head the holders are
+// unchanged exactly when it is still the head.
+func moved(r, r2 ranking) bool {
+	return r2.held || (r.holders != nil) != (r2.holders != nil) || r2.pred != r.pred || r2.predMod > r.rev
 }

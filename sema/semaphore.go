@@ -99,6 +99,10 @@ type Semaphore struct {
 	max    int
 	prefix string
 	opts   Options
+	// legacyWatch: watches start at the ranking read + 1 as D1 first said,
+	// not served at once as D1a allows; only for same-run A/B benchmarks
+	// and tests (export_test.go).
+	legacyWatch bool
 }
 
 // New returns the semaphore (name, max) using client c, which the caller
