@@ -60,25 +60,41 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // DELETE and takes the slot, D1). Two semaphores on separate clients take
 // turns; only the hand-off is timed. Sub-benchmarks, for same-run A/B:
 //
-//   - watch=d1: watches start at the ranking read + 1 (D1 as first
-//     written); watch=d1a: served at once, with the re-read (D1a);
+//   - mode=d1: watches start at the ranking read + 1 (D1 as first
+//     written) and the promoted waiter rewrites its key before Acquire
+//     returns; mode=d1a: watches served at once, with the re-read (D1a);
+//     mode=d1a+early: also returns the Holder at once, the rewrite
+//     running beside the caller's work (issue 11), as conch now does;
 //   - release=settled: the holder releases once every watch is registered
 //     and synced (the recipe alone); release=at-once: as soon as the
 //     waiter says it waits, as a short job does, so a watch still being
 //     created, and etcd's 100 ms resync of unsynced watchers, are timed too.
 func BenchmarkHandoff(b *testing.B) {
-	for _, watch := range []string{"d1", "d1a"} {
+	for _, m := range benchModes {
 		for _, settle := range []bool{true, false} {
-			name := "watch=" + watch + "/release=settled"
+			name := "mode=" + m.name + "/release=settled"
 			if !settle {
-				name = "watch=" + watch + "/release=at-once"
+				name = "mode=" + m.name + "/release=at-once"
 			}
-			b.Run(name, func(b *testing.B) { benchHandoff(b, watch == "d1", settle) })
+			b.Run(name, func(b *testing.B) { benchHandoff(b, m, settle) })
 		}
 	}
 }
 
-func benchHandoff(b *testing.B, legacyWatch, settle bool) {
+// benchMode is one way of running the recipe, for same-run A/B.
+type benchMode struct {
+	name                    string
+	legacyWatch, legacyHold bool
+}
+
+var benchModes = []benchMode{{"d1", true, true}, {"d1a", false, true}, {"d1a+early", false, false}}
+
+func (m benchMode) apply(s *sema.Semaphore) {
+	sema.SetLegacyWatch(s, m.legacyWatch)
+	sema.SetLegacyHold(s, m.legacyHold)
+}
+
+func benchHandoff(b *testing.B, m benchMode, settle bool) {
 	srv := etcdtest.Start(b)
 	ctx := b.Context()
 	waiting := make([]chan struct{}, 2)
@@ -94,7 +110,7 @@ func benchHandoff(b *testing.B, legacyWatch, settle bool) {
 				}
 			}
 		}})
-		sema.SetLegacyWatch(sems[i], legacyWatch)
+		m.apply(sems[i])
 	}
 	holder, err := sems[0].Acquire(ctx)
 	if err != nil {
@@ -141,21 +157,22 @@ func benchHandoff(b *testing.B, legacyWatch, settle bool) {
 }
 
 // BenchmarkDrain drains a queue: 40 waiters, all enqueued, through --max
-// max, each releasing as soon as it holds; ns/op is the drain's time per
+// max, each releasing as soon as it holds; ns/job is the drain's time per
 // job. A sampler reads etcd's watcher gauges every millisecond meanwhile
-// and reports their means (watchers/op, slow-watchers/op: watchers in
-// etcd's unsynced group, D1a's target) alongside the counters.
+// and reports their means (watchers, slow-watchers: watchers in etcd's
+// unsynced group, D1a's target) alongside the counters. Modes as in
+// BenchmarkHandoff.
 func BenchmarkDrain(b *testing.B) {
-	for _, watch := range []string{"d1", "d1a"} {
+	for _, m := range benchModes {
 		for _, max := range []int{1, 4} {
-			b.Run(fmt.Sprintf("watch=%s/max=%d", watch, max), func(b *testing.B) {
-				benchDrain(b, max, watch == "d1")
+			b.Run(fmt.Sprintf("mode=%s/max=%d", m.name, max), func(b *testing.B) {
+				benchDrain(b, max, m)
 			})
 		}
 	}
 }
 
-func benchDrain(b *testing.B, max int, legacyWatch bool) {
+func benchDrain(b *testing.B, max int, m benchMode) {
 	const jobs = 40
 	srv := etcdtest.Start(b)
 	cli := srv.Client(b)
@@ -177,7 +194,7 @@ func benchDrain(b *testing.B, max int, legacyWatch bool) {
 		errs := make(chan error, jobs)
 		for range jobs {
 			s := benchSem(b, cli, "bench-drain", max, sema.Options{})
-			sema.SetLegacyWatch(s, legacyWatch)
+			m.apply(s)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -4,3 +4,7 @@ package sema
 // revision + 1) instead of D1a's watches served at once, so benchmarks in
 // package sema_test can compare both in one run.
 func SetLegacyWatch(s *Semaphore, on bool) { s.legacyWatch = on }
+
+// SetLegacyHold makes a promoted waiter of s rewrite its key as HELD before
+// Acquire returns, as before the hand-off path was shortened (issue 11).
+func SetLegacyHold(s *Semaphore, on bool) { s.legacyHold = on }

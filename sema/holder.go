@@ -29,32 +29,73 @@ type Holder struct {
 	overwritten atomic.Bool
 }
 
+// heldKey is our key as the queue hands it to newHolder.
+type heldKey struct {
+	key  string
+	rev  int64 // create revision: the fencing token
+	seen int64 // a revision at which the key is known to be ours
+	// held is the HELD record a promoted waiter still has to write (D1),
+	// "" when the key needs no rewrite (held at once, D2, or written
+	// before newHolder in the legacyHold mode).
+	held string
+}
+
 // newHolder switches the lease to the holding cadence (see lease.hold for
 // its errors), emits Held, and starts the two supervisors: one waits for the
-// lease to be lost, one watches our key for DELETE from watchRev+1. Both
-// stop in Release.
-func (s *Semaphore) newHolder(ctx context.Context, l *lease, key string, rev, watchRev int64) (*Holder, error) {
+// lease to be lost, one rewrites our key as HELD if c.held says so, then
+// watches it for DELETE (watchKey). Both stop in Release.
+//
+// The rewrite is not on the hand-off's path (issue 11): a holder DELETE
+// seen by the head already proves its promotion (D1), so the Holder is
+// returned at once and its caller starts its work while the rewrite, which
+// wakes the next waiter, is in flight. The rewrite is conditional on our
+// key's create revision: if it finds the key gone, the Holder's context
+// ends with ErrKeyDeleted, as for any deletion of a holder's key (D7).
+func (s *Semaphore) newHolder(ctx context.Context, l *lease, c heldKey) (*Holder, error) {
 	if err := l.hold(ctx, s.opts.FenceMargin); err != nil {
 		return nil, err
 	}
-	s.emit(Event{Kind: Held, Rev: rev, Lease: l.id, TTL: l.ttl})
-	ctx, cancel := context.WithCancelCause(context.Background())
+	s.emit(Event{Kind: Held, Rev: c.rev, Lease: l.id, TTL: l.ttl})
+	hctx, cancel := context.WithCancelCause(context.Background())
 	wctx, stop := context.WithCancel(context.Background())
-	h := &Holder{s: s, l: l, key: key, rev: rev, ctx: ctx, cancel: cancel, stop: stop}
+	h := &Holder{s: s, l: l, key: c.key, rev: c.rev, ctx: hctx, cancel: cancel, stop: stop}
 	h.wg.Add(2)
 	go func() {
 		defer h.wg.Done()
 		select {
 		case <-l.Done():
-			cancel(fmt.Errorf("%w: %s", l.Err(), key))
+			cancel(fmt.Errorf("%w: %s", l.Err(), c.key))
 		case <-wctx.Done():
 		}
 	}()
 	go func() {
 		defer h.wg.Done()
-		h.watchKey(wctx, watchRev)
+		seen := c.seen
+		if c.held != "" {
+			var err error
+			if seen, err = h.markHeld(wctx, c.held); err != nil {
+				return
+			}
+		}
+		h.watchKey(wctx, seen)
 	}()
 	return h, nil
+}
+
+// markHeld rewrites our key with the HELD record value (s.promote, retried
+// while the lease lives and ctx, the holder's supervision, runs) and
+// returns the write's revision. If the key is gone, or the lease lost, it
+// ends the holder's context with that cause and returns the error.
+func (h *Holder) markHeld(ctx context.Context, value string) (int64, error) {
+	var rev int64
+	err := retryEtcd(ctx, h.l, func() (err error) {
+		rev, err = h.s.promote(ctx, h.key, h.rev, h.l, value)
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		h.cancel(err)
+	}
+	return rev, err
 }
 
 // watchKey cancels the holder when our key is deleted, or put without our

@@ -24,7 +24,7 @@ func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error
 	}
 	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others, OtherKind: r.mixed})
 	if r.held { // held at once: no rewrite, D2's three requests
-		return s.newHolder(enqCtx, l, key, myRev, r.rev)
+		return s.newHolder(enqCtx, l, heldKey{key: key, rev: myRev, seen: r.rev})
 	}
 	if s.opts.Nonblock {
 		return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
@@ -43,15 +43,7 @@ func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error
 		case turnPromoted:
 			now := time.Now().UTC().Truncate(time.Second)
 			rec.HeldSince = &now
-			var rev int64
-			err := retryEtcd(ctx, l, func() (err error) { // a failed request must not cost our place
-				rev, err = s.promote(ctx, key, myRev, l, rec.encode())
-				return err
-			})
-			if err != nil {
-				return nil, err
-			}
-			return s.newHolder(ctx, l, key, myRev, rev)
+			return s.promoted(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})
 		case turnKeyDeleted:
 			return nil, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
 		case turnLeaseLost:
@@ -72,6 +64,25 @@ func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error
 			ahead--
 		}
 	}
+}
+
+// promoted makes the Holder of a promoted waiter (D1). The HELD rewrite of
+// its key happens beside the caller's work (newHolder), except in the
+// legacyHold mode, kept for same-run A/B benchmarks, where it happens
+// first, retried so that a failed request does not cost our place.
+func (s *Semaphore) promoted(ctx context.Context, l *lease, c heldKey) (*Holder, error) {
+	if !s.legacyHold {
+		return s.newHolder(ctx, l, c)
+	}
+	err := retryEtcd(ctx, l, func() (err error) {
+		c.seen, err = s.promote(ctx, c.key, c.rev, l, c.held)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.held = ""
+	return s.newHolder(ctx, l, c)
 }
 
 // claim writes our key and ranks it (D2), the first try bounded by enqCtx,

@@ -103,6 +103,9 @@ type Semaphore struct {
 	// not served at once as D1a allows; only for same-run A/B benchmarks
 	// and tests (export_test.go).
 	legacyWatch bool
+	// legacyHold: a promoted waiter rewrites its key before Acquire
+	// returns, not beside the caller's work (issue 11); same use.
+	legacyHold bool
 }
 
 // New returns the semaphore (name, max) using client c, which the caller

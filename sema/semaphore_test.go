@@ -354,12 +354,8 @@ func TestListCapacities(t *testing.T) { // D6
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	es, _ = List(t.Context(), c, "who")
-	for _, e := range es {
-		if e.Key == r.h.Key() && (e.Record.HeldSince == nil || !e.Held) {
-			t.Fatalf("promoted waiter record %+v lacks held_since", e)
-		}
-	}
+	// the HELD rewrite runs beside the holder's work (issue 11): poll for it
+	waitHeldSince(t, c, "who", r.h.Key())
 	release(t, b)
 	release(t, r.h)
 	release(t, o)
@@ -386,4 +382,24 @@ func TestOverwrittenHolderKey(t *testing.T) {
 	release(t, h)
 	waitQueued(t, c, s, 0)
 	release(t, mustAcquire(t, s))
+}
+
+// waitHeldSince polls until key's entry is held and its record has
+// held_since (the promoted waiter's rewrite, D1, D6).
+func waitHeldSince(t *testing.T, c *clientv3.Client, name, key string) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for time.Now().Before(deadline) {
+		es, err := List(t.Context(), c, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if e.Key == key && e.Held && e.Record.HeldSince != nil {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("promoted waiter %s never rewrote its record with held_since", key)
 }
