@@ -40,7 +40,7 @@ type heldKey struct {
 	held string
 }
 
-// newHolder switches the lease to the holding cadence (see lease.hold for
+// newHolder switches the lease to the holding cadence (see lease.startFencing for
 // its errors), emits Held, and starts the two supervisors: one waits for the
 // lease to be lost, one rewrites our key as HELD if c.held says so, then
 // watches it for DELETE (watchKey). Both stop in Release.
@@ -52,7 +52,7 @@ type heldKey struct {
 // key's create revision: if it finds the key gone, the Holder's context
 // ends with ErrKeyDeleted, as for any deletion of a holder's key (D7).
 func (s *Semaphore) newHolder(ctx context.Context, l *lease, c heldKey) (*Holder, error) {
-	if err := l.hold(ctx, s.opts.FenceMargin); err != nil {
+	if err := l.startFencing(ctx, s.opts.FenceMargin); err != nil {
 		return nil, err
 	}
 	s.emit(Event{Kind: Held, Rev: c.rev, Lease: l.id, TTL: l.ttl})

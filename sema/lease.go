@@ -12,17 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Keep-alive cadence (D7). Deep in the queue a late keep-alive only costs
-// our place, so the stock TTL/3 is enough. At the head of the queue and while
-// holding, conch keeps the lease on its own clock: a keep-alive every TTL/6,
-// at least once a second, so it learns early that the lease can no longer be
-// proven alive, and a promoted waiter starts with a fresh confirmation.
-const (
-	waitKeepAliveDivisor = 3
-	holdKeepAliveDivisor = 6
-	maxHoldKeepAlive     = time.Second
-)
-
 // lease is an etcd lease kept alive by conch's own keep-alive stream rather
 // than clientv3's Lease.KeepAlive, whose TTL/3 cadence and whose "done"
 // signal (after the server already expired the lease) are too late for
@@ -83,10 +72,10 @@ func (l *lease) Err() error {
 	return l.cause
 }
 
-// quicken switches to the holding cadence without fencing yet: the head of
+// useHoldCadence switches to the holding cadence without fencing yet: the head of
 // the queue is about to hold, and must not start holding on a stale
 // confirmation.
-func (l *lease) quicken() {
+func (l *lease) useHoldCadence() {
 	l.mu.Lock()
 	changed := !l.fast
 	l.fast = true
@@ -96,7 +85,7 @@ func (l *lease) quicken() {
 	}
 }
 
-// hold switches to the holding cadence and starts fencing margin before the
+// startFencing switches to the holding cadence and starts fencing margin before the
 // deadline (D7: kill-after + 1 s, so the child is gone before the server can
 // hand the slot on). If the last confirmation is too old for that fence to be
 // at least one keep-alive interval away (a waiter promoted from deep in the
@@ -104,7 +93,7 @@ func (l *lease) quicken() {
 // keep-alive, so a healthy lease is never fenced at once. margin must be > 0
 // (0 means waiting). Errors: ErrLeaseLost if the server no longer knows the
 // lease, ErrFenced if no answer came in time.
-func (l *lease) hold(ctx context.Context, margin time.Duration) error {
+func (l *lease) startFencing(ctx context.Context, margin time.Duration) error {
 	l.mu.Lock()
 	iv := keepAliveInterval(l.ttl, true)
 	stale := time.Until(l.confirmed.Add(fenceDelay(l.ttl, margin))) < iv
@@ -145,41 +134,6 @@ func (l *lease) interval() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return keepAliveInterval(l.ttl, l.fast)
-}
-
-func keepAliveInterval(ttl time.Duration, fast bool) time.Duration {
-	if !fast {
-		return ttl / waitKeepAliveDivisor
-	}
-	return min(ttl/holdKeepAliveDivisor, maxHoldKeepAlive)
-}
-
-// fenceDelay is how long after a confirmed keep-alive's send time the lease
-// counts as unconfirmable. When the margin leaves less than two keep-alive
-// intervals, conch fences at the first failed keep-alive (D7).
-func fenceDelay(ttl, margin time.Duration) time.Duration {
-	if margin <= 0 { // waiting: the lease counts until its TTL
-		return ttl
-	}
-	d := ttl - margin
-	if iv := keepAliveInterval(ttl, true); d < 2*iv {
-		d = 2 * iv
-	}
-	return d
-}
-
-// FenceTooLate reports whether a --kill-after of killAfter is too long for a
-// lease of ttl to be fenced before it expires (D7: conch then warns at start
-// and fences at the first failed keep-alive). ttl is rounded up to seconds.
-func FenceTooLate(ttl, killAfter time.Duration) bool {
-	ttl = RoundTTL(ttl)
-	return ttl-killAfter-time.Second < 2*keepAliveInterval(ttl, true)
-}
-
-// RoundTTL returns ttl rounded up to whole seconds, as etcd grants leases
-// (D4); the server may still raise it to its minimum.
-func RoundTTL(ttl time.Duration) time.Duration {
-	return (ttl + time.Second - 1).Truncate(time.Second)
 }
 
 func (l *lease) fenceAt() time.Time {

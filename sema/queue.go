@@ -7,18 +7,18 @@ import (
 	"time"
 )
 
-// queue runs one life of our key on lease l: enqueue, wait for our turn,
+// enqueueAndWait runs one life of our key on lease l: enqueue, wait for our turn,
 // become a holder (04_sema.md steps 1-4 with D1's wake-up rule). enqCtx
 // bounds the enqueue (and the hold when the slot is free at once), ctx the
 // wait.
 // Errors: ErrNoSlot (Nonblock), ErrKeyDeleted, the lease's ErrLeaseLost or
-// ErrFenced (from lease.hold at promotion), ctx's error, or etcd errors
+// ErrFenced (from lease.startFencing at promotion), ctx's error, or etcd errors
 // wrapping errEtcd.
-func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error) {
+func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Holder, error) {
 	key := s.keyOf(l)
 	rec := s.opts.Record
 	rec.Version, rec.HeldSince = RecordVersion, nil
-	myRev, r, err := s.claim(enqCtx, ctx, l, key, &rec)
+	myRev, r, err := s.writeKey(enqCtx, ctx, l, key, &rec)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error
 		if !r.held {
 			s.emit(Event{Kind: Waiting, Ahead: ahead, Rev: myRev, Lease: l.id, TTL: l.ttl})
 			if r.holders != nil {
-				l.quicken() // next in line: keep the lease fresh for the hand-off
+				l.useHoldCadence() // next in line: keep the lease fresh for the hand-off
 			}
 			t, r2 = s.watchTurn(ctx, l, key, myRev, r)
 		}
@@ -43,7 +43,7 @@ func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error
 		case turnPromoted:
 			now := time.Now().UTC().Truncate(time.Second)
 			rec.HeldSince = &now
-			return s.promoted(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})
+			return s.promotedHolder(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})
 		case turnKeyDeleted:
 			return nil, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
 		case turnLeaseLost:
@@ -66,11 +66,11 @@ func (s *Semaphore) queue(enqCtx, ctx context.Context, l *lease) (*Holder, error
 	}
 }
 
-// promoted makes the Holder of a promoted waiter (D1). The HELD rewrite of
+// promotedHolder makes the Holder of a promoted waiter (D1). The HELD rewrite of
 // its key happens beside the caller's work (newHolder), except in the
 // legacyHold mode, kept for same-run A/B benchmarks, where it happens
 // first, retried so that a failed request does not cost our place.
-func (s *Semaphore) promoted(ctx context.Context, l *lease, c heldKey) (*Holder, error) {
+func (s *Semaphore) promotedHolder(ctx context.Context, l *lease, c heldKey) (*Holder, error) {
 	if !s.legacyHold {
 		return s.newHolder(ctx, l, c)
 	}
@@ -85,14 +85,14 @@ func (s *Semaphore) promoted(ctx context.Context, l *lease, c heldKey) (*Holder,
 	return s.newHolder(ctx, l, c)
 }
 
-// claim writes our key and ranks it (D2), the first try bounded by enqCtx,
+// writeKey writes our key and ranks it (D2), the first try bounded by enqCtx,
 // later ones by ctx. With Spread, a key already there is this node's, held
-// or waiting: "no slot free" for us (D11). With Nonblock claim then returns
+// or waiting: "no slot free" for us (D11). With Nonblock writeKey then returns
 // ErrNoSlot wrapping ErrNodeHasKey; otherwise it waits for that key's DELETE
 // (Waiting event with NodeBusy) and tries again, at the back of the queue.
 // Errors: those of enqueue, ErrKeyDeleted when a key of our fresh lease was
 // there without Spread (someone wrote it), the lease's error, ctx's error.
-func (s *Semaphore) claim(enqCtx, ctx context.Context, l *lease, key string, rec *Record) (int64, ranking, error) {
+func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, rec *Record) (int64, ranking, error) {
 	for c := enqCtx; ; c = ctx {
 		rec.Since = time.Now().UTC().Truncate(time.Second)
 		myRev, r, err := s.enqueue(c, key, l, rec.encode())

@@ -1,0 +1,53 @@
+// Queue events: what Acquire reports through Options.OnEvent (D10).
+
+package sema
+
+import (
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// EventKind says what happened in the queue.
+type EventKind int
+
+// Event kinds, in the order they usually happen.
+const (
+	// Enqueued: our key is written; Rank is exact; OtherCapacities counts
+	// keys under the same name with another --max (D6 warning); OtherKind
+	// counts keys of the other kind (node-suffixed next to a lease key,
+	// lease-suffixed next to a --spread key) among those the enqueue read
+	// returns (D11 warning).
+	Enqueued EventKind = iota
+	// Waiting: we wait; Ahead is the number of waiters ahead of us, 0 at
+	// the head of the queue (exact at enqueue and at the head, an upper
+	// bound otherwise: ranking reads return O(N) keys, D2). With NodeBusy
+	// (Spread) we have no key yet: this node's key is there, held or
+	// waiting, and we wait for it to go (D11); Ahead is then 1.
+	Waiting
+	// Held: we hold a slot; Rev is the fencing token.
+	Held
+	// Reentering: our key or lease was lost while queued (Err says
+	// which); we start over at the back of the queue (04_sema.md,
+	// "Failure behavior").
+	Reentering
+)
+
+// Event describes one queue transition.
+type Event struct {
+	Kind            EventKind
+	Ahead           int // Waiting: waiters ahead of us (0: next in line)
+	Rev             int64
+	Lease           clientv3.LeaseID
+	TTL             time.Duration // granted lease TTL
+	OtherCapacities int64
+	OtherKind       int  // Enqueued: see EventKind Enqueued (D11)
+	NodeBusy        bool // Waiting: see EventKind Waiting (D11)
+	Err             error
+}
+
+func (s *Semaphore) emit(e Event) {
+	if s.opts.OnEvent != nil {
+		s.opts.OnEvent(e)
+	}
+}
