@@ -309,3 +309,21 @@ func TestClosedStderrDoesNotKillWaiter(t *testing.T) {
 		t.Fatal("the waiter's command did not run")
 	}
 }
+
+// A command given without "--" whose own flags conch reads as its own (`ls -l`) gets the
+// same hint as one without flags (operator trial: only "unknown flag `l'" was said).
+func TestCommandWithoutDashDash(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{
+		{"sema", "u", "--max", "1", "ls", "-l"},
+		{"sema", "u", "--max", "1", "true"},
+	} {
+		r := e.run(args...)
+		if r.status != 64 || !strings.Contains(r.stderr, "after --") {
+			t.Errorf("conch %q: %v, want 64 saying the command goes after --", args, r)
+		}
+	}
+	if r := e.run("sema", "u", "--max", "1", "--bogus", "--", "true"); strings.Contains(r.stderr, "after --") {
+		t.Errorf("an unknown flag before -- is not a misplaced command: %v", r)
+	}
+}

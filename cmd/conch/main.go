@@ -98,6 +98,9 @@ func (s *semaCmd) parseAndRun(before []string) error {
 		fmt.Fprintln(s.stdout)
 		fmt.Fprint(s.stdout, semaEpilog)
 		return nil
+	case err != nil && errors.As(err, &ferr) && ferr.Type == flags.ErrUnknownFlag && !s.dashdash:
+		// `conch sema x --max 1 ls -l`: the child's flags were read as conch's
+		return usagef("%v: the command and its arguments go after --, as in: conch sema NAME --max N -- CMD ARGS...\nTry 'conch sema --help'.", plainFlagError(err))
 	case err != nil:
 		return usagef("%v\nTry 'conch sema --help'.", plainFlagError(err))
 	case g.Version:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 
 	"github.com/conch-project/conch/sema"
@@ -67,6 +68,8 @@ func outcome(h holding) verdict {
 		xe.sig = sig
 	case h.terminal && (res.Signal == syscall.SIGINT || res.Signal == syscall.SIGQUIT):
 		xe.sig, xe.group = res.Signal, true
+		// D3: every exit other than the child's own status is said, Ctrl-C too
+		xe.state, xe.msg = stateReleased, fmt.Sprintf("the child died of %s from the terminal: released the slot, stopping with it", unix.SignalName(res.Signal))
 	case res.ExitStatus < 0:
 		xe.status = exitUnavailable
 	}

@@ -39,8 +39,8 @@ type whoRecord struct {
 	Spread    bool     `json:"spread"` // a --spread node key (D11)
 	Host      *string  `json:"host"`
 	PID       *int     `json:"pid"`
-	Since     *string  `json:"since"` // RFC 3339, UTC
-	HeldSince *string  `json:"held_since,omitempty"`
+	Since     *string  `json:"since"`      // RFC 3339, UTC
+	HeldSince *string  `json:"held_since"` // HELD: when it got the slot; null while waiting
 	Rev       int64    `json:"rev"`
 	Lease     *string  `json:"lease"` // etcd's lease of the key, sema.FormatLeaseID; null: none
 	Unit      string   `json:"unit"`  // "" when conch ran outside any unit
@@ -88,6 +88,10 @@ func toWhoRecord(e sema.Entry) whoRecord {
 	if r.HeldSince != nil {
 		s := r.HeldSince.UTC().Format(time.RFC3339)
 		w.HeldSince = &s
+	} else if w.State == "HELD" {
+		// a holder that had its slot at enqueue never rewrites its key: it holds since it
+		// joined (sema.Record.HeldSince), so the field is there for every holder
+		w.HeldSince = w.Since
 	}
 	if known("v") {
 		w.Version = &r.Version
