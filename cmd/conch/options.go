@@ -42,7 +42,7 @@ type semaCmd struct {
 	Quiet      bool     `short:"q" long:"quiet" description:"do not print the \"no free slot\" line (--nonblock, --wait); the exit status stays 75 (or -E N)"`
 	KeepCreds  bool     `long:"keep-credentials-env" description:"let the child inherit conch's credential variables (ETCDCTL_PASSWORD, CONCH_PASSWORD_FILE, the password in ETCDCTL_USER/CONCH_USER), which are removed by default"`
 	Verbose    bool     `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
-	Scope      string   `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"run the child in a transient systemd scope: auto (when systemd is PID 1 and the bus answers), always (exit 69 without systemd), never"`
+	Scope      string   `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"where the child runs: auto = in a transient systemd scope when systemd is PID 1 and its bus answers, else directly; always = in a scope (exit 69 without systemd); never = directly, under conch's own supervision"`
 	Property   []string `short:"p" long:"property" value-name:"NAME=VALUE" description:"set a property on the child's scope, as systemd-run -p (e.g. MemoryMax=1G, CPUQuota=50%, KillSignal=SIGINT, RuntimeMaxSec=1h); implies --scope=always"`
 	Slice      string   `long:"slice" value-name:"SLICE" description:"put the child's scope in SLICE; implies --scope=always"`
 	Config     string   `long:"config" value-name:"FILE" env:"CONCH_CONFIG" description:"INI file with an [etcd] section for the connection settings (default /etc/conch/conch.conf, read if it exists; a file named here must exist)"`
