@@ -47,6 +47,7 @@ type reporter struct {
 	nodeBusy bool              // waiting for this node's own key to go (--spread, D11)
 	journal  journalFunc       // nil: plain lines on w
 	unit     map[string]string // journal fields naming conch's unit (unitFields)
+	scope    string            // the child's scope once it runs in one (D8), for STATUS=
 	notify   notifyFunc        // nil: no service manager listens
 }
 
@@ -182,8 +183,12 @@ func (r *reporter) waitText() string {
 // started is unitrun.Spec.Started: the command runs, so a Type=notify
 // service is now ready (D10).
 func (r *reporter) started(pid int) {
-	r.line("", true, "command started, PID %d", pid)
-	r.sendNotify(fmt.Sprintf("READY=1\nSTATUS=holding %s, rev %d: command running (PID %d)", r.prefix(), r.rev, pid))
+	where := ""
+	if r.scope != "" { // journalctl -u names it: the child's own journal entries, if any, and systemd's
+		where = " in " + r.scope
+	}
+	r.line("", true, "command started, PID %d%s", pid, where)
+	r.sendNotify(fmt.Sprintf("READY=1\nSTATUS=holding %s, rev %d: command running (PID %d%s)", r.prefix(), r.rev, pid, where))
 }
 
 // stopping tells the service manager conch has begun to stop the command

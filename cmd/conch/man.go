@@ -151,6 +151,9 @@ when it names conch's standard error, conch logs native journal entries with the
 TIMEOUT, LOST), \fBCONCH_AHEAD\fP (waiters ahead, while waiting) and \fBCONCH_EXIT_STATUS\fP
 (on release): \fBjournalctl CONCH_SEMA=\fP\fIname\fP lists one semaphore's history.
 Elsewhere conch writes one line per transition, HELD and RELEASED only with \fB\-v\fP.
+When it names conch's standard output or error, the command's output to it is relayed by
+conch, so that \fBjournalctl \-u\fP \fIservice\fP shows it under the service (not the
+command's scope), as the service's \fBSyslogIdentifier=\fP or the command's base name.
 .TP
 .B NOTIFY_SOCKET
 conch sends \fBSTATUS=\fP on every transition (with the queue position while waiting, as

@@ -167,6 +167,7 @@ func (p *scopePlan) run(ctx context.Context, rep *reporter, g *unitrun.Prepared,
 		Properties:  p.flags.props,
 		Service:     p.service,
 	}
+	scoped.Started = func(pid int) { rep.scope = scoped.Scope.Name; spec.Started(pid) } // STATUS= names it (D10)
 	res, err := runWith(ctx, g, scoped)
 	if res.ScopeStopped && strings.HasSuffix(ownUnit(), ".service") {
 		awaitServiceStop(ctx)

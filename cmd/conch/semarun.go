@@ -15,7 +15,7 @@ type semaRun struct {
 	c         *semaCmd // the flags: the command, --ttl, --runtime-max, -E
 	job       job
 	rep       *reporter
-	stdio     unitrun.Spec // conch's own stdin, stdout and stderr, handed to the child
+	stdio     unitrun.Spec // conch's own stdin, stdout and stderr, or the journal relay (childStdio), handed to the child
 	pre       *prestarter  // the guardian started ahead (D7); owned by this run, reset for re-entry
 	plan      *scopePlan   // where the child runs (D8)
 	sem       *sema.Semaphore
@@ -37,7 +37,9 @@ func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
 	// The guardian starts now, so that its start-up overlaps the D-Bus and etcd round trips;
 	// it is closed while we wait behind others (D7). It is closed after the release: the
 	// guardian's exit is not waited for first.
-	r.stdio = unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	var closeChildLog func()
+	r.stdio, closeChildLog = childStdio(r.rep, c.command[0]) // D5; the journal relay (childlog.go)
+	r.closers = append(r.closers, closeChildLog)             // after the guardian: its last lines
 	r.pre = startPrestarter(r.stdio)
 	r.closers = append(r.closers, r.pre.close)
 	plan, err := openScope(r.rep, j.scope)
