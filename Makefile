@@ -37,8 +37,8 @@ man: build
 	mkdir -p dist
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) bin/conch --man-page > dist/conch.1
 
-# dist/conch_<version>_amd64.deb and dist/conch-<version>.x86_64.rpm (nfpm.yaml). Needs nfpm:
-# go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+# dist/conch_<version>_amd64.deb and dist/conch-<version>.x86_64.rpm (nfpm.yaml), with nfpm
+# from go.mod's tool dependencies (`go tool nfpm`): nothing to install but Go.
 package:
 	VERSION=$(VERSION) BUILD_ID=$(BUILD_ID) scripts/package.sh dist
 
@@ -51,7 +51,7 @@ bench: build etcd
 	$(GO) build -o bin/bench-stamp ./bench/stamp
 	bin/bench $(BENCHFLAGS)
 
-# Debian packages, nfpm and the test nodes' root filesystem (quick when present).
+# Debian packages and the test nodes' root filesystem (quick when present).
 test-deps:
 	scripts/test-deps.sh
 

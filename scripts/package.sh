@@ -2,20 +2,14 @@
 # package.sh [OUTDIR]: build conch and its packages into OUTDIR (default dist):
 #   conch_<version>_amd64.deb and conch-<version>.x86_64.rpm
 # from nfpm.yaml, with the man page generated from the binary (conch --man-page). The
-# version is $VERSION, else scripts/version.sh; nfpm is $NFPM, else nfpm on the PATH or in
-# $(go env GOPATH)/bin (install it with:
-#   go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2).
+# version is $VERSION, else scripts/version.sh. nfpm is a tool dependency in go.mod
+# (`go tool nfpm`, pinned like etcd): nothing to install but Go itself.
 # SOURCE_DATE_EPOCH (default: the last commit's time) fixes the dates in the man page
 # and the changelog, so two runs on the same commit build the same files.
 set -eu
 cd "$(dirname "$0")/.."
 out=${1:-dist}
 version=${VERSION:-$(scripts/version.sh)}
-nfpm=${NFPM:-$(command -v nfpm || echo "$(go env GOPATH)/bin/nfpm")}
-if [ ! -x "$nfpm" ]; then
-	echo "package.sh: nfpm not found; install it with: go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2" >&2
-	exit 1
-fi
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 export SOURCE_DATE_EPOCH
 
@@ -43,7 +37,7 @@ maintainer=$(sed -n 's/^maintainer: *//p' nfpm.yaml)
 
 mkdir -p "$out"
 export CONCH_VERSION="$version" CONCH_STAGE="$stage"
-"$nfpm" package --config nfpm.yaml --packager deb --target "$out/conch_${version}_amd64.deb" >&2
-"$nfpm" package --config nfpm.yaml --packager rpm --target "$out/conch-${version}.x86_64.rpm" >&2
+go tool nfpm package --config nfpm.yaml --packager deb --target "$out/conch_${version}_amd64.deb" >&2
+go tool nfpm package --config nfpm.yaml --packager rpm --target "$out/conch-${version}.x86_64.rpm" >&2
 echo "$out/conch_${version}_amd64.deb"
 echo "$out/conch-${version}.x86_64.rpm"

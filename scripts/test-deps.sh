@@ -2,7 +2,8 @@
 # Install what the tests need on a Debian 12 machine (root), idempotently and
 # quickly when it is all there: Debian packages for the real-systemd tests
 # (nspawn, mmdebstrap) and the packaging tests (lintian, rpm, man-db, zsh,
-# bash-completion), nfpm, and the cached root filesystem of the test nodes.
+# bash-completion), and the cached root filesystem of the test nodes. (nfpm,
+# which builds the .deb and .rpm, is a tool dependency in go.mod: `go tool nfpm`.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -16,10 +17,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# nfpm builds the .deb and .rpm (make package, tests/packaging). Always go
-# install the pinned version: with a warm cache it takes a second, and a stale
-# or missing binary never decides the outcome.
-GOBIN=$(go env GOPATH)/bin go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 # (not inside echo's $(...): set -e would not see mkrootfs.sh fail)
 rootfs=$(bash tests/vm/mkrootfs.sh | tail -1)
 echo "== root filesystem for the systemd test nodes: $rootfs"

@@ -6,8 +6,8 @@
 // contrib/systemd run against a real etcd (internal/etcdtest) and the tests read
 // `systemctl status` and `journalctl` as an operator would (D10).
 //
-// The tools come from apt (lintian, rpm, man-db, zsh, bash-completion, systemd-container)
-// and nfpm from `go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2`; .ci/run
-// installs them. Without CI a missing tool skips the test that needs it, saying how to
+// The tools come from apt (lintian, rpm, man-db, zsh, bash-completion, systemd-container;
+// scripts/test-deps.sh installs them); nfpm is a tool dependency in go.mod (`go tool
+// nfpm`). Without CI a missing tool skips the test that needs it, saying how to
 // get it; with CI=true it fails the test.
 package packaging

@@ -15,12 +15,10 @@ import (
 	"github.com/conch-project/conch/internal/systemdtest"
 )
 
-// buildTimeout bounds scripts/package.sh: a cold go build of conch on a busy 2-core machine
-// plus two nfpm runs (under a second each).
+// buildTimeout bounds scripts/package.sh: a cold go build of conch and of nfpm (a tool
+// dependency in go.mod, `go tool nfpm`) on a busy 2-core machine, plus two nfpm runs (under
+// a second each).
 const buildTimeout = 10 * time.Minute
-
-// nfpmModule is what `go install` needs to provide nfpm (pinned: measured to work).
-const nfpmModule = "github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2"
 
 // built is what TestMain built once for all tests: the packages and the .deb's files
 // extracted on the host.
@@ -54,11 +52,6 @@ func TestMain(m *testing.M) {
 // recording the outcome in built.
 func buildPackages(dir string) {
 	root := systemdtest.ModuleRoot()
-	nfpm, err := findNfpm()
-	if err != nil {
-		built.err, built.missing = err, true
-		return
-	}
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
 		built.err, built.missing = fmt.Errorf("dpkg-deb not found (apt-get install dpkg)"), true
 		return
@@ -70,25 +63,10 @@ func buildPackages(dir string) {
 	}
 	built.version = strings.TrimSpace(string(out))
 	built.dir = filepath.Join(dir, "dist")
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", filepath.Join(root, "scripts", "package.sh"), built.dir)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "NFPM="+nfpm)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err = cmd.Output()
+	built.deb, built.rpm, err = runPackageScript(built.dir, built.version)
 	if err != nil {
-		built.err = fmt.Errorf("scripts/package.sh: %w\n%s", err, stderr.Bytes())
+		built.err = err
 		return
-	}
-	for _, p := range strings.Fields(string(out)) {
-		switch {
-		case strings.HasSuffix(p, ".deb"):
-			built.deb = p
-		case strings.HasSuffix(p, ".rpm"):
-			built.rpm = p
-		}
 	}
 	built.root = filepath.Join(dir, "root")
 	if out, err := exec.Command("dpkg-deb", "-x", built.deb, built.root).CombinedOutput(); err != nil {
@@ -96,28 +74,33 @@ func buildPackages(dir string) {
 	}
 }
 
-// findNfpm returns the nfpm binary: $NFPM, the PATH, then $(go env GOPATH)/bin, where
-// `go install` puts it.
-func findNfpm() (string, error) {
-	if p := os.Getenv("NFPM"); p != "" {
-		return p, nil
+// runPackageScript runs scripts/package.sh with VERSION=version into dir and returns the
+// .deb and .rpm it names on stdout; an error carries the script's stderr.
+func runPackageScript(dir, version string) (deb, rpm string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	root := systemdtest.ModuleRoot()
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join(root, "scripts", "package.sh"), dir)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "VERSION="+version)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("scripts/package.sh: %w\n%s", err, stderr.Bytes())
 	}
-	if p, err := exec.LookPath("nfpm"); err == nil {
-		return p, nil
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, gp := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			if p := filepath.Join(gp, "bin", "nfpm"); isExecutable(p) {
-				return p, nil
-			}
+	for _, p := range strings.Fields(string(out)) {
+		switch {
+		case strings.HasSuffix(p, ".deb"):
+			deb = p
+		case strings.HasSuffix(p, ".rpm"):
+			rpm = p
 		}
 	}
-	return "", fmt.Errorf("nfpm not found; install it with: go install %s", nfpmModule)
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+	if deb == "" || rpm == "" {
+		return "", "", fmt.Errorf("scripts/package.sh named no .deb or no .rpm: %q", out)
+	}
+	return deb, rpm, nil
 }
 
 // needPackages stops the test when TestMain could not build the packages.
