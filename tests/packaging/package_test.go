@@ -1,6 +1,7 @@
 package packaging
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/ci"
+	"github.com/conch-project/conch/internal/systemdtest"
 )
 
 // The files both packages install (zsh completion aside: its directory differs).
@@ -112,8 +114,10 @@ func TestDebContents(t *testing.T) {
 	}
 }
 
-// The copyright file names every module linked into the packaged binary (go version -m), so
-// each license is accounted for, and no module that is not linked.
+// The copyright file is a DEP-5 file that licenses conch itself Apache-2.0 (D12) and has
+// one Files paragraph per module linked into the packaged binary (go version -m), so each
+// licence is accounted for, and none for a module that is not linked. Every licence named
+// without its text has a standalone License paragraph.
 func TestDebCopyrightNamesEveryModule(t *testing.T) {
 	needPackages(t)
 	ctx := testContext(t, time.Minute)
@@ -129,18 +133,81 @@ func TestDebCopyrightNamesEveryModule(t *testing.T) {
 	for _, line := range strings.Split(out, "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "dep" {
 			linked = append(linked, f[1])
-			if !regexp.MustCompile(`(?m)^ ` + regexp.QuoteMeta(f[1]) + ` +\S`).Match(copyright) {
-				t.Errorf("copyright does not name %s, which the binary links", f[1])
-			}
-		}
-	}
-	for _, m := range regexp.MustCompile(`(?m)^ ([a-z0-9.-]+\.[a-z]+/\S+) +\S`).FindAllSubmatch(copyright, -1) {
-		if !slices.Contains(linked, string(m[1])) {
-			t.Errorf("copyright names %s, which the binary does not link", m[1])
 		}
 	}
 	if len(linked) < 5 {
 		t.Fatalf("go version -m listed %d modules:\n%s", len(linked), out)
+	}
+	paras := parseDEP5(string(copyright))
+	if len(paras) == 0 || paras[0]["Format"] != "https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" || paras[0]["Upstream-Name"] != "conch" {
+		t.Fatalf("copyright does not start with a DEP-5 header paragraph: %v", paras[:min(1, len(paras))])
+	}
+	covered := map[string]int{}   // module path -> Files paragraphs naming it
+	defined := map[string]bool{}  // standalone License paragraphs
+	needText := map[string]bool{} // licences named in Files paragraphs without their text
+	for _, p := range paras[1:] {
+		name, hasText := p.license()
+		if _, ok := p["Files"]; !ok {
+			if name == "" || !hasText {
+				t.Errorf("paragraph without Files is not a standalone licence: %v", p)
+			}
+			defined[name] = true
+			continue
+		}
+		if p["Copyright"] == "" || name == "" {
+			t.Errorf("Files: %s lacks Copyright or License", p["Files"])
+		}
+		if !hasText {
+			needText[name] = true
+		}
+		for _, f := range p.files() {
+			switch f {
+			case "*":
+				if name != "Apache-2.0" {
+					t.Errorf("conch itself (Files: *) is %q, want Apache-2.0 (D12)", name)
+				}
+				covered["*"]++
+			case "std/*": // the Go standard library
+				covered[f]++
+			default:
+				mod, ok := strings.CutSuffix(f, "/*")
+				if !ok || !slices.Contains(linked, mod) {
+					t.Errorf("copyright has Files: %s, which names no module the binary links", f)
+				}
+				covered[mod]++
+			}
+		}
+	}
+	for _, m := range append([]string{"*", "std/*"}, linked...) {
+		if covered[m] != 1 {
+			t.Errorf("copyright has %d Files paragraphs for %s, want 1", covered[m], m)
+		}
+	}
+	for l := range needText {
+		if !defined[l] {
+			t.Errorf("licence %s is named without its text and has no License paragraph", l)
+		}
+	}
+}
+
+// LICENSE at the root is the Apache License 2.0, word for word (D12): the same text as
+// Debian's /usr/share/common-licenses/Apache-2.0 when that is there.
+func TestLicenseIsApache2(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join(systemdtest.ModuleRoot(), "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Apache License\n                           Version 2.0, January 2004\n", "END OF TERMS AND CONDITIONS"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("LICENSE lacks %q", want)
+		}
+	}
+	debian, err := os.ReadFile("/usr/share/common-licenses/Apache-2.0")
+	if err != nil {
+		ci.Unavailable(t, "cannot compare with Debian's copy: %v (apt-get install base-files)", err)
+	}
+	if !bytes.Equal(text, debian) {
+		t.Errorf("LICENSE differs from /usr/share/common-licenses/Apache-2.0")
 	}
 }
 
@@ -158,7 +225,7 @@ func TestRPMMetadataAndFiles(t *testing.T) {
 		`(?m)^Name +: conch$`,
 		`(?m)^Version +: ` + regexp.QuoteMeta(built.version) + `$`,
 		`(?m)^Architecture: x86_64$`,
-		`(?m)^License +: \S+`,
+		`(?m)^License +: Apache-2.0$`,
 		`(?m)^URL +: https://github.com/conch-project/conch$`,
 		`(?m)^Summary +: cluster-wide counting semaphore on etcd`,
 	} {
@@ -179,6 +246,9 @@ func TestRPMMetadataAndFiles(t *testing.T) {
 	cfg, _, err := run(ctx, nil, "rpm", "-qp", "--qf", `[%{FILENAMES} %{FILEFLAGS:fflags}\n]`, built.rpm)
 	if err != nil || !strings.Contains(cfg, "/etc/conch/conch.conf cn\n") { // c: config, n: noreplace
 		t.Errorf("/etc/conch/conch.conf is not %%config(noreplace): %s (%v)", cfg, err)
+	}
+	if !strings.Contains(cfg, "/usr/share/licenses/conch/LICENSE l\n") { // l: %license (D12)
+		t.Errorf("the rpm does not ship LICENSE as %%license: %s", cfg)
 	}
 	scripts, _, _ := run(ctx, nil, "rpm", "-qp", "--scripts", built.rpm)
 	if strings.TrimSpace(scripts) != "" {
