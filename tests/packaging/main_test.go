@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,6 +102,28 @@ func runPackageScript(dir, version string) (deb, rpm string, err error) {
 		return "", "", fmt.Errorf("scripts/package.sh named no .deb or no .rpm: %q", out)
 	}
 	return deb, rpm, nil
+}
+
+// next is a second build of the packages, with a higher version than built's (built.version
+// + "+next", greater for both dpkg and rpm), for the upgrade tests; built on first use.
+var next struct {
+	once     sync.Once
+	err      error
+	version  string
+	deb, rpm string
+}
+
+// needNextPackages builds the upgrade's packages once (into built.dir's sibling "next").
+func needNextPackages(t *testing.T) {
+	t.Helper()
+	needPackages(t)
+	next.once.Do(func() {
+		next.version = built.version + "+next"
+		next.deb, next.rpm, next.err = runPackageScript(filepath.Join(filepath.Dir(built.dir), "next"), next.version)
+	})
+	if next.err != nil {
+		t.Fatalf("cannot build the upgrade's packages: %v", next.err)
+	}
 }
 
 // needPackages stops the test when TestMain could not build the packages.
