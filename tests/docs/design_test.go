@@ -1,0 +1,134 @@
+package docs
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// root is the repository's root, seen from this package's directory (go test runs there).
+const root = "../.."
+
+// designRecord is the design record's path from the root (D12).
+const designRecord = "docs/design.md"
+
+var (
+	// citation is how the tree cites a rule: D and a number, an amendment letter maybe.
+	citation = regexp.MustCompile(`\bD[0-9]+[a-z]?\b`)
+	// ruleHeading is a rule's section in the design record: "## D7a. Title".
+	ruleHeading = regexp.MustCompile(`(?m)^## (D[0-9]+[a-z]?)\. \S`)
+)
+
+// skipped are the paths whose contents are not prose or code: build output, git's own files
+// and the module checksums (base64 that may spell "D3").
+var skipped = []string{".git", "bin", "dist", ".cache", "go.sum"}
+
+// The rules the record explains, from the sections' headings, each with what it says, why and
+// where in the code it lives.
+func rules(t *testing.T) map[string]string {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(root, designRecord))
+	if err != nil {
+		t.Fatalf("the design record (D12): %v", err)
+	}
+	sections := map[string]string{}
+	locs := ruleHeading.FindAllSubmatchIndex(text, -1)
+	for i, loc := range locs {
+		end := len(text)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		id := string(text[loc[2]:loc[3]])
+		if _, dup := sections[id]; dup {
+			t.Errorf("%s has two sections for %s", designRecord, id)
+		}
+		sections[id] = string(text[loc[0]:end])
+	}
+	return sections
+}
+
+// Every rule cited anywhere in the tree (code, tests, docs, scripts) has its section in the
+// design record, so a citation resolves from a fresh clone (D12).
+func TestEveryCitedRuleResolves(t *testing.T) {
+	sections := rules(t)
+	cited := map[string][]string{} // rule -> files citing it
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if slices.Contains(skipped, rel) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if bytes.IndexByte(data, 0) >= 0 { // a binary (a test build, an image)
+			return nil
+		}
+		for _, m := range citation.FindAll(data, -1) {
+			if id := string(m); !slices.Contains(cited[id], rel) {
+				cited[id] = append(cited[id], rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cited) < 10 {
+		t.Fatalf("found only %d cited rules; is the walk looking at the tree?", len(cited))
+	}
+	for id, files := range cited {
+		if _, ok := sections[id]; !ok {
+			t.Errorf("%s is cited (in %s) but %s has no section \"## %s. ...\"", id, strings.Join(files, ", "), designRecord, id)
+		}
+	}
+	t.Logf("%d rules cited, %d sections in %s", len(cited), len(sections), designRecord)
+}
+
+// Each section says what the rule is, why, and where it lives in the code; an amendment
+// (D1a) follows a rule that exists.
+func TestEverySectionSaysWhatWhyWhere(t *testing.T) {
+	sections := rules(t)
+	for _, want := range []string{"D1", "D2", "D3", "D4", "D5", "D6", "D7", "D8", "D9", "D10", "D11", "D12", "D1a", "D7a", "D8a"} {
+		if _, ok := sections[want]; !ok {
+			t.Errorf("%s has no section for %s", designRecord, want)
+		}
+	}
+	for id, text := range sections {
+		for _, part := range []string{"**Rule.**", "**Why.**", "**Where.**"} {
+			if !strings.Contains(text, part) {
+				t.Errorf("section %s lacks %s", id, part)
+			}
+		}
+		if base := strings.TrimRight(id, "abcdefghijklmnopqrstuvwxyz"); base != id {
+			if _, ok := sections[base]; !ok {
+				t.Errorf("%s amends %s, which has no section", id, base)
+			}
+		}
+	}
+}
+
+// README links the design record.
+func TestReadmeLinksDesignRecord(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readme, []byte("("+designRecord+")")) {
+		t.Errorf("README.md has no link to %s", designRecord)
+	}
+}
