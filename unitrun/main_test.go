@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/conch-project/conch/internal/sigdefault"
 )
 
 // The test binary plays three parts: the tests; the guardian, when Run re-executes it with
@@ -35,7 +37,8 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(helperEnv); cfg != "" {
 		os.Exit(runHelper(cfg))
 	}
-	goleak.VerifyTestMain(m)
+	sigdefault.ForChildren() // commands get SIGHUP and SIGINT as by default, even under nohup
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(sigdefault.Relay))
 }
 
 // helperConfig tells a helper process what to Run, one command after another.

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/sigdefault"
 	"github.com/conch-project/conch/internal/syncbuf"
 )
 
@@ -26,6 +27,7 @@ const testTimeout = 60 * time.Second
 var conchBin string
 
 func TestMain(m *testing.M) {
+	sigdefault.ForChildren() // conch gets SIGHUP and SIGINT as by default, even under nohup
 	dir, err := os.MkdirTemp("", "conch-bin-")
 	if err != nil {
 		panic(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/ci"
+	"github.com/conch-project/conch/internal/sigdefault"
 	"github.com/conch-project/conch/internal/systemdtest"
 )
 
@@ -34,6 +35,7 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
+	sigdefault.ForChildren() // what the tests start gets default signal dispositions
 	dir, err := os.MkdirTemp("", "conch-packages-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
