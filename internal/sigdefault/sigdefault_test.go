@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 		fmt.Print(string(out))
 		os.Exit(0)
 	}
+	// What the tests start must not inherit the dispositions this binary got (nohup make
+	// test): TestOwnBehaviourUnchanged needs a helper with SIGHUP at its default.
+	ForChildren()
 	os.Exit(m.Run())
 }
 
