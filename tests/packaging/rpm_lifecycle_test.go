@@ -13,7 +13,7 @@ import (
 // rpmBaseDirs stand in for the filesystem package of an RPM distribution, which owns the
 // base system's directories; everything else the .rpm puts on disk it must own itself, so
 // that `rpm -e` removes it.
-var rpmBaseDirs = []string{"/etc", "/usr/bin", "/usr/share/man/man1", "/usr/share/doc", "/usr/share/licenses", "/var/lib/rpm"}
+var rpmBaseDirs = []string{"/etc", "/usr/bin", "/usr/libexec", "/usr/share/man/man1", "/usr/share/doc", "/usr/share/licenses", "/var/lib/rpm"}
 
 // rpmDB is the rpm database inside the scratch root: passed explicitly (Debian's rpm
 // defaults to ~/.rpmdb) and left out of the file lists (it changes with every transaction).
