@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
-pkgs=(systemd-container mmdebstrap git make ca-certificates lintian rpm man-db zsh bash-completion)
+pkgs=(systemd-container mmdebstrap git make ca-certificates lintian rpm man-db zsh bash-completion nftables)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -101,8 +101,36 @@ type bootState struct {
 // the node cannot be booted. It must be called from the test goroutine.
 func Boot(t testing.TB, opts Options) *Node {
 	t.Helper()
+	return BootAll(t, opts)[0]
+}
+
+// BootAll boots one node per Options, all at once (each boot is mostly waiting for its
+// systemd), and returns them in the same order once all are running; otherwise it is Boot.
+func BootAll(t testing.TB, opts ...Options) []*Node {
+	t.Helper()
 	base := EnsureRootfs(t)
 	checkPrerequisites(t)
+	nodes := make([]*Node, len(opts))
+	for i, o := range opts {
+		nodes[i] = newNode(t, base, o)
+	}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = n.start() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("systemdtest: cannot boot node %s: %v", nodes[i].name, err)
+		}
+	}
+	return nodes
+}
+
+// newNode creates a node's directory (overlay layers, owner file) and registers its cleanup.
+func newNode(t testing.TB, base string, opts Options) *Node {
+	t.Helper()
 	if opts.BootTimeout <= 0 {
 		opts.BootTimeout = DefaultBootTimeout
 	}
@@ -121,9 +149,6 @@ func Boot(t testing.TB, opts Options) *Node {
 	}
 	if err := writeOwner(dir, n.name); err != nil {
 		t.Fatalf("systemdtest: %v", err)
-	}
-	if err := n.start(); err != nil {
-		t.Fatalf("systemdtest: cannot boot node %s: %v", n.name, err)
 	}
 	return n
 }
@@ -401,18 +426,30 @@ func (n *Node) Kill() {
 // the node does not boot within Options.BootTimeout.
 func (n *Node) Restart() {
 	n.t.Helper()
+	if err := n.Reboot(); err != nil {
+		n.t.Fatalf("systemdtest: %v", err)
+	}
+}
+
+// Reboot is Restart returning its error instead of failing the test, for subtests of the test
+// that booted the node (which must not fail their parent from their own goroutine).
+func (n *Node) Reboot() error {
 	n.mu.Lock()
 	running := n.boot != nil
 	n.mu.Unlock()
 	if running {
 		if err := n.stop(); err != nil {
-			n.t.Fatalf("systemdtest: %v", err)
+			return err
 		}
 	}
 	if err := n.start(); err != nil {
-		n.t.Fatalf("systemdtest: cannot boot node %s again: %v", n.name, err)
+		return fmt.Errorf("cannot boot node %s again: %w", n.name, err)
 	}
+	return nil
 }
+
+// PowerOff is Kill returning its error instead of failing the test (see Reboot).
+func (n *Node) PowerOff() error { return n.stop() }
 
 // stop kills the node's processes, waits for nspawn, removes its cgroups and unmounts the
 // overlay. It does nothing when the node is not running.

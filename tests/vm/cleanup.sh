@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cleanup.sh: remove the test nodes (internal/systemdtest) that a killed or crashed test binary
 # left behind: their processes (SIGKILL through their cgroups), overlay mounts, cgroups and
-# directories. Nodes whose test binary still runs are left alone, so it is safe while other
-# tests run; with --all it removes every node (for .ci/run's EXIT trap, after the tests).
+# directories, and their test networks (network namespaces and the links in them). Nodes and
+# networks whose test binary still runs are left alone, so it is safe while other tests run; with --all it removes every node (for .ci/run's EXIT trap, after the tests).
 # Idempotent; prints what it removes; exits 0 unless something could not be removed.
 set -u
 all=0
@@ -57,6 +57,22 @@ for dir in /var/tmp/conch-node-*/; do
 		umount "$dir/merged" 2>/dev/null || umount -l "$dir/merged" || rc=1
 	fi
 	mountpoint -q "$dir/merged" || rm -rf "$dir"
+done
+# Test networks (internal/systemdtest.Network): their namespaces hold every link (veth ports,
+# bridge), so deleting the namespaces removes the links too.
+for dir in /var/tmp/conch-net-*/; do
+	[ -d "$dir" ] || continue
+	dir=${dir%/}
+	if [ $all = 0 ] && read -r pid start <"$dir/owner" 2>/dev/null && alive "$pid" "$start"; then
+		continue
+	fi
+	echo "cleanup.sh: removing test network $dir"
+	while read -r ns; do
+		case $ns in conch-*) ;; *) continue ;; esac
+		[ -e "/run/netns/$ns" ] || continue
+		ip netns del "$ns" || rc=1
+	done <"$dir/netns"
+	rm -rf "$dir"
 done
 # Cgroups of nodes whose directory is gone already (older than a minute unless --all: a node
 # being booted right now has its cgroups before this script could see its directory).

@@ -1,0 +1,53 @@
+package vm
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The checker must fail when its fault is there: synthetic histories, one per violation.
+
+const msNs = int64(time.Millisecond)
+
+// hist builds a history of children on one semaphore (max 1) from [start, end, keyCreated,
+// keyDeleted] in milliseconds; child k has revision 10+k and lease 100+k.
+func hist(rows ...[4]int64) ([]childRec, []keyEvent) {
+	var chs []childRec
+	var evs []keyEvent
+	for k, r := range rows {
+		rev := int64(10 + k)
+		key := "/conch/v1/sema/x/1/" + string(rune('a'+k))
+		chs = append(chs, childRec{ID: key, Node: "n", Rev: strconv.FormatInt(rev, 10), Lease: strconv.FormatInt(100+int64(k), 16), Start: r[0] * msNs, End: r[1] * msNs})
+		evs = append(evs, keyEvent{Put: true, Key: key, CreateRev: rev, ModRev: rev, Lease: 100 + int64(k), Mono: r[2] * msNs})
+		evs = append(evs, keyEvent{Put: false, Key: key, CreateRev: rev, ModRev: 100 + rev, Lease: 100 + int64(k), Mono: r[3] * msNs})
+	}
+	sortEvents(evs)
+	return chs, evs
+}
+
+func TestCheckerFindsViolations(t *testing.T) {
+	spec := checkSpec{Max: 1, Handoff: 500 * time.Millisecond, Slop: 100 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		rows [][4]int64
+		want string // a violation that must be reported; "" for none
+	}{
+		{"clean hand-off", [][4]int64{{10, 1000, 5, 1010}, {1050, 2000, 6, 2010}}, ""},
+		{"two at once", [][4]int64{{10, 1000, 5, 1010}, {500, 2000, 6, 2010}}, "ran at once"},
+		{"slot idle while waiting", [][4]int64{{10, 1000, 5, 1010}, {3000, 4000, 6, 4010}}, "stayed free"},
+		{"child outlived its key", [][4]int64{{10, 3000, 5, 2000}, {3100, 4000, 6, 4010}}, "after etcd deleted its key"},
+		{"started before ranked", [][4]int64{{10, 1000, 5, 1200}, {1050, 2000, 6, 2010}}, "before etcd ranked"},
+		{"key left", [][4]int64{{10, 1000, 5, 1 << 40}}, "still in etcd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			chs, evs := hist(tc.rows...)
+			r := check(chs, evs, spec, 1<<39)
+			got := strings.Join(r.Violations, "; ")
+			if tc.want == "" && r.failed() || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("violations %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
