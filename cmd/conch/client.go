@@ -55,6 +55,7 @@ func newClient(s connSettings) (*clientv3.Client, error) {
 		TLS:         tc,
 		Logger:      zap.NewNop(),
 	}
+	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = keepAliveTime, keepAliveTimeout // a dead member is noticed (keepalive.go)
 	if s.PasswordFile != "" {
 		cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(reauthInterceptor(s.Password, s.PasswordFile))}
 	}
