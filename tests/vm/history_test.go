@@ -267,6 +267,9 @@ func (o *observer) close() {
 func (o *observer) follow(ctx context.Context, cli *clientv3.Client, prefix string, rev int64) {
 	for ctx.Err() == nil {
 		for wr := range cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithPrevKV()) {
+			if wr.CompactRevision > 0 { // history lost: the checker sees a gap, not a hang
+				rev = wr.CompactRevision
+			}
 			if wr.Err() != nil {
 				break
 			}

@@ -18,6 +18,15 @@ const handoff = 2 * time.Second
 func TestMultiNode(t *testing.T) {
 	c := newCluster(t)
 	t.Run("1-CapacityAcrossNodes", func(t *testing.T) { testCapacity(t, c) })
+	t.Run("2-PowerLossOfHolder", func(t *testing.T) { testPowerLoss(t, c) })
+	t.Run("3-PartitionLinkCut", func(t *testing.T) { testPartition(t, c, "s3-cut", c.nw.Cut) })
+	t.Run("3b-PartitionOneWay", func(t *testing.T) { testPartition(t, c, "s3b-oneway", c.nw.DropOutgoing) })
+	t.Run("4-StallByFreeze", func(t *testing.T) { testStall(t, c) })
+	t.Run("5-LeaderLoss", func(t *testing.T) { testLeaderLoss(t, c) })
+	t.Run("6-QuorumLoss", func(t *testing.T) { testQuorumLoss(t, c) })
+	t.Run("7-Compaction", func(t *testing.T) { testCompaction(t, c) })
+	t.Run("9-QueueOf200", func(t *testing.T) { testQueue(t, c) })
+	t.Run("8-ContribTimerOnAllNodes", func(t *testing.T) { testTimer(t, c) })
 }
 
 // Scenario 1: N=2, 3 nodes x 10 jobs started together with random durations: at most 2 at
