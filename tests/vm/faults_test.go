@@ -3,6 +3,8 @@ package vm
 import (
 	"fmt"
 	"time"
+
+	"github.com/conch-project/conch/internal/systemdtest"
 )
 
 // Bounds derived from the timers, not measured figures: generous on purpose (shared machine).
@@ -57,15 +59,31 @@ func (s *scenario) firstOther(id string, within time.Duration) childRec {
 	return got
 }
 
-// gone waits until the host saw child id end (pidfd or its own record) and returns the record.
-func (s *scenario) gone(id string) childRec {
+// gone waits until the host saw child id end (pidfd or its own record) and returns the
+// record; it fails the test when that takes longer than within.
+func (s *scenario) gone(id string, within time.Duration) childRec {
 	s.t.Helper()
 	var c childRec
+	deadline := time.Now().Add(within)
 	s.waitFor("child "+id+" to end", func() bool {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("child %s still runs %v later", id, within)
+		}
 		c = s.child(id)
 		return c.until() < 1<<63-1
 	})
 	return c
+}
+
+// wantExitWithin is wantExit for a conch that must end within d.
+func (s *scenario) wantExitWithin(p *systemdtest.Proc, what string, d time.Duration, codes ...int) int {
+	s.t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(d):
+		s.t.Fatalf("%s: conch still runs %v later", what, d)
+	}
+	return s.wantExit(p, what, codes...)
 }
 
 // since returns how long after the monotonic time from the monotonic time to happened.

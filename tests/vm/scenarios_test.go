@@ -87,9 +87,9 @@ func testPartition(t *testing.T, c *cluster, name string, fault func(int) error)
 	if err := fault(0); err != nil {
 		t.Fatal(err)
 	}
-	code := s.wantExit(s.jobs[0], "the cut holder", 70)
-	gone := s.gone(holder.ID)
 	first := s.firstOther(holder.ID, ttl+deadConn+handoff+10*time.Second)
+	gone := s.gone(holder.ID, 10*time.Second)
+	code := s.wantExitWithin(s.jobs[0], "the cut holder", ttl+10*time.Second, 70)
 	overlap := since(first.Start, gone.until())
 	t.Logf("scenario %s: cut -> holder's child gone %v (conch exited %d), first waiter started %v on %s: overlap %v (<= 0 wanted)",
 		name, since(cut, gone.until()), code, since(cut, first.Start), first.Node, overlap)
@@ -120,8 +120,8 @@ func testStall(t *testing.T, c *cluster) {
 	if err := c.nodes[0].Thaw(s.ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.wantExit(s.jobs[0], "the frozen holder", 70)
-	gone := s.gone(holder.ID)
+	gone := s.gone(holder.ID, 10*time.Second)
+	s.wantExitWithin(s.jobs[0], "the frozen holder", 10*time.Second, 70)
 	t.Logf("scenario 4: freeze -> first waiter started %v on %s; thawed after %v; holder's child gone %v after the thaw (%s): overlap window %v",
 		since(frozen, first.Start), first.Node, since(frozen, thawed), since(thawed, gone.until()), gone.How, since(first.Start, gone.until()))
 	if d := since(thawed, gone.until()); d > 2*time.Second {
@@ -197,8 +197,8 @@ func testQuorumLoss(t *testing.T, c *cluster) {
 			t.Fatal(err)
 		}
 	}
-	s.wantExit(s.jobs[0], "the holder without quorum", 70)
-	gone := s.gone(holder.ID)
+	gone := s.gone(holder.ID, ttl+10*time.Second)
+	s.wantExitWithin(s.jobs[0], "the holder without quorum", ttl+10*time.Second, 70)
 	impatient := s.wantExit(s.jobs[2], "the waiter with --wait 4s", 75, 69)
 	up := monoNow()
 	if err := c.heal(); err != nil {

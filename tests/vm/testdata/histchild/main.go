@@ -1,10 +1,10 @@
 // histchild is the child conch runs in the multi-node tests: it records its start and its end
 // in a history folder bound into every node, for the checker in tests/vm (history_test.go).
 //
-//	histchild -dir /hist [-hold 300ms] [-ignore-term] [-until FILE]
+//	histchild -dir /hist [-gate FILE] [-hold 300ms] [-ignore-term] [-until FILE]
 //
 // It writes DIR/<node>-<pid>-<rev>.start at its first instruction and DIR/<id>.end when it
-// ends by itself (after -hold, or once FILE exists) or on SIGTERM (exit 143), unless
+// ends by itself (-hold after the -gate file exists, or once the -until file exists) or on SIGTERM (exit 143), unless
 // -ignore-term: then only SIGKILL ends it and no end record is written (the test sees its end
 // from outside, through a pidfd). Times are CLOCK_MONOTONIC in nanoseconds: all nodes share the
 // host's kernel, so they compare exactly across nodes and with the test binary.
@@ -52,6 +52,7 @@ func main() {
 	hold := flag.Duration("hold", 0, "run this long, then exit 0 (0: until -until or a signal)")
 	ignore := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	until := flag.String("until", "", "exit 0 once this file exists")
+	gate := flag.String("gate", "", "start the -hold time only once this file exists")
 	flag.Parse()
 	if *ignore {
 		signal.Ignore(syscall.SIGTERM)
@@ -68,7 +69,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "histchild:", err)
 		os.Exit(1)
 	}
-	how, code := wait(*hold, *until, term)
+	how, code := "", 0
+	if *gate != "" {
+		how, code = wait(0, *gate, term)
+	}
+	if how != "term" {
+		how, code = wait(*hold, *until, term)
+	}
 	if err := write(filepath.Join(*dir, id+".end"), End{Mono: mono(), How: how}); err != nil {
 		fmt.Fprintln(os.Stderr, "histchild:", err)
 		os.Exit(1)
