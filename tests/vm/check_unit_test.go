@@ -51,3 +51,24 @@ func TestCheckerFindsViolations(t *testing.T) {
 		})
 	}
 }
+
+// perRelease tells a flat rate from a herd: with 200 waiters, a release that wakes every
+// waiter sends as many events as there are waiters, so the long queue's rate is higher.
+func TestPerReleaseSeesAHerd(t *testing.T) {
+	var flat, herd []sample
+	ev, hev := 0.0, 0.0
+	for released := 0; released <= 200; released += 10 {
+		flat = append(flat, sample{created: 200, released: released, events: ev})
+		herd = append(herd, sample{created: 200, released: released, events: hev})
+		ev += 10 * 8
+		hev += 10 * float64(200-released)
+	}
+	long, short, ok := perRelease(flat, 200)
+	if !ok || long > 2*short+2 {
+		t.Errorf("flat samples: %.1f vs %.1f (ok %v), want flat", long, short, ok)
+	}
+	long, short, ok = perRelease(herd, 200)
+	if !ok || long <= 2*short+2 {
+		t.Errorf("herd samples: %.1f vs %.1f (ok %v), want the long queue's rate far higher", long, short, ok)
+	}
+}
