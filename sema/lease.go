@@ -204,6 +204,12 @@ func (l *lease) run(ctx context.Context) {
 			return
 		case <-tick.C:
 			tick.Reset(l.interval())
+			if len(pending) > 0 && time.Since(pending[0]) >= l.interval() {
+				// Unanswered for a whole interval: the stream may sit on a member that is cut
+				// off or frozen (no RST, gRPC's own keep-alive needs 13 s). A new stream goes
+				// to another member (round robin), well before the fence (tests/vm scenario 3b).
+				drop()
+			}
 			if stream == nil {
 				sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 				s, err := lc.LeaseKeepAlive(sctx)
