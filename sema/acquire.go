@@ -64,6 +64,9 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 			gctx = startCtx
 		}
 		l, err := grantLease(gctx, s.c, s.opts.TTL)
+		if err == nil {
+			l.setWaitInterval(s.opts.WaitKeepAlive)
+		}
 		if Refused(err) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 		}

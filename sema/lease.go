@@ -29,6 +29,7 @@ type lease struct {
 	confirmed time.Time     // send time of the last confirmed keep-alive
 	margin    time.Duration // fence this long before the deadline; 0 while waiting (not holding)
 	fast      bool          // holding cadence (head of the queue, or holding)
+	waitEvery time.Duration // waiting cadence (setWaitInterval); 0: TTL/3
 	changed   chan struct{} // poked when the cadence or margin change
 
 	done   chan struct{} // closed when the lease is lost or stopped
@@ -133,6 +134,9 @@ func (l *lease) poke() {
 func (l *lease) interval() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.fast && l.waitEvery > 0 {
+		return l.waitEvery
+	}
 	return keepAliveInterval(l.ttl, l.fast)
 }
 

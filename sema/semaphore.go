@@ -31,6 +31,11 @@ type Options struct {
 	// FenceMargin is how long before the lease deadline a holder's context
 	// is cancelled with ErrFenced: the child's stop grace + 1 s (D7).
 	FenceMargin time.Duration
+	// WaitKeepAlive is the keep-alive interval of our lease while our key
+	// waits behind the head of the queue. Zero means TTL/3; it is clamped
+	// to [min(TTL/6, 1 s), TTL/3] (see waitKeepAlive). The head of the
+	// queue and a holder always use min(TTL/6, 1 s) (D7). Issue 11.
+	WaitKeepAlive time.Duration
 	// Nonblock makes Acquire give up with ErrNoSlot instead of waiting
 	// (--nonblock, flock -n style).
 	Nonblock bool

@@ -1,0 +1,32 @@
+package sema
+
+import "time"
+
+// waitKeepAlive is the keep-alive interval of a lease whose key waits behind
+// the head of the queue, for a requested interval d (Options.WaitKeepAlive;
+// 0 means the default) and the granted ttl. Issue 11 measured what the
+// cadence costs etcd at 10,000 waiters (docs/benchmarks.md, scenario 5).
+//
+// It is never slower than TTL/3: a waiter then has two keep-alives in flight
+// before the server can expire its lease, so one lost answer or a broken
+// stream (re-dialled at the next tick) does not cost its place. A waiter
+// whose lease does expire anyway is still correct, only later: it re-enters
+// from step 1 with a new lease and key at the back of the queue (04_sema.md
+// "Failure behavior"); safety never rests on a waiter's lease. It is never
+// faster than the holding cadence, min(TTL/6, 1 s) (D7), which the head of
+// the queue and holders use whatever d says.
+func waitKeepAlive(d, ttl time.Duration) time.Duration {
+	slow, fast := keepAliveInterval(ttl, false), keepAliveInterval(ttl, true)
+	if d <= 0 {
+		return slow
+	}
+	return max(fast, min(d, slow))
+}
+
+// setWaitInterval sets the waiting cadence to waitKeepAlive(d, l.ttl),
+// effective from the next keep-alive.
+func (l *lease) setWaitInterval(d time.Duration) {
+	l.mu.Lock()
+	l.waitEvery = waitKeepAlive(d, l.ttl)
+	l.mu.Unlock()
+}
