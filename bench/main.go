@@ -2,7 +2,7 @@
 // `etcdctl lock` on one throw-away single-node etcd, side by side, in one run.
 //
 // It starts etcd with scripts/etcd-local.sh (loopback, free ports, /metrics
-// on a port of its own), runs four scenarios, prints one table and writes
+// on a port of its own), runs five scenarios, prints one table and writes
 // docs/benchmarks.md with the machine and the date:
 //
 //  1. uncontended: wall time and peak RSS of `conch sema b --max 1 -- true`
@@ -13,7 +13,12 @@
 //  3. cost to etcd per acquisition and release from the server's /metrics,
 //     W = 1, 10, 100, 500 waiters, --max 1 and --max 10;
 //  4. drain of 300 `sleep 0.05` jobs through --max 10 vs the ideal, and the
-//     RSS of a waiting conch.
+//     RSS of a waiting conch;
+//  5. 10,000 waiters on one semaphore as in-process sema clients (each its
+//     own lease and key): keep-alive cost per waiter for two cadences, etcd
+//     CPU and RSS, enqueue latency of the first vs the last 100, a drain in
+//     random release order with watch events per release and no waiter
+//     starved.
 //
 // Every figure is a median (p99 where stated) over repetitions interleaved
 // between the tools, and every comparison is a ratio within the same run.
@@ -21,7 +26,7 @@
 //
 // Usage (from the repository root, after `make build etcd`):
 //
-//	bin/bench [-quick] [-only 1,2,3,4] [-out docs/benchmarks.md]
+//	bin/bench [-quick] [-only 1,2,3,4,5] [-waiters 10000] [-out docs/benchmarks.md]
 package main
 
 import (
@@ -35,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -59,11 +65,20 @@ type config struct {
 	reps4    int
 	perf4    string // scenario 4: directory for `perf record -a -g` of each gated drain
 	alt      string // another conch binary measured beside bin/conch (A/B of a patch)
+
+	waiters5      int           // scenario 5: waiters on one semaphore
+	max5          int           // scenario 5: --max
+	conns5        int           // scenario 5: clientv3 connections the waiters share
+	ttl5          time.Duration // scenario 5: lease TTL
+	window5       time.Duration // scenario 5: steady window for keep-alive figures
+	hold5         time.Duration // scenario 5: mean hold (uniform 0..2x): releases in random order
+	lost5         int           // scenario 5: waiters whose lease is revoked mid-drain
+	drainTimeout5 time.Duration
 }
 
 func parseConfig() config {
 	c := config{}
-	only := flag.String("only", "1,2,3,4", "scenarios to run, comma-separated")
+	only := flag.String("only", "1,2,3,4,5", "scenarios to run, comma-separated")
 	flag.StringVar(&c.binDir, "bin", "bin", "directory holding conch, etcd, etcdctl and bench-stamp")
 	flag.StringVar(&c.script, "etcd-script", "scripts/etcd-local.sh", "script that starts a throw-away etcd")
 	flag.StringVar(&c.out, "out", "docs/benchmarks.md", "markdown report to write (empty: none)")
@@ -82,9 +97,25 @@ func parseConfig() config {
 	flag.IntVar(&c.reps4, "reps4", 3, "scenario 4: repetitions of each variant")
 	flag.StringVar(&c.alt, "alt", "", "another conch binary (e.g. a patched build) measured beside bin/conch in scenarios 1, 2 and 4")
 	flag.StringVar(&c.perf4, "perf4", "", "scenario 4: record each gated drain with `perf record -a -g` into this directory (analysis aid)")
+	flag.IntVar(&c.waiters5, "waiters", 10000, "scenario 5: waiters on one semaphore (in-process sema clients); -quick: 1000")
+	flag.IntVar(&c.max5, "max5", 10, "scenario 5: --max")
+	flag.IntVar(&c.conns5, "conns5", 4, "scenario 5: clientv3 connections the waiters share (each waiter has its own lease and key)")
+	flag.DurationVar(&c.ttl5, "ttl5", sema.DefaultTTL, "scenario 5: lease TTL")
+	flag.DurationVar(&c.window5, "window5", 20*time.Second, "scenario 5: steady window for the keep-alive figures; -quick: 10s")
+	flag.DurationVar(&c.hold5, "hold5", 2*time.Millisecond, "scenario 5: mean hold of a slot (uniform 0..2x), so holders release in random order")
+	flag.IntVar(&c.lost5, "lost5", 5, "scenario 5: queued waiters whose lease is revoked during the drain (each must re-enter and be served)")
+	flag.DurationVar(&c.drainTimeout5, "drain-timeout5", 15*time.Minute, "scenario 5: give up the drain after this")
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.quick {
 		c.reps1, c.rounds2, c.batch2, c.probes3, c.reps4 = 10, 3, 20, 1, 1
+		if !set["waiters"] {
+			c.waiters5 = 1000
+		}
+		if !set["window5"] {
+			c.window5 = 10 * time.Second
+		}
 	}
 	c.only = map[int]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -140,7 +171,7 @@ func run() int {
 		n  int
 		fn func() (*section, error)
 	}{
-		{1, h.scenario1}, {2, h.scenario2}, {3, h.scenario3}, {4, h.scenario4},
+		{1, h.scenario1}, {2, h.scenario2}, {3, h.scenario3}, {4, h.scenario4}, {5, h.scenario5},
 	}
 	failed := false
 	for _, s := range scenarios {
