@@ -87,6 +87,9 @@ func TestGuardianProgram(t *testing.T) {
 		// is not the guardian's): so is the caller's here.
 		{"other build", "", bin, "reexec", "TestGuardianInUse|TestRunExitStatus"},
 		{"missing", "", filepath.Join(t.TempDir(), guardianProgramName), "reexec", "TestGuardianInUse|TestRunExitStatus"},
+		// a program that never says hello (a hostile test's `sleep 100`): dropped after
+		// helloTimeout, not waited for while the slot is held
+		{"silent", "", silentProgram(t), "reexec", "TestGuardianInUse|TestRunExitStatus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := rerunTests(t, "^("+tc.tests+")$", envTestBuildID+"="+tc.buildID, envTestProgram+"="+tc.program, envTestExpected+"="+tc.expect)
@@ -97,6 +100,15 @@ func TestGuardianProgram(t *testing.T) {
 			}
 		})
 	}
+}
+
+// silentProgram is an executable that starts and never speaks, in place of the guardian.
+func silentProgram(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), guardianProgramName)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nexec sleep 100\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // rerunTests runs this test binary again with the tests matching pattern and env added, and

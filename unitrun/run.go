@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Run starts the command described by spec through a guardian (D7), blocks until the command
@@ -131,9 +132,16 @@ func (p *Prepared) startGuardian() (*guardianProc, error) {
 	return startGuardian(s)
 }
 
+// helloTimeout bounds the wait for the guardian program's hello (D7a). The program says it
+// first, about a millisecond after its start; one silent for this long is not a guardian of
+// this build (a hostile test put a `sleep 100` script there and conch held its slot forever),
+// so it is closed and conch re-executes itself. Generous, since a loaded machine may delay the
+// start by hundreds of milliseconds, and the fallback only costs a few milliseconds more.
+const helloTimeout = 2 * time.Second
+
 // trust makes sure that p's guardian speaks this build's protocol before it is sent anything
 // (D7a): the guardian program beside conch must say hello with this build's BuildID; if it
-// says anything else, or dies first, it is closed and replaced by this program re-executed
+// says anything else, dies first, or says nothing within helloTimeout, it is closed and replaced by this program re-executed
 // (reexecGuardian), which needs no check. It waits for the hello at most until ctx ends (the
 // guardian's start-up, about a millisecond, has usually passed since Prepare). Errors wrap
 // ErrGuardian (no fallback could be started) or are ctx's cause.
@@ -146,6 +154,7 @@ func (p *Prepared) trust(ctx context.Context) error {
 		if ok && ev.Event == evHello && ev.Build == BuildID() {
 			return nil
 		}
+	case <-time.After(helloTimeout): // a program that never speaks: not ours (D7a)
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
