@@ -105,13 +105,13 @@ func (r *semaRun) waitFailed(err error) error {
 	case errors.Is(err, sema.ErrRefused):
 		return exitf(exitUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
 	case errors.As(err, &we) && !we.Unreachable && r.c.Quiet: // -q: the status says it (issue 10)
-		return exitCode(r.c.Conflict)
+		return exitCode(int(r.c.Conflict))
 	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
-		return exitf(r.c.Conflict, stateTimeout, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
+		return exitf(int(r.c.Conflict), stateTimeout, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
-		return exitf(r.c.Conflict, stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
+		return exitf(int(r.c.Conflict), stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
 	case errors.As(err, &we) && !we.Unreachable:
-		return exitf(r.c.Conflict, stateTimeout, "no slot within --wait %v", j.wait)
+		return exitf(int(r.c.Conflict), stateTimeout, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:
 		return exitf(exitUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.where(), err)
 	}

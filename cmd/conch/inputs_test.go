@@ -191,7 +191,7 @@ func TestFlagMessages(t *testing.T) {
 		notWant string
 	}{
 		{[]string{"sema", "x", "--max", "1", "--ttl", "soon", "--", "true"}, "invalid value for `--ttl': invalid duration \"soon\"", "main."},
-		{[]string{"sema", "x", "--max", "1", "-E", "x", "--", "true"}, "invalid value for `-E, --conflict-exit-code': not an integer", "strconv"},
+		{[]string{"sema", "x", "--max", "1", "-E", "x", "--", "true"}, "is not a decimal number", "strconv"},
 		{[]string{"sema", "x", "--max", "1", "--endpoints", "", "--", "true"}, "empty: name at least one endpoint", "main."},
 		{[]string{"sema", "x", "--max", "1", "--wait", "1e400", "--", "true"}, "invalid duration", "main."},
 	} {
