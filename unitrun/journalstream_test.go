@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/syncbuf"
 )
 
 // The header is the seven lines journald reads (systemd-journald.service(8)); values it
@@ -190,7 +192,7 @@ func TestJournalRelayIdle(t *testing.T) {
 
 // Without journald the output goes to the fallback, whole, and Close says why.
 func TestJournalRelayFallback(t *testing.T) {
-	var out syncWriter
+	var out syncbuf.Buffer
 	j, err := StartJournalRelay(filepath.Join(t.TempDir(), "none"), func(context.Context) StreamHeader { return StreamHeader{} }, &out)
 	if err != nil {
 		t.Fatal(err)
@@ -235,21 +237,4 @@ func TestJournalRelayDrainBound(t *testing.T) {
 		t.Errorf("Close = %v, want output dropped", err)
 	}
 	sink.wait(t)
-}
-
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
