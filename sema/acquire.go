@@ -49,9 +49,7 @@ func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTime
 // queued re-enters at the back of the queue (Reentering event) while ctx
 // allows (04_sema.md "Failure behavior"; D7 for operator deletes).
 func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
-	first := true
-	backoff := retryMin
-	var stale []clientv3.LeaseID // leases of earlier lives whose revoke failed
+	a := &acquiring{s: s, first: true, backoff: retryMin}
 	// The first grant and enqueue are bounded by ConnectTimeout and by ctx's
 	// cancellation, not by its deadline: a slot that is free at once is had
 	// however short the wait (as with Nonblock), and at start etcd gets
@@ -60,61 +58,89 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 	defer cancelStart()
 	for {
 		gctx := ctx
-		if first {
+		if a.first {
 			gctx = startCtx
 		}
 		l, err := grantLease(gctx, s.c, s.opts.TTL)
-		if err == nil {
-			l.setWaitInterval(s.opts.WaitKeepAlive)
-		}
-		if Refused(err) {
-			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
-		}
 		if err != nil {
-			switch {
-			case first && errors.Is(ctx.Err(), context.DeadlineExceeded): // the wait ran out at start
-				return nil, s.verdict(ctx, waitEnd{unanswered: err, atStart: true})
-			case first && ctx.Err() == nil:
-				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
-			case ctx.Err() != nil || !sleepCtx(ctx, backoff):
-				// no key now: a time-out if etcd answers, an outage otherwise (D3: 75 vs 69)
-				return nil, s.verdict(ctx, waitEnd{stale: stale, unanswered: err})
+			if err := a.grantFailed(ctx, err); err != nil {
+				return nil, err
 			}
-			backoff = min(2*backoff, retryMax)
 			continue
 		}
+		l.setWaitInterval(s.opts.WaitKeepAlive)
 		// our new key must not queue behind our own old one
-		stale = s.revokeIDs(ctx, stale, giveUpTimeout)
+		a.stale = s.revokeIDs(ctx, a.stale, giveUpTimeout)
 		h, err := s.enqueueAndWait(gctx, ctx, l)
-		first = false
+		a.first = false
 		if err == nil {
-			if len(stale) > 0 { // an old key of ours may take a slot: try once more
-				s.revokeIDs(ctx, stale, giveUpTimeout)
+			if len(a.stale) > 0 { // an old key of ours may take a slot: try once more
+				s.revokeIDs(ctx, a.stale, giveUpTimeout)
 			}
 			return h, nil
 		}
 		ctx = markGiveUp(ctx) // (a no-op while the wait goes on; see giveup.go)
 		if l.revoke(ctx, giveUpWithin(ctx, min(l.ttl, giveUpTimeout))) != nil {
-			stale = append(stale, l.id)
+			a.stale = append(a.stale, l.id)
 		}
-		switch {
-		case Refused(err):
-			return nil, fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
-		case errors.Is(err, ErrNoSlot):
-			return nil, s.verdict(ctx, waitEnd{stale: stale, nonblock: true, nodeBusy: errors.Is(err, ErrNodeHasKey)})
-		case ctx.Err() != nil:
-			return nil, s.verdict(ctx, waitEnd{stale: stale})
-		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):
-			s.emit(Event{Kind: Reentering, Err: err})
-			backoff = retryMin
-		default: // etcd errors while queued (or at promotion): retry
-			s.emit(Event{Kind: Reentering, Err: err})
-			if !sleepCtx(ctx, backoff) {
-				return nil, s.verdict(ctx, waitEnd{stale: stale})
-			}
-			backoff = min(2*backoff, retryMax)
+		if err := a.queueFailed(ctx, err); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// acquiring is one Acquire's state across its lives (a life: one lease and its key).
+type acquiring struct {
+	s       *Semaphore
+	first   bool               // no life has been enqueued yet
+	backoff time.Duration      // the next retry's pause
+	stale   []clientv3.LeaseID // leases of earlier lives whose revoke failed
+}
+
+// grantFailed decides what a failed lease grant means: nil to try again (after a pause
+// while ctx allows), or Acquire's error: ErrRefused, ErrUnavailable at the very start, or
+// the wait's verdict (75 if etcd answers, 69 if not; D3).
+func (a *acquiring) grantFailed(ctx context.Context, err error) error {
+	s := a.s
+	switch {
+	case Refused(err):
+		return fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
+	case a.first && errors.Is(ctx.Err(), context.DeadlineExceeded): // the wait ran out at start
+		return s.verdict(ctx, waitEnd{unanswered: err, atStart: true})
+	case a.first && ctx.Err() == nil:
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
+	case ctx.Err() != nil || !sleepCtx(ctx, a.backoff):
+		// no key now: a time-out if etcd answers, an outage otherwise (D3: 75 vs 69)
+		return s.verdict(ctx, waitEnd{stale: a.stale, unanswered: err})
+	}
+	a.backoff = min(2*a.backoff, retryMax)
+	return nil
+}
+
+// queueFailed decides what the end of a life that did not hold means (our lease is already
+// revoked, or in a.stale): nil to re-enter at the back (04_sema.md "Failure behavior"), or
+// Acquire's error: ErrRefused, or the verdict for --nonblock or the wait's end.
+func (a *acquiring) queueFailed(ctx context.Context, err error) error {
+	s := a.s
+	switch {
+	case Refused(err):
+		return fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
+	case errors.Is(err, ErrNoSlot):
+		return s.verdict(ctx, waitEnd{stale: a.stale, nonblock: true, nodeBusy: errors.Is(err, ErrNodeHasKey)})
+	case ctx.Err() != nil:
+		return s.verdict(ctx, waitEnd{stale: a.stale})
+	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):
+		s.emit(Event{Kind: Reentering, Err: err})
+		a.backoff = retryMin
+		return nil
+	}
+	// etcd errors while queued (or at promotion): retry
+	s.emit(Event{Kind: Reentering, Err: err})
+	if !sleepCtx(ctx, a.backoff) {
+		return s.verdict(ctx, waitEnd{stale: a.stale})
+	}
+	a.backoff = min(2*a.backoff, retryMax)
+	return nil
 }
 
 // revokeIDs revokes each lease of ids (their keep-alives already stopped),

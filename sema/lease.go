@@ -164,22 +164,8 @@ type kaResult struct {
 // run owns the keep-alive stream. It returns when ctx ends or the lease is lost.
 func (l *lease) run(ctx context.Context) {
 	defer l.wg.Done()
-	lc := clientv3.RetryLeaseClient(l.c)
-	results := make(chan kaResult, 8)
-	var (
-		stream       pb.Lease_LeaseKeepAliveClient
-		streamCancel context.CancelFunc
-		gen          int
-		pending      []time.Time // send times, answered in order on one stream
-	)
-	drop := func() {
-		if streamCancel != nil {
-			streamCancel()
-		}
-		stream, streamCancel, pending = nil, nil, nil
-		gen++
-	}
-	defer drop()
+	ka := &kaStream{lc: clientv3.RetryLeaseClient(l.c), results: make(chan kaResult, 8)}
+	defer ka.drop()
 	tick := time.NewTimer(l.interval())
 	defer tick.Stop()
 	fence := time.NewTimer(time.Until(l.fenceAt()))
@@ -197,60 +183,108 @@ func (l *lease) run(ctx context.Context) {
 				fence.Reset(time.Until(l.fenceAt()))
 				continue
 			}
-			l.mu.Lock()
-			holding := l.margin > 0
-			l.mu.Unlock()
-			if holding {
-				l.fail(ErrFenced)
-			} else {
-				l.fail(ErrLeaseLost)
-			}
+			l.fail(l.fenceCause())
 			return
 		case <-tick.C:
 			tick.Reset(l.interval())
-			if len(pending) > 0 && time.Since(pending[0]) >= l.interval() {
-				// Unanswered for a whole interval: the stream may sit on a member that is cut
-				// off or frozen (no RST, gRPC's own keep-alive needs 13 s). A new stream goes
-				// to another member (round robin), well before the fence (tests/vm scenario 3b).
-				drop()
-			}
-			if stream == nil {
-				sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-				s, err := lc.LeaseKeepAlive(sctx)
-				if err != nil {
-					cancel()
-					continue
-				}
-				stream, streamCancel = s, cancel
-				l.wg.Add(1)
-				go l.recv(ctx, s, gen, results)
-			}
-			pending = append(pending, time.Now())
-			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(l.id)}); err != nil {
-				drop()
-			}
-		case r := <-results:
-			if r.gen != gen {
+			ka.send(ctx, l)
+		case r := <-ka.results:
+			sent, ok := ka.answered(r)
+			if !ok {
 				continue
 			}
-			if r.err != nil || len(pending) == 0 {
-				drop()
-				continue
-			}
-			sent := pending[0]
-			pending = pending[1:]
 			if r.ttl <= 0 {
 				l.fail(ErrLeaseLost)
 				return
 			}
-			l.mu.Lock()
-			if sent.After(l.confirmed) {
-				l.confirmed = sent
-			}
-			l.mu.Unlock()
+			l.confirm(sent)
 			fence.Reset(time.Until(l.fenceAt()))
 		}
 	}
+}
+
+// fenceCause is why the lease ends at its fence deadline: ErrFenced while a slot is held
+// (the child must stop, D7), ErrLeaseLost while waiting.
+func (l *lease) fenceCause() error {
+	l.mu.Lock()
+	holding := l.margin > 0
+	l.mu.Unlock()
+	if holding {
+		return ErrFenced
+	}
+	return ErrLeaseLost
+}
+
+// confirm records that the keep-alive sent at sent was answered: the lease lives at least
+// until sent + TTL (D7: the deadline counts from the send, on our own clock).
+func (l *lease) confirm(sent time.Time) {
+	l.mu.Lock()
+	if sent.After(l.confirmed) {
+		l.confirmed = sent
+	}
+	l.mu.Unlock()
+}
+
+// kaStream is run's keep-alive stream: opened on demand, dropped on any error, and
+// answered in order (pending holds the send times). gen tells a dropped stream's late
+// answers from the current one's. Only run's goroutine uses it.
+type kaStream struct {
+	lc      pb.LeaseClient
+	results chan kaResult
+	stream  pb.Lease_LeaseKeepAliveClient
+	cancel  context.CancelFunc
+	gen     int
+	pending []time.Time
+}
+
+// drop closes the stream, if any; the next send opens a new one.
+func (k *kaStream) drop() {
+	if k.cancel != nil {
+		k.cancel()
+	}
+	k.stream, k.cancel, k.pending = nil, nil, nil
+	k.gen++
+}
+
+// send sends one keep-alive for l, opening a stream first when there is none (its receiver
+// goroutine is joined by l.wg). A stream whose oldest keep-alive is unanswered for a whole
+// interval is dropped first: it may sit on a member that is cut off or frozen (no RST, and
+// gRPC's own keep-alive needs 13 s); a new stream goes to another member (round robin), well
+// before the fence (tests/vm scenario 3b).
+func (k *kaStream) send(ctx context.Context, l *lease) {
+	if len(k.pending) > 0 && time.Since(k.pending[0]) >= l.interval() {
+		k.drop()
+	}
+	if k.stream == nil {
+		sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		s, err := k.lc.LeaseKeepAlive(sctx)
+		if err != nil {
+			cancel()
+			return
+		}
+		k.stream, k.cancel = s, cancel
+		l.wg.Add(1)
+		go l.recv(ctx, s, k.gen, k.results)
+	}
+	k.pending = append(k.pending, time.Now())
+	if err := k.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(l.id)}); err != nil {
+		k.drop()
+	}
+}
+
+// answered takes one result off the stream: the send time it answers and true, or false
+// for a dropped stream's late answer, a failed stream (dropped now) or an unasked answer.
+func (k *kaStream) answered(r kaResult) (time.Time, bool) {
+	if r.gen != k.gen {
+		return time.Time{}, false
+	}
+	if r.err != nil || len(k.pending) == 0 {
+		k.drop()
+		return time.Time{}, false
+	}
+	sent := k.pending[0]
+	k.pending = k.pending[1:]
+	return sent, true
 }
 
 func (l *lease) recv(ctx context.Context, s pb.Lease_LeaseKeepAliveClient, gen int, out chan<- kaResult) {

@@ -72,7 +72,7 @@ func (s *Semaphore) watchTurn(ctx context.Context, l *lease, key string, myRev i
 	}
 	watch(key, turnKeyDeleted, clientv3.WithFilterPut())
 	if !s.legacyWatch {
-		t, r2 := s.awaitCreated(ctx, l, key, myRev, r, n, out, created)
+		t, r2 := s.awaitCreated(ctx, l, position{key, myRev, r}, watchSet{out, created, n})
 		if t != turnNone {
 			return t, r2
 		}
@@ -111,30 +111,45 @@ func watchEvents(wch clientv3.WatchChan, rev int64, onEvent turn, created chan<-
 	return turnRerank
 }
 
-// awaitCreated waits until the n watches of watchTurn are created and, if
-// the newest created revision is past r.rev, re-reads our position (D1a).
+// position is a waiter's place as watchTurn ranked it: our key, its create revision, and the
+// ranking read.
+type position struct {
+	key   string
+	myRev int64
+	r     ranking
+}
+
+// watchSet is where one watchTurn's watches report: the turn that ends the wait, each
+// watch's created revision, and how many watches there are.
+type watchSet struct {
+	out     <-chan turn
+	created <-chan int64
+	n       int
+}
+
+// awaitCreated waits until the w.n watches of watchTurn are created and, if
+// the newest created revision is past p.r.rev, re-reads our position (D1a).
 // It returns turnNone when the wait is to go on from the watches: nothing
 // they watch changed up to the re-read; else the turn that ended it (a
 // watch's event or failure, the lease, ctx, or recheck's verdict).
-func (s *Semaphore) awaitCreated(ctx context.Context, l *lease, key string, myRev int64, r ranking, n int,
-	out <-chan turn, created <-chan int64) (turn, ranking) {
+func (s *Semaphore) awaitCreated(ctx context.Context, l *lease, p position, w watchSet) (turn, ranking) {
 	var rw int64
-	for range n {
+	for range w.n {
 		select {
-		case v := <-created:
+		case v := <-w.created:
 			rw = max(rw, v)
-		case t := <-out:
-			return t, r
+		case t := <-w.out:
+			return t, p.r
 		case <-l.Done():
-			return turnLeaseLost, r
+			return turnLeaseLost, p.r
 		case <-ctx.Done():
-			return turnCtx, r
+			return turnCtx, p.r
 		}
 	}
-	if rw <= r.rev {
-		return turnNone, r
+	if rw <= p.r.rev {
+		return turnNone, p.r
 	}
-	return s.recheck(ctx, key, myRev, r)
+	return s.recheck(ctx, p.key, p.myRev, p.r)
 }
 
 // recheck re-reads our position (D1a: one Txn, O(max) keys) and compares it
