@@ -186,11 +186,14 @@ func (l *lease) run(ctx context.Context) {
 			l.fail(l.fenceCause())
 			return
 		case <-tick.C:
-			tick.Reset(l.interval())
 			ka.send(ctx, l)
+			tick.Reset(l.nextSend(ka))
 		case r := <-ka.results:
 			sent, ok := ka.answered(r)
 			if !ok {
+				if ka.stream == nil { // it failed: try again soon (nextSend)
+					tick.Reset(l.nextSend(ka))
+				}
 				continue
 			}
 			if r.ttl <= 0 {
@@ -201,6 +204,27 @@ func (l *lease) run(ctx context.Context) {
 			fence.Reset(time.Until(l.fenceAt()))
 		}
 	}
+}
+
+// kaRetry is how soon a holder (or the head of the queue) tries again when its keep-alive
+// stream failed: during a leader election every member refuses it ("no leader") until the
+// new leader is there, and each second of waiting for the next regular send is a second less
+// before the fence (D7: a routine election must not stop the child; tests/vm scenario 5 was
+// fenced once after a 4 s election on a loaded machine). Only while broken, so it costs etcd
+// a few requests per election; waiters further back keep their slow cadence.
+const kaRetry = 200 * time.Millisecond
+
+// nextSend is the pause before the next keep-alive: the lease's cadence, or kaRetry for a
+// fast-cadence lease whose stream just failed.
+func (l *lease) nextSend(ka *kaStream) time.Duration {
+	d := l.interval()
+	l.mu.Lock()
+	fast := l.fast
+	l.mu.Unlock()
+	if ka.stream == nil && fast {
+		return min(d, kaRetry)
+	}
+	return d
 }
 
 // fenceCause is why the lease ends at its fence deadline: ErrFenced while a slot is held
