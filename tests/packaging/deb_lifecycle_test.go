@@ -95,7 +95,7 @@ func TestDebInstallUpgradePurge(t *testing.T) {
 	}
 
 	conf := n.sh("cat /etc/conch/conch.conf") + "\n[etcd]\nendpoints = 127.0.0.1:1\n"
-	n.write("/etc/conch/conch.conf", conf, 0o644)
+	n.write("/etc/conch/conch.conf", conf, 0o640)
 	n.must("dpkg", "-i", "/var/tmp/conch-2.deb")
 	if got := n.status(); got != "install ok installed "+next.version {
 		t.Fatalf("after the upgrade: %q", got)
@@ -114,7 +114,7 @@ func TestDebInstallUpgradePurge(t *testing.T) {
 	if got := n.status(); got != "deinstall ok config-files "+next.version {
 		t.Errorf("after dpkg --remove: %q", got)
 	}
-	kept := fileList{"/etc/conch": "d 755", "/etc/conch/conch.conf": "f 644"}
+	kept := fileList{"/etc/conch": "d 755", "/etc/conch/conch.conf": "f 640"}
 	if d := before.plus(kept).diff(n.files()); d != "" {
 		t.Errorf("after dpkg --remove, the node is not as before plus the conffile:\n%s", d)
 	}

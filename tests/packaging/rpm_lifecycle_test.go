@@ -121,7 +121,7 @@ func TestRPMInstallUpgradeErase(t *testing.T) {
 	// Install, edit the configuration as an admin does, upgrade.
 	s.rpm("-i", built.rpm)
 	conf := s.read("/etc/conch/conch.conf") + "\n[etcd]\nendpoints = 127.0.0.1:1\n"
-	if err := os.WriteFile(filepath.Join(s.root, "etc/conch/conch.conf"), []byte(conf), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.root, "etc/conch/conch.conf"), []byte(conf), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	s.rpm("-U", next.rpm)
@@ -140,7 +140,7 @@ func TestRPMInstallUpgradeErase(t *testing.T) {
 
 	// Erase: only the edited configuration stays, saved aside.
 	s.rpm("-e", "conch")
-	kept := fileList{"/etc/conch": "d 755", "/etc/conch/conch.conf.rpmsave": "f 644"}
+	kept := fileList{"/etc/conch": "d 755", "/etc/conch/conch.conf.rpmsave": "f 640"}
 	if d := before.plus(kept).diff(s.files()); d != "" {
 		t.Errorf("after erasing an upgraded package with an edited configuration:\n%s", d)
 	}
