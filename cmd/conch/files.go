@@ -27,6 +27,8 @@ var errNotRegular = errors.New("not a regular file")
 // slip through) before a byte is read. what names the file in errors ("password
 // file"). It returns the content and the file's permission bits. Errors (exit
 // 64 for the callers): the open's, errNotRegular, or a file larger than limit.
+// The null device is the one non-regular file accepted: it reads as empty, with no
+// permission bits to warn about (the bench and operators use --config /dev/null).
 func readBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -36,6 +38,9 @@ func readBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read %s %s: %w", what, path, err)
+	}
+	if isNullDevice(fi) { // `--config /dev/null`: the usual way to say "no file", read as empty
+		return nil, 0, nil
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("cannot read %s %s: %w (it is a %s)", what, path, errNotRegular, fileKind(fi.Mode()))
@@ -51,6 +56,13 @@ func readBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 		return nil, 0, fmt.Errorf("cannot read %s %s: more than the %d bytes allowed", what, path, limit)
 	}
 	return b, fi.Mode().Perm(), nil
+}
+
+// isNullDevice reports whether fi is the null device (character device 1:3 on Linux, what
+// /dev/null is), which reads as empty and never blocks or grows.
+func isNullDevice(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Mode()&os.ModeCharDevice != 0 && st.Rdev == 1<<8|3
 }
 
 func fileKind(m os.FileMode) string {

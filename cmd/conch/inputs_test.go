@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -238,5 +239,17 @@ func TestEveryFileIsBounded(t *testing.T) {
 		if _, err := tlsConfig(s, time.Now()); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 			t.Errorf("tlsConfig(%+v) = %v, want a refusal", s, err)
 		}
+	}
+}
+
+// /dev/null reads as an empty file (`--config /dev/null` means no config, as the bench and
+// many operators write it); other devices stay refused (TestReadBounded).
+func TestReadBoundedNullDevice(t *testing.T) {
+	b, perm, err := readBounded("/dev/null", "config file", maxConfigFile)
+	if err != nil || len(b) != 0 || perm != 0 {
+		t.Fatalf("readBounded(/dev/null) = %q, %v, %v; want empty, no permission bits, nil", b, perm, err)
+	}
+	if _, _, err := readBounded("/dev/zero", "config file", maxConfigFile); !errors.Is(err, errNotRegular) {
+		t.Fatalf("readBounded(/dev/zero) = %v, want errNotRegular", err)
 	}
 }
