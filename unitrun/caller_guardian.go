@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +46,7 @@ func guardianSet() map[int]bool {
 type guardianProc struct {
 	pid      int
 	proc     *os.Process
+	began    time.Time            // when it was started: the hello deadline counts from here
 	ctl      *os.File             // write end of the control pipe
 	events   <-chan guardianEvent // closed when the guardian exited (status pipe EOF)
 	done     <-chan struct{}      // closed once the guardian has exited and been reaped
@@ -92,13 +94,14 @@ func startGuardian(spec Spec) (*guardianProc, error) {
 		// Failure (Linux < 3.4) only loses the reach over descendants of a dead guardian.
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	})
+	began := time.Now()
 	done, waitErr, err := startLocked(cmd)
 	_, _ = ctlR.Close(), stW.Close() // the guardian has its copies
 	if err != nil {
 		_, _ = ctlW.Close(), stR.Close()
 		return nil, fmt.Errorf("%w: cannot start %s: %v", ErrGuardian, spec.Guardian[0], err)
 	}
-	return &guardianProc{pid: cmd.Process.Pid, proc: cmd.Process, ctl: ctlW, events: readEvents(stR), done: done, waitErr: waitErr}, nil
+	return &guardianProc{pid: cmd.Process.Pid, proc: cmd.Process, began: began, ctl: ctlW, events: readEvents(stR), done: done, waitErr: waitErr}, nil
 }
 
 // startLocked starts cmd from a goroutine locked to its OS thread that stays in wait4 until

@@ -17,6 +17,7 @@ const (
 	envTestBuildID  = "UNITRUN_TEST_BUILD_ID"         // this process's BuildID
 	envTestProgram  = "UNITRUN_TEST_GUARDIAN_PROGRAM" // the guardian program "found" beside us
 	envTestExpected = "UNITRUN_TEST_EXPECT_GUARDIAN"  // TestGuardianInUse: "program" or "reexec"
+	envTestWarning  = "UNITRUN_TEST_EXPECT_WARNING"   // TestGuardianInUse: in Spec.Warn's message ("": none)
 	testProgramID   = "unitrun-test-build"
 )
 
@@ -57,9 +58,17 @@ func TestGuardianInUse(t *testing.T) {
 		want = os.Getenv(envTestProgram)
 	}
 	out := filepath.Join(t.TempDir(), "parent")
-	res, _, err := runSh(t.Context(), t, `readlink /proc/$PPID/exe > "`+out+`"`, nil)
+	var warnings []string
+	res, _, err := runSh(t.Context(), t, `readlink /proc/$PPID/exe > "`+out+`"`, func(s *Spec) {
+		s.Warn = func(m string) { warnings = append(warnings, m) }
+	})
 	if err != nil || res.ExitStatus != 0 {
 		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	// the operator is told why the guardian program was not used (D7a), and only then
+	w := os.Getenv(envTestWarning)
+	if w == "" && len(warnings) > 0 || w != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], w)) {
+		t.Errorf("Spec.Warn told %q, want one message with %q", warnings, w)
 	}
 	data, err := os.ReadFile(out)
 	if err != nil {
@@ -80,19 +89,19 @@ func TestGuardianProgram(t *testing.T) {
 		"TestRunStopsLeftovers|TestRunRuntimeMax|TestRunExitStatus|TestRunExecFailure|TestRunTerminal|" +
 		"TestPreparedRun|TestPreparedClose|TestPreparedRunRefused|TestPreparedGuardianDied|TestPreparedCallerKilled"
 	for _, tc := range []struct {
-		name, buildID, program, expect, tests string
+		name, buildID, program, expect, tests, warning string
 	}{
-		{"same build", testProgramID, bin, "program", d7},
+		{"same build", testProgramID, bin, "program", d7, ""},
 		// The fallback is the test binary re-executed, whose BuildID is "" (its environment
 		// is not the guardian's): so is the caller's here.
-		{"other build", "", bin, "reexec", "TestGuardianInUse|TestRunExitStatus"},
-		{"missing", "", filepath.Join(t.TempDir(), guardianProgramName), "reexec", "TestGuardianInUse|TestRunExitStatus"},
+		{"other build", "", bin, "reexec", "TestGuardianInUse|TestRunExitStatus", "is of another build"},
+		{"missing", "", filepath.Join(t.TempDir(), guardianProgramName), "reexec", "TestGuardianInUse|TestRunExitStatus", ""},
 		// a program that never says hello (a hostile test's `sleep 100`): dropped after
 		// helloTimeout, not waited for while the slot is held
-		{"silent", "", silentProgram(t), "reexec", "TestGuardianInUse|TestRunExitStatus"},
+		{"silent", "", silentProgram(t), "reexec", "TestGuardianInUse", "said nothing within 5s of its start"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := rerunTests(t, "^("+tc.tests+")$", envTestBuildID+"="+tc.buildID, envTestProgram+"="+tc.program, envTestExpected+"="+tc.expect)
+			out := rerunTests(t, "^("+tc.tests+")$", envTestBuildID+"="+tc.buildID, envTestProgram+"="+tc.program, envTestExpected+"="+tc.expect, envTestWarning+"="+tc.warning)
 			for _, name := range strings.Split(tc.tests, "|") {
 				if !strings.Contains(out, "--- PASS: "+name) {
 					t.Errorf("%s did not pass:\n%s", name, out)

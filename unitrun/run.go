@@ -132,31 +132,45 @@ func (p *Prepared) startGuardian() (*guardianProc, error) {
 	return startGuardian(s)
 }
 
-// helloTimeout bounds the wait for the guardian program's hello (D7a). The program says it
-// first, about a millisecond after its start; one silent for this long is not a guardian of
-// this build (a hostile test put a `sleep 100` script there and conch held its slot forever),
-// so it is closed and conch re-executes itself. Generous, since a loaded machine may delay the
-// start by hundreds of milliseconds, and the fallback only costs a few milliseconds more.
-const helloTimeout = 2 * time.Second
+// helloTimeout bounds the wait for the guardian program's hello (D7a), counted from the
+// guardian's start. The program says it first, about a millisecond after its start; one silent
+// for this long is not a guardian of this build (a hostile test put a `sleep 100` script there
+// and conch held its slot forever), so it is closed and conch re-executes itself. Generous: on
+// a loaded machine a start may take seconds (200 conch processes starting at once on 2 cores),
+// and giving up on a slow but sound program then only adds a slower start to the delay.
+const helloTimeout = 5 * time.Second
 
 // trust makes sure that p's guardian speaks this build's protocol before it is sent anything
 // (D7a): the guardian program beside conch must say hello with this build's BuildID; if it
-// says anything else, dies first, or says nothing within helloTimeout, it is closed and replaced by this program re-executed
-// (reexecGuardian), which needs no check. It waits for the hello at most until ctx ends (the
-// guardian's start-up, about a millisecond, has usually passed since Prepare). Errors wrap
-// ErrGuardian (no fallback could be started) or are ctx's cause.
-func (p *Prepared) trust(ctx context.Context) error {
+// says anything else, dies first, or says nothing within helloTimeout of its start, it is
+// closed and replaced by this program re-executed (reexecGuardian), which needs no check, and
+// warn (if set) is told why. It waits for the hello at most until ctx ends (the guardian's
+// start-up, about a millisecond, has usually passed since Prepare). Errors wrap ErrGuardian
+// (no fallback could be started) or are ctx's cause.
+func (p *Prepared) trust(ctx context.Context, warn func(string)) error {
 	if !needsBuildCheck(p.guardian) {
 		return nil
 	}
+	why := ""
+	timer := time.NewTimer(time.Until(p.g.began.Add(helloTimeout)))
+	defer timer.Stop()
 	select {
 	case ev, ok := <-p.g.events:
-		if ok && ev.Event == evHello && ev.Build == BuildID() {
+		switch {
+		case ok && ev.Event == evHello && ev.Build == BuildID():
 			return nil
+		case !ok:
+			why = "exited before its hello"
+		default:
+			why = fmt.Sprintf("is of another build (said %q, build %q)", ev.Event, ev.Build)
 		}
-	case <-time.After(helloTimeout): // a program that never speaks: not ours (D7a)
+	case <-timer.C: // a program that never speaks: not ours (D7a)
+		why = fmt.Sprintf("said nothing within %v of its start", helloTimeout)
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+	if warn != nil {
+		warn(fmt.Sprintf("guardian program %s %s; using this program re-executed instead (D7a)", p.guardian[0], why))
 	}
 	_ = p.g.close()
 	p.guardian = reexecGuardian
@@ -207,7 +221,7 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 		}
 		p.g = g
 	}
-	if err := p.trust(ctx); err != nil {
+	if err := p.trust(ctx, spec.Warn); err != nil {
 		_ = p.g.close()
 		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 	}

@@ -65,6 +65,10 @@ type Spec struct {
 	// Started, if set, is called once with the command's PID as soon as it has started (for
 	// READY=1 and logs, D10). It runs on Run's goroutine: it must not block for long.
 	Started func(pid int)
+	// Warn, if set, is told (on Run's goroutine, in one line without a prefix) about a fault Run
+	// worked around: the guardian program was replaced by this program re-executed because it
+	// stayed silent, died before its hello or is of another build (D7a). Nil: silent.
+	Warn func(msg string)
 }
 
 // Result says how a command ended.

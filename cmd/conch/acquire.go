@@ -89,6 +89,7 @@ func (r *semaRun) childSpec(h *sema.Holder) unitrun.Spec {
 		KillAfter:  r.killAfter,
 		RuntimeMax: r.c.RuntimeMax.d,
 		Started:    r.rep.started, // READY=1 (D10)
+		Warn:       func(msg string) { r.rep.warnf("%s", msg) },
 	}
 }
 

@@ -40,6 +40,7 @@ type report struct {
 	CrossNode     int             // hand-offs from a child on one node to a child on another
 	RanPastKey    []time.Duration // how long children ran after etcd deleted their key (>0 only)
 	Violations    []string
+	Base          int64 // the history's first instant (CLOCK_MONOTONIC ns): spans are told from it
 }
 
 // failed reports whether the history breaks the promise.
@@ -111,7 +112,13 @@ func check(chs []childRec, evs []keyEvent, spec checkSpec, now int64) report {
 	slices.SortFunc(pts, func(a, b point) int {
 		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.dRun+a.dWaiting, b.dRun+b.dWaiting))
 	})
+	if len(pts) > 0 {
+		r.Base = slices.MinFunc(pts, func(a, b point) int { return cmp.Compare(a.at, b.at) }).at
+	}
 	r.sweep(pts, spec)
+	for i, sp := range r.Idle {
+		r.Violations[len(r.Overlaps)+i] += "\n    " + r.around(sp, chs, keys, spec.Max)
+	}
 	r.checkKeys(chs, keys, spec, now)
 	r.handoffs(chs, keys)
 	return r
@@ -138,8 +145,43 @@ func (r *report) sweep(pts []point, spec checkSpec) {
 	}
 	r.Idle = longer(r.Idle, spec.Handoff)
 	for _, s := range r.Idle {
-		r.Violations = append(r.Violations, fmt.Sprintf("a slot stayed free for %v while someone waited (one hand-off: %v)", ms(s.dur()), spec.Handoff))
+		r.Violations = append(r.Violations, fmt.Sprintf("a slot stayed free for %v while someone waited, from +%v (one hand-off: %v)", ms(s.dur()), ms(time.Duration(s.From-r.Base)), spec.Handoff))
 	}
+}
+
+// around describes the first max+2 keys alive when span sp began (by create revision): when
+// etcd ranked each among the first Max, when its child started and ended, when the key went;
+// times are from r.Base. It tells a late child start from a late release or a late promotion.
+func (r *report) around(sp span, chs []childRec, keys []*keyLife, maxHolders int) string {
+	at := func(t int64) string {
+		switch {
+		case t == 0:
+			return "-"
+		case t == 1<<63-1:
+			return "never"
+		}
+		return "+" + ms(time.Duration(t-r.Base)).String()
+	}
+	byRev := map[int64]childRec{}
+	for _, c := range chs {
+		byRev[c.rev()] = c
+	}
+	var parts []string
+	for _, k := range keys {
+		if k.created > sp.From || k.deleted <= sp.From {
+			continue
+		}
+		c, ok := byRev[k.createRev]
+		start, end := int64(0), int64(0)
+		if ok {
+			start, end = c.Start, c.until()
+		}
+		parts = append(parts, fmt.Sprintf("rev %d: ranked %s, child %s..%s, key gone %s", k.createRev, at(k.held), at(start), at(end), at(k.deleted)))
+		if len(parts) == maxHolders+2 {
+			break
+		}
+	}
+	return "keys then: " + strings.Join(parts, "; ")
 }
 
 // track opens a span at when cond starts holding and closes it (appending it to out) when it

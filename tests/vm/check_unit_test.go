@@ -37,6 +37,8 @@ func TestCheckerFindsViolations(t *testing.T) {
 		{"clean hand-off", [][4]int64{{10, 1000, 5, 1010}, {1050, 2000, 6, 2010}}, ""},
 		{"two at once", [][4]int64{{10, 1000, 5, 1010}, {500, 2000, 6, 2010}}, "ran at once"},
 		{"slot idle while waiting", [][4]int64{{10, 1000, 5, 1010}, {3000, 4000, 6, 4010}}, "stayed free"},
+		// the violation tells a late child start (ranked at once, started 2 s later) from a late release
+		{"slot idle: what the keys did", [][4]int64{{10, 1000, 5, 1010}, {3000, 4000, 6, 4010}}, "rev 11: ranked +1.005s, child +2.995s..+3.995s, key gone +4.005s"},
 		{"child outlived its key", [][4]int64{{10, 3000, 5, 2000}, {3100, 4000, 6, 4010}}, "after etcd deleted its key"},
 		{"started before ranked", [][4]int64{{10, 1000, 5, 1200}, {1050, 2000, 6, 2010}}, "before etcd ranked"},
 		{"key left", [][4]int64{{10, 1000, 5, 1 << 40}}, "still in etcd"},
