@@ -230,8 +230,21 @@ func (s *scenario) verify(spec checkSpec) report {
 	s.t.Logf("history of %s[max=%d]: %v", s.name, s.max, r)
 	if r.failed() {
 		s.t.Errorf("%s: the history breaks the promise (%d violations, listed above)", s.name, len(r.Violations))
+		s.logWarnings()
 	}
 	return r
+}
+
+// logWarnings logs every line of the jobs' stderr that warns (conch's warnings, such as a
+// guardian program replaced by conch itself, D7a), to tell a fault of the machine from ours.
+func (s *scenario) logWarnings() {
+	for k, p := range s.jobs {
+		for _, l := range strings.Split(string(p.Stderr()), "\n") {
+			if strings.Contains(l, "warning") || strings.Contains(l, "re-executed instead") {
+				s.t.Logf("job %d on node %d: %s", k, s.jn[k], l)
+			}
+		}
+	}
 }
 
 // heal undoes every fault: ports up, drop rules gone, nodes thawed and running, every member
