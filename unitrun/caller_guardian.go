@@ -145,11 +145,11 @@ func (g *guardianProc) gone() bool {
 	}
 }
 
-// sendSpec sends the guardian the command's spec, whether its process group is to get the
-// terminal (D5), and in scope mode the scope it is to live in (D8). An error wraps
-// ErrGuardian; the guardian must then be closed.
-func (g *guardianProc) sendSpec(spec Spec, foreground bool, scope *wireScope) error {
-	g.specSent = true
+// specLine is the control-pipe line that gives the guardian the command's spec, whether its
+// process group is to get the terminal (D5), and in scope mode the scope it is to live in (D8),
+// without the newline. Equal lines mean the guardian would start the same command the same way
+// (Prepared.Preload relies on it).
+func specLine(spec Spec, foreground bool, scope *wireScope) ([]byte, error) {
 	line, err := json.Marshal(wireSpec{
 		Path:       spec.Path,
 		Args:       spec.Args,
@@ -161,10 +161,17 @@ func (g *guardianProc) sendSpec(spec Spec, foreground bool, scope *wireScope) er
 		Scope:      scope,
 		Build:      BuildID(),
 	})
-	if err == nil {
-		_, err = g.ctl.Write(append(line, '\n'))
-	}
 	if err != nil {
+		return nil, fmt.Errorf("%w: cannot encode the spec: %v", ErrGuardian, err)
+	}
+	return line, nil
+}
+
+// sendSpec sends the guardian a spec line (specLine). An error wraps ErrGuardian; the guardian
+// must then be closed.
+func (g *guardianProc) sendSpec(line []byte) error {
+	g.specSent = true
+	if _, err := g.ctl.Write(append(line[:len(line):len(line)], '\n')); err != nil {
 		return fmt.Errorf("%w: cannot send the spec: %v", ErrGuardian, err)
 	}
 	return nil

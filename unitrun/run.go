@@ -93,6 +93,9 @@ type Prepared struct {
 	start    Spec     // Guardian, Stdin, Stdout and Stderr as Prepare was given them
 	guardian []string // the guardian's argv in use: start.Guardian, or reexecGuardian (D7a)
 	used     bool     // Run was called
+	trusted  bool     // g said hello with this build's BuildID, or needs no check (D7a)
+	sent     bool     // g was sent a spec (by Preload), or a send to it was attempted
+	loaded   []byte   // the spec line Preload sent g, nil if none
 }
 
 // Prepare starts the guardian of a command that Prepared.Run will start later, so that the
@@ -148,7 +151,8 @@ const helloTimeout = 5 * time.Second
 // start-up, about a millisecond, has usually passed since Prepare). Errors wrap ErrGuardian
 // (no fallback could be started) or are ctx's cause.
 func (p *Prepared) trust(ctx context.Context, warn func(string)) error {
-	if !needsBuildCheck(p.guardian) {
+	if p.trusted || !needsBuildCheck(p.guardian) {
+		p.trusted = true
 		return nil
 	}
 	why := ""
@@ -158,6 +162,7 @@ func (p *Prepared) trust(ctx context.Context, warn func(string)) error {
 	case ev, ok := <-p.g.events:
 		switch {
 		case ok && ev.Event == evHello && ev.Build == BuildID():
+			p.trusted = true
 			return nil
 		case !ok:
 			why = "exited before its hello"
@@ -178,7 +183,7 @@ func (p *Prepared) trust(ctx context.Context, warn func(string)) error {
 	if err != nil {
 		return err
 	}
-	p.g = g
+	p.g, p.trusted = g, true
 	return nil
 }
 
@@ -192,9 +197,11 @@ func (p *Prepared) trust(ctx context.Context, warn func(string)) error {
 // Prepare (the guardian already has them), else Run does not start the command and returns an
 // error wrapping ErrGuardian. Run may be called once; a second call, or a call after Close,
 // returns an error wrapping ErrGuardian. Nothing about the command is decided before Run: the
-// environment, the scope (D8), the terminal's foreground (D5) are all taken from spec here.
-// A guardian found dead when Run is called (killed while it waited) is replaced by a fresh
-// one; one that dies after that gives ErrGuardian, as in the package-level Run.
+// environment, the scope (D8), the terminal's foreground (D5) are all taken from spec here;
+// when Preload sent the guardian a spec that comes out the same, Run only tells it to go
+// (otherwise a fresh guardian gets Run's spec). A guardian found dead when Run is called
+// (killed while it waited) is replaced by a fresh one; one that dies after that gives
+// ErrGuardian, as in the package-level Run.
 func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	if p.used || p.g.closed {
 		return Result{}, fmt.Errorf("%s: not started: %w: prepared guardian already used", spec.Path, ErrGuardian)
@@ -213,24 +220,17 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 		_ = p.g.close()
 		return Result{}, notStarted(spec.Path, context.Cause(ctx))
 	}
-	if p.g.gone() { // killed while it waited (OOM killer, operator): take a fresh one
-		_ = p.g.close()
-		g, err := p.startGuardian()
-		if err != nil {
-			return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
-		}
-		p.g = g
-	}
-	if err := p.trust(ctx, spec.Warn); err != nil {
-		_ = p.g.close()
-		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
-	}
-	r := &runner{spec: spec, g: p.g, mode: newRunMode(spec)}
+	r := &runner{spec: spec, g: nil, mode: newRunMode(spec)}
 	fg := inForeground(spec.Stdin)
-	if err := p.g.sendSpec(spec, fg, r.mode.wire()); err != nil {
+	line, err := specLine(spec, fg, r.mode.wire())
+	if err == nil {
+		err = p.load(ctx, spec.Warn, line)
+	}
+	if err != nil {
 		_ = p.g.close()
 		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 	}
+	r.g = p.g
 	res, err := r.run(ctx)
 	if fg {
 		// Also after an exec failure: the child took the terminal before its execve failed.

@@ -60,7 +60,7 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	defer stopNotify()
 	heldAt := time.Now()
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
-	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h), scopeID{r.job.name, r.job.max, h.Rev()})
+	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
 		limit: r.job.scope.runtimeLimit(r.c.RuntimeMax.d), terminal: terminal})
 	if v.requeue {
@@ -77,12 +77,21 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	return false, v.err
 }
 
-// childSpec is what unitrun runs while h holds the slot.
-func (r *semaRun) childSpec(h *sema.Holder) unitrun.Spec {
+// scopeID names the scope of the holding of the key created at rev (D8).
+func (r *semaRun) scopeID(rev int64) scopeID { return scopeID{r.job.name, r.job.max, rev} }
+
+// preloadSpec is the spec the run's plan will give unitrun for the key created at rev with
+// lease, once it holds (childSpec, scoped as the plan says): what the prestarter preloads.
+func (r *semaRun) preloadSpec(rev, lease int64) unitrun.Spec {
+	return r.plan.scoped(r.childSpec(rev, lease), r.scopeID(rev))
+}
+
+// childSpec is what unitrun runs while the key created at rev, bound to lease, holds the slot.
+func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 	return unitrun.Spec{
 		Path:       r.job.path,
 		Args:       r.c.command,
-		Env:        childEnv(dropCredentials(os.Environ(), r.c.KeepCreds), r.job.name, r.job.max, h.Rev(), int64(h.Lease())),
+		Env:        childEnv(dropCredentials(os.Environ(), r.c.KeepCreds), r.job.name, r.job.max, rev, lease),
 		Stdin:      r.stdio.Stdin,
 		Stdout:     r.stdio.Stdout,
 		Stderr:     r.stdio.Stderr,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"sync"
 
 	"github.com/conch-project/conch/sema"
@@ -18,11 +19,22 @@ import (
 // take stops that goroutine; close ends everything; reset starts over for the next holding
 // (its owner, the run, keeps one prestarter for all its holdings). A failed start is not
 // reported: Run then starts its own guardian and says what fails.
+//
+// Once our key is written and we are next in line (or hold already), the guardian is also
+// sent the command's whole spec for that key (unitrun.Prepared.Preload, with load's spec), so
+// that when the slot comes the hand-off's critical path is one word to the guardian and its
+// fork (issue 11): the fencing token of the env is the key's create revision, known from the
+// enqueue on.
 type prestarter struct {
-	spec unitrun.Spec // what unitrun.Prepare uses: the guardian's argv and stdio
+	spec       unitrun.Spec // what unitrun.Prepare uses: the guardian's argv and stdio
+	mu         sync.Mutex
+	want       bool  // a guardian is wanted now
+	rev, lease int64 // our key's create revision and lease, once written (0: not yet)
+	// load returns the command's spec for the key created at rev with lease (what Run will be
+	// given); nil means no preload (preloadWith).
+	load func(rev, lease int64) unitrun.Spec
 
-	mu   sync.Mutex
-	want bool // a guardian is wanted now
+	loaded int64 // the goroutine's: the rev whose spec p was preloaded with (0: none)
 
 	kick     chan struct{} // cap 1: want changed
 	quit     chan struct{} // closed by take
@@ -59,22 +71,29 @@ func (ps *prestarter) start() {
 // prestarter's owner, on the goroutine that calls onEvent (Acquire's), between holdings.
 func (ps *prestarter) reset() {
 	ps.close()
-	ps.p = nil
+	ps.p, ps.loaded = nil, 0
+	ps.mu.Lock()
+	ps.rev, ps.lease = 0, 0
+	ps.mu.Unlock()
 	ps.start()
 }
 
 // onEvent is called with every queue event (sema.Options.OnEvent): waiting behind others
 // closes the guardian, being next in line starts one.
 func (ps *prestarter) onEvent(e sema.Event) {
-	if e.Kind == sema.Waiting {
-		ps.set(e.Ahead == 0)
+	switch e.Kind {
+	case sema.Enqueued: // held at once, or about to wait: the key is known either way
+		ps.set(true, e.Rev, int64(e.Lease))
+	case sema.Waiting: // with NodeBusy (D11) there is no key of ours yet: Rev is 0
+		ps.set(e.Ahead == 0, e.Rev, int64(e.Lease))
 	}
 }
 
-// set records whether a guardian is wanted and wakes the goroutine; it does not block.
-func (ps *prestarter) set(want bool) {
+// set records whether a guardian is wanted, and for which key (rev 0: none yet), and wakes
+// the goroutine; it does not block.
+func (ps *prestarter) set(want bool, rev, lease int64) {
 	ps.mu.Lock()
-	ps.want = want
+	ps.want, ps.rev, ps.lease = want, rev, lease
 	ps.mu.Unlock()
 	select {
 	case ps.kick <- struct{}{}:
@@ -92,18 +111,44 @@ func (ps *prestarter) loop() {
 		case <-ps.kick:
 		}
 		ps.mu.Lock()
-		want := ps.want
+		want, rev, lease, load := ps.want, ps.rev, ps.lease, ps.load
 		ps.mu.Unlock()
 		switch {
+		case want && ps.p != nil && ps.loaded != 0 && ps.loaded != rev: // a new key (re-entry)
+			ps.p.Close()
+			ps.p, ps.loaded = nil, 0
+			fallthrough
 		case want && ps.p == nil:
 			if p, err := unitrun.Prepare(ps.spec); err == nil {
 				ps.p = p
 			}
 		case !want && ps.p != nil:
 			ps.p.Close()
-			ps.p = nil
+			ps.p, ps.loaded = nil, 0
+		}
+		if want && rev != 0 && load != nil {
+			ps.preload(load(rev, lease), rev)
 		}
 	}
+}
+
+// preload sends the guardian spec, the command's spec for the key at rev (unitrun Preload),
+// once per key. A failure is not reported: Run then sends the spec itself, or starts afresh,
+// and says what fails.
+func (ps *prestarter) preload(spec unitrun.Spec, rev int64) {
+	if ps.p == nil || ps.loaded != 0 {
+		return
+	}
+	ps.loaded = rev
+	_ = ps.p.Preload(context.Background(), spec)
+}
+
+// preloadWith sets the prestarter's load (see the field); call it before the first queue
+// event.
+func (ps *prestarter) preloadWith(load func(rev, lease int64) unitrun.Spec) {
+	ps.mu.Lock()
+	ps.load = load
+	ps.mu.Unlock()
 }
 
 // take stops the goroutine (waiting for a start in progress) and returns the guardian for the

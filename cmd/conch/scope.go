@@ -158,15 +158,7 @@ func (p *scopePlan) run(ctx context.Context, rep *reporter, g *unitrun.Prepared,
 			return p.fallback(ctx, rep, g, spec, fmt.Errorf("%s: not started: %w: %w", spec.Path, unitrun.ErrScopeFailed, err))
 		}
 	}
-	scoped := spec
-	scoped.Scope = &unitrun.ScopeSpec{
-		Conn:        p.conn,
-		Name:        unitrun.ScopeName(id.name, id.rev),
-		Description: fmt.Sprintf("conch sema %s[max=%d], holder rev %d", id.name, id.max, id.rev),
-		Slice:       p.flags.slice,
-		Properties:  p.flags.props,
-		Service:     p.service,
-	}
+	scoped := p.scoped(spec, id)
 	scoped.Started = func(pid int) { rep.scope = scoped.Scope.Name; spec.Started(pid) } // STATUS= names it (D10)
 	res, err := runWith(ctx, g, scoped)
 	if res.ScopeStopped && strings.HasSuffix(ownUnit(), ".service") {
@@ -176,6 +168,22 @@ func (p *scopePlan) run(ctx context.Context, rep *reporter, g *unitrun.Prepared,
 		return res, err
 	}
 	return p.fallback(ctx, rep, nil, spec, err) // g is used up: a fresh guardian
+}
+
+// scoped is spec to run in the scope of holding id (D8), or spec itself in direct mode.
+func (p *scopePlan) scoped(spec unitrun.Spec, id scopeID) unitrun.Spec {
+	if p.conn == nil {
+		return spec
+	}
+	spec.Scope = &unitrun.ScopeSpec{
+		Conn:        p.conn,
+		Name:        unitrun.ScopeName(id.name, id.rev),
+		Description: fmt.Sprintf("conch sema %s[max=%d], holder rev %d", id.name, id.max, id.rev),
+		Slice:       p.flags.slice,
+		Properties:  p.flags.props,
+		Service:     p.service,
+	}
+	return spec
 }
 
 // runWith runs spec with the prepared guardian g, or with a guardian of its own when g is nil.

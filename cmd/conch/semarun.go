@@ -48,7 +48,11 @@ func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
 	}
 	r.plan = plan
 	r.closers = append(r.closers, plan.close)
-	return r, r.connect()
+	if err := r.connect(); err != nil {
+		return r, err
+	}
+	r.pre.preloadWith(r.preloadSpec) // the key's spec, sent ahead of the slot (issue 11)
+	return r, nil
 }
 
 // connect makes the etcd client and the semaphore, and warns when the child's stop grace
