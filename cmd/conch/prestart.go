@@ -26,7 +26,8 @@ import (
 // fork (issue 11): the fencing token of the env is the key's create revision, known from the
 // enqueue on.
 type prestarter struct {
-	spec       unitrun.Spec // what unitrun.Prepare uses: the guardian's argv and stdio
+	spec unitrun.Spec // what unitrun.Prepare uses: the guardian's argv and stdio
+
 	mu         sync.Mutex
 	want       bool  // a guardian is wanted now
 	rev, lease int64 // our key's create revision and lease, once written (0: not yet)
