@@ -12,7 +12,7 @@ const (
 	exitEmpty       = 1   // --who: the semaphore has no holder
 	exitUsage       = 64  // EX_USAGE: bad flags or arguments (nothing written to etcd), or etcd refused us
 	exitUnavailable = 69  // EX_UNAVAILABLE: etcd unreachable, or a required scope could not be made
-	exitSlotLost    = 70  // the slot was lost while the child ran; the child was stopped
+	exitSlotLost    = 70  // the slot, or the child's guardian, was lost while the child ran; the child was stopped
 	exitConflict    = 75  // EX_TEMPFAIL: no slot within --wait / --nonblock (or -E N)
 	exitRuntimeMax  = 124 // the child ran past --runtime-max (timeout(1))
 	exitCannotExec  = 126 // the command exists but cannot be executed
@@ -34,7 +34,8 @@ const exitTable = `Exit status:
                   or a scope required by --scope=always, -p or --slice could not
                   be made (e.g. no systemd)
   70              the slot was lost while the child ran (lease lost, key deleted,
-                  lease not confirmable); the child was stopped
+                  lease not confirmable), or conch lost the child's guardian while
+                  it ran (its status is unknown); the child was stopped
   124             the child ran past --runtime-max and was stopped
   126 / 127       the command cannot be executed / is not found
   killed by n     conch got SIGTERM, SIGINT or SIGHUP: it stopped the child,

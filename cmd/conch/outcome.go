@@ -38,8 +38,8 @@ type verdict struct {
 // start ends with 127, 126, the signal conch got, or 69 (a scope required and not made). A
 // child stopped (or killed by a signal, or whose scope systemd stopped) while conch got a
 // signal is stopped with it: conch re-raises it. A child stopped because the slot was lost
-// is 70; one stopped at the run-time limit 124. Otherwise the child's own status, 69 if it
-// has none, or the signal conch got just as the child ended on its own; or, when the child
+// is 70; one stopped at the run-time limit 124. Otherwise the child's own status, 70 if it
+// has none (its guardian was lost), or the signal conch got just as the child ended on its own; or, when the child
 // had the terminal and died of SIGINT or SIGQUIT (Ctrl-C, Ctrl-\\), that signal, so that
 // conch dies of it too and the calling shell script stops, as with flock(1) and timeout(1)
 // (the shells' wait-and-cooperative-exit; issue 10).
@@ -70,8 +70,8 @@ func outcome(h holding) verdict {
 		xe.sig, xe.group = res.Signal, true
 		// D3: every exit other than the child's own status is said, Ctrl-C too
 		xe.state, xe.msg = stateReleased, fmt.Sprintf("the child died of %s from the terminal: released the slot, stopping with it", unix.SignalName(res.Signal))
-	case res.ExitStatus < 0:
-		xe.status = exitUnavailable
+	case res.ExitStatus < 0: // the guardian was lost while the child ran (D3: 70, not 69's "never started")
+		xe.status = exitSlotLost
 	}
 	if h.runErr != nil { // the child ran, but its supervision failed: say so
 		xe.state, xe.msg = stateReleased, h.runErr.Error()

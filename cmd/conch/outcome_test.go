@@ -49,7 +49,7 @@ func TestOutcome(t *testing.T) {
 		{name: "exit 0", h: holding{res: started(0)}, ran: true},
 		{name: "exit 3", h: holding{res: started(3)}, ran: true, status: 3},
 		{name: "death by signal is 128+n", h: holding{res: killed}, ran: true, status: 137},
-		{name: "no status", h: holding{res: started(-1)}, ran: true, status: exitUnavailable},
+		{name: "no status: guardian lost while the child ran", h: holding{res: started(-1)}, ran: true, status: exitSlotLost},
 		{name: "supervision failed after exit 0", h: holding{res: started(0), runErr: broke}, ran: true, status: 0,
 			state: stateReleased, line: "guardian went away"},
 		{name: "stopped by signal", h: holding{res: stopped, cause: sigterm}, sig: syscall.SIGTERM,

@@ -81,3 +81,29 @@ func TestSIGKILLToWaiterEndsItsGuardian(t *testing.T) {
 		t.Fatal("the killed waiter's command ran")
 	}
 }
+
+// D3, D7: the guardian SIGKILLed while the child runs: conch stops the child's tree itself,
+// releases, and exits 70 (the child ran, its status is unknown), not 69 ("never started").
+func TestGuardianKilledWhileChildRuns(t *testing.T) {
+	e := newEnv(t)
+	p := e.start("sema", "gk", "--max", "1", "--scope=never", "--", "sh", "-c", "echo $$ > "+e.path("child")+"; "+e.gated("h"))
+	waitFor(t, "the child", func() bool { return e.held("h") })
+	child := readPID(t, e.path("child"))
+	kids := childPIDs(p.cmd.Process.Pid)
+	if len(kids) != 1 {
+		t.Fatalf("conch has children %v, want its guardian only", kids)
+	}
+	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if r.status != exitSlotLost || !strings.Contains(r.stderr, "guardian") {
+		t.Fatalf("conch exited %d with %q; want %d and a line naming the guardian", r.status, r.stderr, exitSlotLost)
+	}
+	if pidAlive(child) {
+		t.Errorf("the child %d outlived its guardian and conch (D7)", child)
+	}
+	if w := e.run("sema", "gk", "--max", "1", "--who"); w.status != 1 {
+		t.Errorf("--who after the run: %d %q, want 1 (empty: the slot was released)", w.status, w.stdout)
+	}
+}
