@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,8 +60,12 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 	}
 	r := resolver{flagged: flagged, getenv: getenv, cfg: cfg}
 	s := connSettings{Warnings: cfg.warnings}
-	if s.Endpoints, s.EndpointsFrom, err = r.endpoints(); err != nil {
+	var warn string
+	if s.Endpoints, s.EndpointsFrom, warn, err = r.endpoints(); err != nil {
 		return s, err
+	}
+	if warn != "" {
+		s.Warnings = append(s.Warnings, warn)
 	}
 	s.CACert, _ = r.pick(flagged.CACert, "cacert")
 	s.Cert, _ = r.pick(flagged.Cert, "cert")
@@ -118,19 +123,103 @@ func (r resolver) pick(flagged, key string) (value, source string) {
 	return "", ""
 }
 
-// endpoints resolves the endpoint list. An explicitly empty --endpoints is
-// refused by its flag type (endpointsValue); a list with no endpoint in it
-// (",") is refused here.
-func (r resolver) endpoints() ([]string, string, error) {
-	eps, from := r.pick(string(r.flagged.Endpoints), "endpoints")
-	if eps == "" {
-		eps, from = defaultEndpoint, "the default"
+// endpoints resolves the endpoint list: the first of endpointSources, or
+// the default. An explicitly empty --endpoints is refused by its flag type
+// (endpointsValue), an empty one in the file by readConfig; a list with no
+// endpoint in it (",") is refused here. When the chosen source overrides
+// another that names other endpoints, warn names both (issue 10: a stale
+// ETCDCTL_ENDPOINTS over the config file sent two --max 1 holders to two
+// clusters without a word); warn is "" otherwise.
+func (r resolver) endpoints() (list []string, from, warn string, err error) {
+	srcs := r.endpointSources()
+	if len(srcs) == 0 {
+		srcs = []setting{{defaultEndpoint, "the default"}}
 	}
-	list, err := parseEndpoints(eps)
-	if err != nil {
-		return nil, from, fmt.Errorf("endpoints from %s: %w", from, err)
+	eps, from := srcs[0].value, srcs[0].from
+	if list, err = parseEndpoints(eps); err != nil {
+		return nil, from, "", fmt.Errorf("endpoints from %s: %w", from, err)
 	}
-	return list, from, nil
+	return list, from, overrideWarning(srcs), nil
+}
+
+// setting is one source's value of a setting, and the source's name.
+type setting struct{ value, from string }
+
+// endpointSources lists every source that sets the endpoints, in D9's
+// order: --endpoints, CONCH_ENDPOINTS (go-flags merges the two: the flag
+// wins, and the variable counts as a source of its own when it differs),
+// ETCDCTL_ENDPOINTS, the config file (FILE:LINE). Blank values count as unset.
+func (r resolver) endpointSources() []setting {
+	var srcs []setting
+	flagged := strings.TrimSpace(string(r.flagged.Endpoints))
+	env := strings.TrimSpace(r.getenv("CONCH_ENDPOINTS"))
+	if flagged != "" && flagged != env {
+		srcs = append(srcs, setting{flagged, "--endpoints"})
+	}
+	if env != "" && flagged != "" { // flagged empty: go-flags had no CONCH_ENDPOINTS to merge
+		srcs = append(srcs, setting{env, "CONCH_ENDPOINTS"})
+	}
+	if v := strings.TrimSpace(r.getenv("ETCDCTL_ENDPOINTS")); v != "" {
+		srcs = append(srcs, setting{v, "ETCDCTL_ENDPOINTS"})
+	}
+	if v := strings.TrimSpace(r.cfg.values["endpoints"]); v != "" {
+		srcs = append(srcs, setting{v, r.cfg.source("endpoints")})
+	}
+	return srcs
+}
+
+// overrideWarning is the warning for srcs[0] overriding lower sources that
+// name other endpoints (the same endpoints in another order or spacing are
+// no override), or "". Endpoints are shown redacted (showEndpoints).
+func overrideWarning(srcs []setting) string {
+	var over []string
+	for _, s := range srcs[1:] {
+		if sameEndpoints(s.value, srcs[0].value) {
+			continue
+		}
+		over = append(over, fmt.Sprintf("%s (%s)", s.from, showEndpoints(s.value)))
+	}
+	if len(over) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("endpoints from %s (%s) override those of %s (D9: flags > CONCH_* > ETCDCTL_* > config file); unset or correct the one that is stale",
+		srcs[0].from, showEndpoints(srcs[0].value), strings.Join(over, " and "))
+}
+
+// endpointList is a comma-separated endpoint list's trimmed, non-empty
+// elements, in their order.
+func endpointList(eps string) []string {
+	var out []string
+	for _, e := range strings.Split(eps, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// sameEndpoints reports whether two lists name the same endpoints, in any order.
+func sameEndpoints(a, b string) bool {
+	la, lb := endpointList(a), endpointList(b)
+	slices.Sort(la)
+	slices.Sort(lb)
+	return slices.Equal(la, lb)
+}
+
+// showEndpoints is an endpoint list for messages: each endpoint redacted
+// (redactEndpoint: no user-info, hence no password), control characters
+// replaced by '?'. The list may come from an unchecked lower source.
+func showEndpoints(eps string) string {
+	list := endpointList(eps)
+	for i, e := range list {
+		list[i] = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return '?'
+			}
+			return r
+		}, redactEndpoint(e))
+	}
+	return strings.Join(list, ",")
 }
 
 // maxEndpoints bounds the endpoint list: an etcd cluster has a handful of members.

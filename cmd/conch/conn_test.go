@@ -132,3 +132,76 @@ func TestMinTTL(t *testing.T) { // the TTL warning's advice must silence it
 		}
 	}
 }
+
+// Issue 10: a source that overrides endpoints another source also sets, to
+// other endpoints, is warned about in one line naming both (D9's order
+// stays); credentials in an overridden URL are never shown.
+func TestEndpointsOverrideWarning(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "conch.conf")
+	os.WriteFile(conf, []byte("[etcd]\n# the cluster\nendpoints = file:1, file:2\n"), 0o640)
+	secret := filepath.Join(dir, "secret.conf")
+	os.WriteFile(secret, []byte("[etcd]\nendpoints = http://root:hunter2@file:1\n"), 0o640)
+	for _, tc := range []struct {
+		name string
+		o    connOptions
+		env  map[string]string
+		conf string
+		want string // "" for no warning
+	}{
+		{"file alone", connOptions{}, nil, conf, ""},
+		{"ETCDCTL over file", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}, conf,
+			"endpoints from ETCDCTL_ENDPOINTS (ctl:1) override those of " + conf + ":3 (file:1,file:2)"},
+		{"same endpoints, other order", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "file:2,file:1"}, conf, ""},
+		{"CONCH over ETCDCTL and file", connOptions{Endpoints: "env:1"}, map[string]string{"CONCH_ENDPOINTS": "env:1", "ETCDCTL_ENDPOINTS": "ctl:1"}, conf,
+			"endpoints from CONCH_ENDPOINTS (env:1) override those of ETCDCTL_ENDPOINTS (ctl:1) and " + conf + ":3 (file:1,file:2)"},
+		{"flag over CONCH", connOptions{Endpoints: "flag:1"}, map[string]string{"CONCH_ENDPOINTS": "env:1"}, "",
+			"endpoints from --endpoints (flag:1) override those of CONCH_ENDPOINTS (env:1)"},
+		{"flag equal to file", connOptions{Endpoints: "file:1,file:2"}, nil, conf, ""},
+		{"credentials redacted", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}, secret,
+			"override those of " + secret + ":2 (http://xxxxx@file:1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := resolveConn(tc.o, fixedEnv(tc.env), tc.conf, tc.conf != "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := strings.Join(s.Warnings, "\n")
+			if strings.Contains(all, "hunter2") || strings.Count(all, "override") > 1 {
+				t.Fatalf("warnings %q: a password shown, or more than one line", all)
+			}
+			if tc.want == "" && all != "" || tc.want != "" && !strings.Contains(all, tc.want) {
+				t.Fatalf("warnings %q, want %q", all, tc.want)
+			}
+		})
+	}
+}
+
+// Issue 10: a stale ETCDCTL_ENDPOINTS over the config file's endpoints is
+// used (D9) but said on stderr, and -v names the endpoints used and their
+// source; the run itself goes on.
+func TestEndpointsOverrideSaid(t *testing.T) {
+	e := newEnv(t)
+	conf := e.path("stale.conf")
+	os.WriteFile(conf, []byte("[etcd]\nendpoints = 127.0.0.1:9\n"), 0o640)
+	var vars []string
+	for _, kv := range e.vars {
+		if !strings.HasPrefix(kv, "CONCH_ENDPOINTS=") && !strings.HasPrefix(kv, "CONCH_CONFIG=") {
+			vars = append(vars, kv)
+		}
+	}
+	e.vars = append(vars, "ETCDCTL_ENDPOINTS="+e.srv.Endpoint, "CONCH_CONFIG="+conf)
+	r := e.run("sema", "stale", "--max", "1", "-v", "--", "true")
+	want := []string{
+		"conch: WARNING: endpoints from ETCDCTL_ENDPOINTS (" + e.srv.Endpoint + ") override those of " + conf + ":2 (127.0.0.1:9)",
+		"conch: using etcd at " + e.srv.Endpoint + " (from ETCDCTL_ENDPOINTS), dial timeout 5s (from the default)",
+	}
+	for _, w := range want {
+		if r.status != 0 || !strings.Contains(r.stderr, w) {
+			t.Errorf("%v\nwant status 0 and %q", r, w)
+		}
+	}
+	if r := e.run("sema", "stale", "--max", "1", "--", "true"); r.status != 0 || strings.Contains(r.stderr, "using etcd") || !strings.Contains(r.stderr, "WARNING: endpoints from") {
+		t.Errorf("without -v: %v; want the warning only", r)
+	}
+}

@@ -100,6 +100,9 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	for _, w := range conn.Warnings { // before anything else, whatever runs next
 		fmt.Fprintf(c.stderr, "conch: WARNING: %s\n", w)
 	}
+	if c.Verbose { // which cluster, and why that one (issue 10)
+		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.where(), conn.DialTimeout, conn.DialTimeoutFrom)
+	}
 	if j.node, err = nodeName(c.Node, c.Spread); err != nil {
 		return j, err
 	}
