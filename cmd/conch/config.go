@@ -67,14 +67,23 @@ func readConfig(path string, explicit bool) (configFile, error) {
 	if _, err := p.AddGroup("etcd", "", &sec); err != nil {
 		return cfg, err
 	}
-	if err := flags.NewIniParser(p).Parse(bytes.NewReader(b)); err != nil {
-		return cfg, configError(path, err)
+	perr := flags.NewIniParser(p).Parse(bytes.NewReader(b))
+	var ie *flags.IniError
+	if errors.As(perr, &ie) { // a line go-flags could not take: it knows which
+		return cfg, configError(path, perr)
+	}
+	// go-flags names an unknown section without its line, and keeps the
+	// last of a repeated key in silence: scanIni tells both with FILE:LINE
+	if cfg.lines, err = scanIni(path, b); err != nil {
+		return cfg, err
+	}
+	if perr != nil {
+		return cfg, configError(path, perr)
 	}
 	for k, v := range map[string]string{"endpoints": sec.Endpoints, "cacert": sec.CACert, "cert": sec.Cert, "key": sec.Key,
 		"user": sec.User, "password-file": sec.PasswordFile, "dial-timeout": sec.DialTimeout} {
 		cfg.values[k] = v
 	}
-	cfg.lines = iniLines(b)
 	return cfg, nil
 }
 
@@ -103,23 +112,51 @@ func configError(path string, err error) error {
 	return fmt.Errorf("config file %s:%d: %s", path, ie.LineNumber, what)
 }
 
-// iniLines maps each key of the [etcd] section to the line that set it last
-// (go-flags keeps the last value of a repeated key).
-func iniLines(b []byte) map[string]int {
+// configSection is the one section of conch.conf (D9).
+const configSection = "etcd"
+
+// scanIni maps each key of the [etcd] section (and of the lines before any
+// section, which go-flags reads as [etcd]'s too) to the line that sets it.
+// It reads lines as go-flags' INI parser does (trimmed; '#' and ';' start a
+// comment). Errors, with FILE:LINE, never echo a value: a section other
+// than [etcd] (go-flags would say "could not find option group" without a
+// line), and a key set twice: refused, not the last one taken in silence,
+// because two endpoints lines are two clusters and conch cannot know which
+// one the operator meant (issue 10; README "Configuration").
+func scanIni(path string, b []byte) (map[string]int, error) {
 	lines := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, maxConfigFile+1)
-	inEtcd := false
 	for n := 1; sc.Scan(); n++ {
 		l := strings.TrimSpace(sc.Text())
 		switch {
-		case strings.HasPrefix(l, "["):
-			inEtcd = strings.EqualFold(strings.TrimSpace(strings.Trim(l, "[]")), "etcd")
-		case inEtcd:
-			if k, _, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, ";") {
-				lines[strings.ToLower(strings.TrimSpace(k))] = n
+		case l == "" || l[0] == '#' || l[0] == ';':
+		case l[0] == '[':
+			if name := strings.TrimSpace(strings.Trim(l, "[]")); !strings.EqualFold(name, configSection) {
+				return nil, fmt.Errorf("config file %s:%d: unknown section [%s]: conch.conf has one section, [%s]", path, n, printable(name), configSection)
 			}
+		default:
+			k, _, _ := strings.Cut(l, "=")
+			k = strings.ToLower(strings.TrimSpace(k))
+			if first := lines[k]; first > 0 {
+				return nil, fmt.Errorf("config file %s:%d: %s is set again (first at line %d): set each setting once", path, n, k, first)
+			}
+			lines[k] = n
 		}
 	}
-	return lines
+	return lines, nil
+}
+
+// printable cuts s to 40 bytes and replaces control characters, for a
+// name from a file quoted in a message.
+func printable(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
 }

@@ -253,3 +253,37 @@ func TestReadBoundedNullDevice(t *testing.T) {
 		t.Fatalf("readBounded(/dev/zero) = %v, want errNotRegular", err)
 	}
 }
+
+// Issue 10: config errors give FILE:LINE in conch's words: an unknown section names the one
+// valid section (go-flags said "could not find option group" without a line), and a setting
+// given twice is refused with both lines (go-flags kept the last in silence: two endpoints
+// lines are two clusters). Keys are matched without case, as go-flags does.
+func TestConfigSectionsAndDuplicates(t *testing.T) {
+	dir := t.TempDir()
+	n := 0
+	conf := func(body string) string {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("c%d.conf", n))
+		os.WriteFile(p, []byte(body), 0o640)
+		return p
+	}
+	for _, tc := range []struct{ body, want string }{
+		{"# conch\n[etc]\nendpoints = a:1\n", ":2: unknown section [etc]: conch.conf has one section, [etcd]"},
+		{"[etcd]\nendpoints = a:1\n[client]\n", ":3: unknown section [client]"},
+		{"[etcd]\nendpoints = a:1\n\nendpoints = b:1\n", ":4: endpoints is set again (first at line 2): set each setting once"},
+		{"[etcd]\nuser = a\n[ETCD]\nUser = b\n", ":4: user is set again (first at line 2)"},
+	} {
+		p := conf(tc.body)
+		_, err := resolveConn(connOptions{}, fixedEnv(nil), p, true)
+		if err == nil || !strings.Contains(err.Error(), "config file "+p+tc.want) || strings.Contains(err.Error(), "option group") {
+			t.Errorf("%q: %v, want %q", tc.body, err, p+tc.want)
+		}
+	}
+	for body, from := range map[string]string{"[ETCD]\nendpoints = a:1\n": ":2", "endpoints = a:1\n[etcd]\nuser = u:p\n": ":1"} {
+		p := conf(body)
+		s, err := resolveConn(connOptions{}, fixedEnv(nil), p, true)
+		if err != nil || s.EndpointsFrom != p+from {
+			t.Errorf("%q: %v, endpoints from %q; want accepted, from %s", body, err, s.EndpointsFrom, p+from)
+		}
+	}
+}
