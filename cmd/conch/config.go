@@ -84,6 +84,9 @@ func readConfig(path string, explicit bool) (configFile, error) {
 		"user": sec.User, "password-file": sec.PasswordFile, "dial-timeout": sec.DialTimeout} {
 		cfg.values[k] = v
 	}
+	if n := cfg.lines["endpoints"]; n > 0 && strings.TrimSpace(sec.Endpoints) == "" { // as --endpoints "" is (issue 10)
+		return cfg, fmt.Errorf("config file %s:%d: endpoints is empty: name at least one endpoint (host:port or URL), or remove the line for the default %s", path, n, defaultEndpoint)
+	}
 	return cfg, nil
 }
 

@@ -287,3 +287,26 @@ func TestConfigSectionsAndDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10: `endpoints =` in the config file is refused with FILE:LINE, as --endpoints "" and
+// CONCH_ENDPOINTS= are, instead of meaning the default 127.0.0.1:2379; so is a quoted empty
+// value. The file is checked as a whole: a flag that overrides it does not hide the mistake.
+func TestConfigEmptyEndpoints(t *testing.T) {
+	dir := t.TempDir()
+	for i, body := range []string{"[etcd]\nendpoints =\n", "[etcd]\n# x\nendpoints = \"\"\n", "[etcd]\nendpoints =   \n"} {
+		p := filepath.Join(dir, fmt.Sprintf("c%d.conf", i))
+		os.WriteFile(p, []byte(body), 0o640)
+		line := strings.Count(body, "\n")
+		for _, o := range []connOptions{{}, {Endpoints: "flag:1"}} {
+			_, err := resolveConn(o, fixedEnv(nil), p, true)
+			if want := fmt.Sprintf("config file %s:%d: endpoints is empty", p, line); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%q with %+v: %v, want %q", body, o, err, want)
+			}
+		}
+	}
+	var out, errb bytes.Buffer // --endpoints: without the check, no etcd of someone else's is asked
+	p := filepath.Join(dir, "c0.conf")
+	if status, _ := run([]string{"sema", "x", "--max", "1", "--endpoints", "127.0.0.1:1", "--config", p, "--", "true"}, &out, &errb, fixedEnv(nil)); status != exitUsage || !strings.Contains(errb.String(), p+":2: endpoints is empty") {
+		t.Errorf("conch with %s: status %d, stderr %q; want 64 naming the line", p, status, errb.String())
+	}
+}

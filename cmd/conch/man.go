@@ -172,7 +172,8 @@ const manTail = `.SH FILES
 .I /etc/conch/conch.conf
 connection settings in an \fB[etcd]\fP section: \fBendpoints\fP, \fBcacert\fP, \fBcert\fP,
 \fBkey\fP, \fBuser\fP, \fBpassword\-file\fP, \fBdial\-timeout\fP (the long option names).
-Another file with \fB\-\-config\fP or \fBCONCH_CONFIG\fP.
+Another section, a setting given twice or an empty \fBendpoints\fP is refused (exit 64,
+naming \fIFILE\fP:\fILINE\fP). Another file with \fB\-\-config\fP or \fBCONCH_CONFIG\fP.
 .TP
 .I /usr/share/doc/conch/examples/
 systemd units: a \fBType=notify\fP service that waits for a slot, a maintenance service
