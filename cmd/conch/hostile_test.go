@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/sema"
 )
 
 // Issue 10 item 3: an unreachable endpoint from ETCDCTL_ENDPOINTS is named
@@ -58,4 +59,27 @@ func TestQuietNoSlot(t *testing.T) {
 	}
 	e.open("h")
 	h.wait(t)
+}
+
+// Issue 10: -q also drops the "waiting for ..., next in line" line, so a cron job with --wait
+// that queued and then ran mails nothing; the child's own stderr is untouched, and warnings
+// still print.
+func TestQuietWaiting(t *testing.T) {
+	e := newEnv(t)
+	h := e.start("sema", "quietw", "--max", "1", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	w := e.start("sema", "quietw", "--max", "1", "-q", "--wait", "60", "--", "sh", "-c", "echo child-said >&2")
+	waitFor(t, "the waiter's key", func() bool { return e.keys(sema.NamePrefix("quietw")) == 2 })
+	o := e.start("sema", "quietw", "--max", "2", "-q", "--", "true") // another capacity: a warning
+	if r := o.wait(t); r.status != 0 || !strings.Contains(r.stderr, "WARNING: 2 key(s) exist for \"quietw\" under another --max") {
+		t.Errorf("-q with keys under another --max: %v, want 0 and the warning", r)
+	}
+	e.open("h")
+	h.wait(t)
+	if r := w.wait(t); r.status != 0 || r.stderr != "child-said\n" {
+		t.Errorf("-q --wait after queueing: %v, want 0 and only the child's line on stderr", r)
+	}
+	if r := e.run("sema", "quietw", "--max", "1", "-q", "-v", "--", "true"); r.status != exitUsage || !strings.Contains(r.stderr, "exclude each other") {
+		t.Errorf("-q -v: %v, want 64", r)
+	}
 }

@@ -37,6 +37,7 @@ const (
 type reporter struct {
 	w        io.Writer
 	verbose  bool
+	warnOnly bool // -q: on stderr, only warnings and errors (quietStderr)
 	name     string
 	max      int
 	bare     bool // lines are "conch: <msg>", without the semaphore (usage errors, --who)
@@ -51,12 +52,24 @@ type reporter struct {
 	notify   notifyFunc        // nil: no service manager listens
 }
 
+// quietStderr is conch's stderr under -q (semaCmd.Execute wraps it): the
+// reporters made on it (newReporter unwraps it) write only warnings and
+// errors as plain lines, so a cron job is mailed only when something is
+// wrong (issue 10). Other writes go through unchanged. It travels with the
+// writer because every reporter of a run is made from semaCmd.stderr.
+type quietStderr struct{ io.Writer }
+
 // newReporter returns the reporter for semaphore name[max], writing plain
 // lines to stderr unless stderr is the journal (journalFor), and notifying
-// systemd when NOTIFY_SOCKET is set (notifierFor). getenv is os.Getenv
-// outside tests.
+// systemd when NOTIFY_SOCKET is set (notifierFor). A quietStderr makes it
+// print only warnings and errors (-q); the journal and sd_notify get what
+// they get without -q. getenv is os.Getenv outside tests.
 func newReporter(stderr io.Writer, getenv func(string) string, verbose bool, name string, max int) *reporter {
-	r := &reporter{w: stderr, verbose: verbose, name: name, max: max,
+	q, warnOnly := stderr.(quietStderr)
+	if warnOnly {
+		stderr = q.Writer
+	}
+	r := &reporter{w: stderr, verbose: verbose, warnOnly: warnOnly, name: name, max: max,
 		journal: journalFor(stderr), notify: notifierFor(getenv)}
 	if r.journal != nil {
 		r.unit = unitFields()
@@ -70,7 +83,8 @@ func (r *reporter) prefix() string { return fmt.Sprintf("%s[max=%d]", r.name, r.
 
 // emit records one message. In the journal, an entry with a state is always
 // written and one without (debug detail) only with -v; on stderr a quiet
-// message needs -v either way. If journald cannot be reached the message
+// message needs -v either way, and with -q (warnOnly) only warnings and
+// errors print. If journald cannot be reached the message
 // falls back to a plain line, so nothing is lost.
 func (r *reporter) emit(state string, prio journal.Priority, quiet bool, extra map[string]string, msg string) {
 	if !r.bare {
@@ -84,7 +98,7 @@ func (r *reporter) emit(state string, prio journal.Priority, quiet bool, extra m
 			return
 		}
 	}
-	if quiet && !r.verbose {
+	if quiet && !r.verbose || r.warnOnly && prio > journal.PriWarning {
 		return
 	}
 	fmt.Fprintf(r.w, "conch: %s\n", msg)

@@ -213,3 +213,34 @@ func TestNotifierFor(t *testing.T) {
 		t.Fatalf("read %q, %v", buf[:n], err)
 	}
 }
+
+// Issue 10: with -q (a quietStderr) plain lines are only warnings and errors: no waiting or
+// re-entering line; the journal and sd_notify get what they get without -q.
+func TestReporterQuiet(t *testing.T) {
+	var buf bytes.Buffer
+	var notes []string
+	r := newReporter(quietStderr{&buf}, fixedEnv(nil), false, "heavy-jobs", 2)
+	r.notify = func(s string) { notes = append(notes, s) }
+	drive(r)
+	r.onEvent(sema.Event{Kind: sema.Reentering, Err: fmt.Errorf("session lost")})
+	if buf.Len() != 0 {
+		t.Fatalf("stderr with -q: %q, want nothing", buf.String())
+	}
+	if len(notes) == 0 || !strings.Contains(strings.Join(notes, "\n"), "STATUS=waiting for heavy-jobs[2/2], 3 ahead") {
+		t.Errorf("sd_notify with -q: %q, want the same STATUS= lines", notes)
+	}
+	r.warnf("WARNING: w")
+	r.errorf(stateTimeout, "no slot within --wait 1s")
+	r.errorf(stateLost, "lost")
+	want := "conch: heavy-jobs[max=2]: WARNING: w\nconch: heavy-jobs[max=2]: no slot within --wait 1s\nconch: heavy-jobs[max=2]: lost\n"
+	if buf.String() != want {
+		t.Errorf("warnings and errors with -q: %q, want %q", buf.String(), want)
+	}
+	var f fakeSinks
+	j, _ := f.reporter(false, true)
+	j.warnOnly = true
+	drive(j)
+	if len(f.entries) != 4 {
+		t.Errorf("journal with -q: %d entries, want the 4 transitions as without -q", len(f.entries))
+	}
+}

@@ -39,7 +39,7 @@ type semaCmd struct {
 	Node       string   `long:"node" env:"CONCH_NODE" value-name:"NAME" description:"this node's name: the key of --spread and the host in the holder record (default: the kernel hostname; set it where nodes share one, as containers may)"`
 	Who        bool     `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool     `long:"json" description:"with --who: print one JSON document"`
-	Quiet      bool     `short:"q" long:"quiet" description:"do not print the \"no free slot\" line (--nonblock, --wait); the exit status stays 75 (or -E N)"`
+	Quiet      bool     `short:"q" long:"quiet" description:"print only warnings and errors: no \"waiting for\" line, no \"no free slot\" line (its exit status stays 75, or -E N); for cron and timers; the journal and sd_notify get the same as without -q"`
 	KeepCreds  bool     `long:"keep-credentials-env" description:"let the child inherit conch's credential variables (ETCDCTL_PASSWORD, CONCH_PASSWORD_FILE, the password in ETCDCTL_USER/CONCH_USER), which are removed by default"`
 	Verbose    bool     `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
 	Scope      string   `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"where the child runs: auto = in a transient systemd scope when systemd is PID 1 and its bus answers, else directly; always = in a scope (exit 69 without systemd); never = directly, under conch's own supervision"`

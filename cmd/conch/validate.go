@@ -31,6 +31,12 @@ type job struct {
 // executable is reported before queueing too (127/126): no point waiting
 // for a slot to run nothing. Errors are usage errors (64).
 func (c *semaCmd) Execute(args []string) error {
+	if c.Quiet && c.Verbose {
+		return usagef("-q/--quiet and -v/--verbose exclude each other")
+	}
+	if c.Quiet { // the reporters print only warnings and errors (issue 10)
+		c.stderr = quietStderr{c.stderr}
+	}
 	j, err := c.parseJob(args)
 	if err != nil {
 		return err
