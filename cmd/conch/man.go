@@ -34,6 +34,7 @@ func writeManPage(w io.Writer, p *flags.Parser) error {
 	page = strings.Replace(page, "\\fBconch\\fP [OPTIONS]\n", manSynopsis, 1)
 	page = strings.Replace(page, ".SS sema\n\n", ".SS sema\n", 1)
 	page = strings.Replace(page, ".SH COMMANDS\n", ".SH COMMAND OPTIONS\n", 1)
+	page = manDefaults(page, sema)
 	if _, err := io.WriteString(w, page); err != nil {
 		return err
 	}
@@ -100,23 +101,53 @@ func manExitStatus(table string) string {
 	return b.String()
 }
 
+// eachOption calls f for every visible option of g and its subgroups.
+func eachOption(g *flags.Group, f func(*flags.Option)) {
+	for _, o := range g.Options() {
+		if !o.Hidden {
+			f(o)
+		}
+	}
+	for _, sub := range g.Groups() {
+		eachOption(sub, f)
+	}
+}
+
+// manDefaults puts each option's real default (its default-mask: the
+// kernel hostname, 5s) where go-flags' man page writes "<default:
+// $CONCH_X>" for an option with an env tag and no default tag (issue 10),
+// and drops it where there is none (default-mask "-"). Help already uses
+// the masks.
+func manDefaults(page string, sema *flags.Command) string {
+	eachOption(sema.Group, func(o *flags.Option) {
+		if o.EnvDefaultKey == "" || len(o.Default) != 0 {
+			return
+		}
+		env := ` <default: \fI$` + o.EnvDefaultKey + `\fR>`
+		real := ""
+		if o.DefaultMask != "" && o.DefaultMask != "-" {
+			real = ` <default: \fI` + roffText(o.DefaultMask) + `\fR>`
+		}
+		page = strings.Replace(page, env, real, 1)
+	})
+	return page
+}
+
 // manEnvironment lists the variables conch reads and sets: the connection
 // settings from the parser's env tags, then the fixed ones.
 func manEnvironment(sema *flags.Command) string {
 	var b strings.Builder
 	b.WriteString(".SH ENVIRONMENT\n")
-	var walk func(g *flags.Group)
-	walk = func(g *flags.Group) {
-		for _, o := range g.Options() {
-			if o.EnvDefaultKey != "" && !o.Hidden {
-				fmt.Fprintf(&b, ".TP\n.B %s\nas \\fB\\-\\-%s\\fP: %s\n", o.EnvDefaultKey, roffText(o.LongName), roffText(o.Description))
-			}
+	eachOption(sema.Group, func(o *flags.Option) {
+		if o.EnvDefaultKey == "" {
+			return
 		}
-		for _, sub := range g.Groups() {
-			walk(sub)
+		def := ""
+		if o.DefaultMask != "" && o.DefaultMask != "-" {
+			def = " (default: " + roffText(o.DefaultMask) + ")"
 		}
-	}
-	walk(sema.Group)
+		fmt.Fprintf(&b, ".TP\n.B %s\nas \\fB\\-\\-%s\\fP: %s%s\n", o.EnvDefaultKey, roffText(o.LongName), roffText(o.Description), def)
+	})
 	b.WriteString(manEnvironmentFixed)
 	return b.String()
 }

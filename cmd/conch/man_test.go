@@ -55,3 +55,35 @@ func TestManExitStatusParsesTable(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant prefix:\n%s", got, want)
 	}
 }
+
+// Issue 10: help and man page show the real defaults of options that also come from the
+// environment (go-flags' man page wrote "<default: $CONCH_NODE>"), and no made-up default
+// for those that have none.
+func TestDefaultsShown(t *testing.T) {
+	var man, help, errOut bytes.Buffer
+	if status, _ := run([]string{"--man-page"}, &man, &errOut, fixedEnv(nil)); status != 0 {
+		t.Fatalf("--man-page: status %d, stderr %s", status, errOut.String())
+	}
+	if status, _ := run([]string{"sema", "--help"}, &help, &errOut, fixedEnv(nil)); status != 0 {
+		t.Fatalf("--help: status %d, stderr %s", status, errOut.String())
+	}
+	for _, want := range []string{`\fB\-\-node\fR \fINAME\fR <default: \fIthe kernel hostname\fR>`, `\fB\-\-dial-timeout\fR \fID\fR <default: \fI5s\fR>`,
+		`\fB\-\-endpoints\fR \fIURLS\fR <default: \fI` + defaultEndpoint + `\fR>`, `\fB\-\-config\fR \fIFILE\fR <default: \fI` + defaultConfigPath + `\fR>`,
+		"(default: 5s)\n"} {
+		if !strings.Contains(man.String(), want) {
+			t.Errorf("man page lacks %q", want)
+		}
+	}
+	if strings.Contains(man.String(), "<default: \\fI$") {
+		t.Errorf("man page shows a variable as a default: %q", man.String())
+	}
+	h := strings.Join(strings.Fields(help.String()), " ")
+	for _, want := range []string{"(default: the kernel hostname) [$CONCH_NODE]", "(default: 5s) [$CONCH_DIAL_TIMEOUT]", "(default: " + defaultEndpoint + ") [$CONCH_ENDPOINTS]"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	if defaultDialTimeout.String() != "5s" {
+		t.Errorf("default-mask says 5s, defaultDialTimeout is %v", defaultDialTimeout)
+	}
+}

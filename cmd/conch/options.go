@@ -14,13 +14,13 @@ import (
 // the default: see resolveConn. They are the only settings read from the
 // environment (D5).
 type connOptions struct {
-	Endpoints    endpointsValue `long:"endpoints" env:"CONCH_ENDPOINTS" value-name:"URLS" ini-name:"endpoints" description:"etcd endpoints, comma-separated host:port or URLs (default 127.0.0.1:2379)"`
-	CACert       string         `long:"cacert" env:"CONCH_CACERT" value-name:"FILE" ini-name:"cacert" description:"CA bundle to verify etcd's TLS certificate; with TLS files every endpoint must be https:// (or host:port): http:// is refused, never plaintext"`
-	Cert         string         `long:"cert" env:"CONCH_CERT" value-name:"FILE" ini-name:"cert" description:"TLS client certificate"`
-	Key          string         `long:"key" env:"CONCH_KEY" value-name:"FILE" ini-name:"key" description:"TLS client key"`
-	User         string         `long:"user" env:"CONCH_USER" value-name:"NAME" ini-name:"user" description:"etcd user; the password comes from --password-file or ETCDCTL_PASSWORD (etcdctl's NAME:PASSWORD also works, but puts it on argv)"`
-	PasswordFile string         `long:"password-file" env:"CONCH_PASSWORD_FILE" value-name:"FILE" ini-name:"password-file" description:"file holding the etcd password (first line)"`
-	DialTimeout  string         `long:"dial-timeout" env:"CONCH_DIAL_TIMEOUT" value-name:"D" ini-name:"dial-timeout" description:"give up when no endpoint answers within D at start (exit 69) (default 5s)"`
+	Endpoints    endpointsValue `long:"endpoints" env:"CONCH_ENDPOINTS" value-name:"URLS" ini-name:"endpoints" default-mask:"127.0.0.1:2379" description:"etcd endpoints, comma-separated host:port or URLs"`
+	CACert       string         `long:"cacert" env:"CONCH_CACERT" value-name:"FILE" ini-name:"cacert" default-mask:"-" description:"CA bundle to verify etcd's TLS certificate; with TLS files every endpoint must be https:// (or host:port): http:// is refused, never plaintext"`
+	Cert         string         `long:"cert" env:"CONCH_CERT" value-name:"FILE" ini-name:"cert" default-mask:"-" description:"TLS client certificate"`
+	Key          string         `long:"key" env:"CONCH_KEY" value-name:"FILE" ini-name:"key" default-mask:"-" description:"TLS client key"`
+	User         string         `long:"user" env:"CONCH_USER" value-name:"NAME" ini-name:"user" default-mask:"-" description:"etcd user; the password comes from --password-file or ETCDCTL_PASSWORD (etcdctl's NAME:PASSWORD also works, but puts it on argv)"`
+	PasswordFile string         `long:"password-file" env:"CONCH_PASSWORD_FILE" value-name:"FILE" ini-name:"password-file" default-mask:"-" description:"file holding the etcd password (first line)"`
+	DialTimeout  string         `long:"dial-timeout" env:"CONCH_DIAL_TIMEOUT" value-name:"D" ini-name:"dial-timeout" default-mask:"5s" description:"give up when no endpoint answers within D at start (exit 69)"`
 }
 
 // semaCmd is `conch sema` (04_sema.md "Synopsis"). The semaphore's own
@@ -28,24 +28,24 @@ type connOptions struct {
 // the outer job's --max, --ttl, --wait or --spread (D5). --node is a setting
 // of the node, not of the semaphore, hence CONCH_NODE (D11).
 type semaCmd struct {
-	Max        string   `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who)"`
-	TTL        duration `long:"ttl" value-name:"D" default:"10s" description:"lease TTL; a crashed holder's slot frees after this (whole seconds, rounded up)"`
-	Wait       duration `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); a slot free at once is taken however short D; default: wait forever"`
-	Nonblock   bool     `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
-	Conflict   decimal  `short:"E" long:"conflict-exit-code" value-name:"N" default:"75" description:"exit status when no slot was had (for commands whose own status may be 75)"`
-	KillAfter  duration `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
-	RuntimeMax duration `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
-	Spread     bool     `long:"spread" description:"at most one slot per node: the key is named after the node (--node), so a second job on a node that holds or waits finds no slot (it waits for the node's key to go, or exits 75 with --nonblock)"`
-	Node       string   `long:"node" env:"CONCH_NODE" value-name:"NAME" description:"this node's name: the key of --spread and the host in the holder record (default: the kernel hostname; set it where nodes share one, as containers may)"`
-	Who        bool     `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
-	JSON       bool     `long:"json" description:"with --who: print one JSON document"`
-	Quiet      bool     `short:"q" long:"quiet" description:"print only warnings and errors: no \"waiting for\" line, no \"no free slot\" line (its exit status stays 75, or -E N); for cron and timers; the journal and sd_notify get the same as without -q"`
-	KeepCreds  bool     `long:"keep-credentials-env" description:"let the child inherit conch's credential variables (ETCDCTL_PASSWORD, CONCH_PASSWORD_FILE, the password in ETCDCTL_USER/CONCH_USER), which are removed by default"`
-	Verbose    bool     `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
-	Scope      string   `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"where the child runs: auto = in a transient systemd scope when systemd is PID 1 and its bus answers, else directly; always = in a scope (exit 69 without systemd); never = directly, under conch's own supervision"`
-	Property   []string `short:"p" long:"property" value-name:"NAME=VALUE" description:"set a property on the child's scope, as systemd-run -p (e.g. MemoryMax=1G, CPUQuota=50%, KillSignal=SIGINT, RuntimeMaxSec=1h); implies --scope=always"`
-	Slice      string   `long:"slice" value-name:"SLICE" description:"put the child's scope in SLICE; implies --scope=always"`
-	Config     string   `long:"config" value-name:"FILE" env:"CONCH_CONFIG" description:"INI file with an [etcd] section for the connection settings (default /etc/conch/conch.conf, read if it exists; a file named here must exist)"`
+	Max        string    `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who)"`
+	TTL        duration  `long:"ttl" value-name:"D" default:"10s" description:"lease TTL; a crashed holder's slot frees after this (whole seconds, rounded up)"`
+	Wait       duration  `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); a slot free at once is taken however short D; default: wait forever"`
+	Nonblock   bool      `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
+	Conflict   decimal   `short:"E" long:"conflict-exit-code" value-name:"N" default:"75" description:"exit status when no slot was had (for commands whose own status may be 75)"`
+	KillAfter  duration  `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
+	RuntimeMax duration  `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
+	Spread     bool      `long:"spread" description:"at most one slot per node: the key is named after the node (--node), so a second job on a node that holds or waits finds no slot (it waits for the node's key to go, or exits 75 with --nonblock)"`
+	Node       string    `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread and the host in the holder record; set it where nodes share one hostname, as containers may"`
+	Who        bool      `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
+	JSON       bool      `long:"json" description:"with --who: print one JSON document"`
+	Quiet      bool      `short:"q" long:"quiet" description:"print only warnings and errors: no \"waiting for\" line, no \"no free slot\" line (its exit status stays 75, or -E N); for cron and timers; the journal and sd_notify get the same as without -q"`
+	KeepCreds  bool      `long:"keep-credentials-env" description:"let the child inherit conch's credential variables (ETCDCTL_PASSWORD, CONCH_PASSWORD_FILE, the password in ETCDCTL_USER/CONCH_USER), which are removed by default"`
+	Verbose    bool      `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
+	Scope      scopeMode `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"where the child runs: auto = in a transient systemd scope when systemd is PID 1 and its bus answers, else directly; always = in a scope (exit 69 without systemd); never = directly, under conch's own supervision"`
+	Property   []string  `short:"p" long:"property" value-name:"NAME=VALUE" description:"set a property on the child's scope, as systemd-run -p (e.g. MemoryMax=1G, CPUQuota=50%, KillSignal=SIGINT, RuntimeMaxSec=1h); implies --scope=always"`
+	Slice      string    `long:"slice" value-name:"SLICE" description:"put the child's scope in SLICE; implies --scope=always"`
+	Config     string    `long:"config" value-name:"FILE" env:"CONCH_CONFIG" default-mask:"/etc/conch/conch.conf" description:"INI file with an [etcd] section for the connection settings (the default is read if it exists; a file named here must exist)"`
 
 	Conn connOptions `group:"etcd connection"`
 
@@ -60,6 +60,25 @@ type semaCmd struct {
 	run func() error
 	// rep reports on the semaphore once run has made it; nil before.
 	rep *reporter
+}
+
+// scopeMode is --scope's value (D8); go-flags checks it against the choice
+// tags, and completes it (Complete) for the shells.
+type scopeMode string
+
+// scopeModes are --scope's values, as its choice tags list them.
+var scopeModes = []string{"auto", "always", "never"}
+
+// Complete implements flags.Completer: the modes starting with match
+// (bash completion offered nothing for --scope, issue 10).
+func (scopeMode) Complete(match string) []flags.Completion {
+	var out []flags.Completion
+	for _, m := range scopeModes {
+		if strings.HasPrefix(m, match) {
+			out = append(out, flags.Completion{Item: m})
+		}
+	}
+	return out
 }
 
 // endpointsValue is --endpoints: a flag (or CONCH_ENDPOINTS) given empty is

@@ -52,7 +52,7 @@ func (c *semaCmd) Execute(args []string) error {
 		return err
 	}
 	j.wait, j.waitSet = c.Wait.d, c.Wait.set
-	if j.scope, err = parseScopeFlags(c.Scope, c.Property, c.Slice); err != nil {
+	if j.scope, err = parseScopeFlags(string(c.Scope), c.Property, c.Slice); err != nil {
 		return err
 	}
 	path, err := unitrun.Resolve(c.command[0])

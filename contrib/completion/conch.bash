@@ -25,6 +25,10 @@ _conch() {
 		fi
 	done
 	mapfile -t COMPREPLY < <(GO_FLAGS_COMPLETION=1 "${words[0]}" "${words[@]:1:cword}" 2>/dev/null)
+	# conch answers "--scope=never" for "--scope=n"; readline replaces only what follows "="
+	if [[ $cur == -*=* && $COMP_WORDBREAKS == *=* ]]; then
+		COMPREPLY=("${COMPREPLY[@]#*=}")
+	fi
 	return 0
 }
 complete -o default -F _conch conch

@@ -310,6 +310,8 @@ t "conch se"
 t "conch sema jobs --max 2 --ki"
 t "conch sema jobs --r"
 t "conch sema jobs --max 2 -- bas"
+t "conch sema jobs --scope "
+t "conch sema jobs --scope=n"
 `
 	env := append(os.Environ(), "LIB="+lib, "ROOT="+built.root, "PATH="+filepath.Join(built.root, "usr/bin")+":"+os.Getenv("PATH"))
 	out, stderr, err := run(ctx, env, "bash", "--norc", "--noprofile", "-c", script)
@@ -322,6 +324,8 @@ t "conch sema jobs --max 2 -- bas"
 		"conch se=>sema\n",
 		"conch sema jobs --max 2 --ki=>--kill-after\n",
 		"conch sema jobs --r=>--runtime-max\n",
+		"conch sema jobs --scope =>always auto never\n", // issue 10
+		"conch sema jobs --scope=n=>never\n",            // what follows "=" (COMP_WORDBREAKS)
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bash completion output lacks %q", want)
