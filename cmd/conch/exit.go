@@ -41,11 +41,11 @@ const exitTable = `Exit status:
   killed by n     conch got SIGTERM, SIGINT or SIGHUP: it stopped the child,
                   released the slot and re-raised the signal; or, in a terminal, the
                   child died of Ctrl-C's SIGINT or Ctrl-\'s SIGQUIT: conch released
-                  and died of it too, with its process group, so a calling script
-                  stops
+                  and died of it too, with its process group; a calling bash script
+                  stops after Ctrl-C (after Ctrl-\ it goes on: bash's rule)
   --who:          0 if any holder, 1 if empty, 69 if etcd is unreachable,
                   64 if it refuses the read, 70 if the listing cannot be
-                  written`
+                  written (/dev/full, a closed pipe)`
 
 // exitError is how a stage of a run says how conch must end (restic's ExitError is the
 // model): the exit status of the table above, or a signal to re-raise (D3), with the one

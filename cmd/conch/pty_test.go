@@ -126,3 +126,38 @@ func TestTerminalCtrlCStopsScript(t *testing.T) {
 		t.Fatalf("%d keys left after Ctrl-C", n)
 	}
 }
+
+// README's claim for Ctrl-\: conch releases and dies of SIGQUIT, but bash, unlike for SIGINT,
+// goes on with the script's next command (status 131, bash's own rule); `set -e` stops it.
+func TestTerminalCtrlBackslashScript(t *testing.T) {
+	e := newEnv(t)
+	for i, tc := range []struct {
+		opts string
+		ran  bool // whether the line after conch runs
+	}{{"", true}, {"set -e\n", false}} {
+		name := "quit" + string(rune('a'+i))
+		script := e.path(name + ".sh")
+		body := "#!/bin/bash\n" + tc.opts + conchBin + " sema " + name + " --max 1 -- sh -c 'echo ready; exec sleep 60'\necho \"after conch: $?\"\n"
+		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", script)
+		cmd.Env = e.vars
+		master, err := pty.Start(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf syncbuf.Buffer
+		go func() { _, _ = io.Copy(&buf, master) }()
+		t.Cleanup(func() { cmd.Process.Kill(); master.Close() })
+		waitFor(t, "child ready", func() bool { return strings.Contains(buf.String(), "ready") })
+		io.WriteString(master, "\x1c")
+		code := exitOf(t, cmd)
+		if got := strings.Contains(buf.String(), "after conch: 131"); got != tc.ran || !tc.ran && code != 131 {
+			t.Errorf("%q: bash %v, output %q; want the next line run: %v", tc.opts, cmd.ProcessState, buf.String(), tc.ran)
+		}
+		if n := e.keys(sema.NamePrefix(name)); n != 0 {
+			t.Errorf("%d keys left after Ctrl-\\", n)
+		}
+	}
+}

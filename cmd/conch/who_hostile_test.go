@@ -166,6 +166,27 @@ func TestWhoOutputFailure(t *testing.T) {
 			t.Fatalf("%q to /dev/full: status %d, stderr %q", args, st, stderr.String())
 		}
 	}
+	// README: a closed pipe is the same failure; a closed stdout (>&-) is not, because the Go
+	// runtime opens /dev/null on it: the listing is discarded, the status is the listing's
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	defer pw.Close()
+	cmd := exec.Command(conchBin, "sema", "full", "--who")
+	cmd.Env, cmd.Stdout = e.vars, pw
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.Run()
+	if st := cmd.ProcessState.ExitCode(); st != exitWhoOutput || !strings.Contains(stderr.String(), "cannot write the listing") {
+		t.Fatalf("--who to a closed pipe: status %d, stderr %q", st, stderr.String())
+	}
+	closed := exec.Command("bash", "-c", `"$0" sema full --who >&-`, conchBin)
+	closed.Env = e.vars
+	if out, err := closed.CombinedOutput(); err != nil {
+		t.Fatalf("--who >&-: %v, output %q; want 0 (one holder)", err, out)
+	}
 }
 
 // Issue 9, end to end: the key --who shows holding a slot is the key that
