@@ -33,7 +33,8 @@ var errTLS = errors.New("TLS misconfiguration")
 // s.DialTimeout. A password that came from a file is read again once when
 // etcd rejects it (reauthInterceptor), so rotating the password file does
 // not stop a running holder. Errors: errTLS and bad settings (64), a refused
-// login (64), errUnreachable (69): see exitStatus.
+// login (64), errUnreachable (69), also for a server that answered the login
+// with plain HTTP (isNotEtcd): see exitStatus.
 func newClient(s connSettings) (*clientv3.Client, error) {
 	tc, err := tlsConfig(s, time.Now())
 	if err != nil {
@@ -56,13 +57,18 @@ func newClient(s connSettings) (*clientv3.Client, error) {
 		Logger:      zap.NewNop(),
 	}
 	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = keepAliveTime, keepAliveTimeout // a dead member is noticed (keepalive.go)
+	// a server that answers plain HTTP is said to be "not an etcd" (issue 10)
+	interceptors := []grpc.UnaryClientInterceptor{notEtcdInterceptor()}
 	if s.PasswordFile != "" {
-		cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(reauthInterceptor(s.Password, s.PasswordFile))}
+		interceptors = append(interceptors, reauthInterceptor(s.Password, s.PasswordFile))
 	}
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(interceptors...)}
 	c, err := clientv3.New(cfg) // with a user, this dials and logs in within DialTimeout
 	switch {
 	case sema.Refused(err):
 		return nil, fmt.Errorf("%s refused the login of user %q: %w", s.where(), s.User, err)
+	case isNotEtcd(err): // it answered at once: no dial timeout to speak of
+		return nil, fmt.Errorf("%w: %s answers, but %w", errUnreachable, s.where(), err)
 	case err != nil:
 		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, err)
 	}
