@@ -310,3 +310,12 @@ func TestConfigEmptyEndpoints(t *testing.T) {
 		t.Errorf("conch with %s: status %d, stderr %q; want 64 naming the line", p, status, errb.String())
 	}
 }
+
+// The shipped /etc/conch/conch.conf passes the config checks (one section, each key once)
+// and, all commented out, leaves the defaults.
+func TestShippedConfigReads(t *testing.T) {
+	s, err := resolveConn(connOptions{}, fixedEnv(nil), filepath.Join("..", "..", "contrib", "systemd", "conch.conf"), true)
+	if err != nil || s.EndpointsFrom != "the default" || len(s.Warnings) != 0 {
+		t.Fatalf("shipped conch.conf: %v, endpoints from %q, warnings %q", err, s.EndpointsFrom, s.Warnings)
+	}
+}
