@@ -124,6 +124,8 @@ func (r *semaRun) waitFailed(err error) error {
 		return exitf(int(r.c.Conflict), stateTimeout, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:
 		return exitf(exitUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.where(), err)
+	case isNotEtcd(err): // it answered at once, in plain HTTP (issue 10)
+		return exitf(exitUnavailable, stateTimeout, "%s answers, but %v", j.conn.where(), err)
 	}
 	return exitf(exitUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, or a cluster without a leader?): %v",
 		j.conn.where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)

@@ -37,7 +37,7 @@ const (
 type reporter struct {
 	w        io.Writer
 	verbose  bool
-	warnOnly bool // -q: on stderr, only warnings and errors (quietStderr)
+	warnOnly bool // -q: on stderr, only warnings and errors (semaCmd.reporter)
 	name     string
 	max      int
 	bare     bool // lines are "conch: <msg>", without the semaphore (usage errors, --who)
@@ -52,24 +52,13 @@ type reporter struct {
 	notify   notifyFunc        // nil: no service manager listens
 }
 
-// quietStderr is conch's stderr under -q (semaCmd.Execute wraps it): the
-// reporters made on it (newReporter unwraps it) write only warnings and
-// errors as plain lines, so a cron job is mailed only when something is
-// wrong (issue 10). Other writes go through unchanged. It travels with the
-// writer because every reporter of a run is made from semaCmd.stderr.
-type quietStderr struct{ io.Writer }
-
 // newReporter returns the reporter for semaphore name[max], writing plain
 // lines to stderr unless stderr is the journal (journalFor), and notifying
-// systemd when NOTIFY_SOCKET is set (notifierFor). A quietStderr makes it
-// print only warnings and errors (-q); the journal and sd_notify get what
-// they get without -q. getenv is os.Getenv outside tests.
+// systemd when NOTIFY_SOCKET is set (notifierFor). getenv is os.Getenv
+// outside tests. With warnOnly set (-q, semaCmd.reporter) it prints only
+// warnings and errors; the journal and sd_notify get what they get without -q.
 func newReporter(stderr io.Writer, getenv func(string) string, verbose bool, name string, max int) *reporter {
-	q, warnOnly := stderr.(quietStderr)
-	if warnOnly {
-		stderr = q.Writer
-	}
-	r := &reporter{w: stderr, verbose: verbose, warnOnly: warnOnly, name: name, max: max,
+	r := &reporter{w: stderr, verbose: verbose, name: name, max: max,
 		journal: journalFor(stderr), notify: notifierFor(getenv)}
 	if r.journal != nil {
 		r.unit = unitFields()

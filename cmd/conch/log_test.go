@@ -214,12 +214,13 @@ func TestNotifierFor(t *testing.T) {
 	}
 }
 
-// Issue 10: with -q (a quietStderr) plain lines are only warnings and errors: no waiting or
+// Issue 10: with -q (warnOnly) plain lines are only warnings and errors: no waiting or
 // re-entering line; the journal and sd_notify get what they get without -q.
 func TestReporterQuiet(t *testing.T) {
 	var buf bytes.Buffer
 	var notes []string
-	r := newReporter(quietStderr{&buf}, fixedEnv(nil), false, "heavy-jobs", 2)
+	r := newReporter(&buf, fixedEnv(nil), false, "heavy-jobs", 2)
+	r.warnOnly = true
 	r.notify = func(s string) { notes = append(notes, s) }
 	drive(r)
 	r.onEvent(sema.Event{Kind: sema.Reentering, Err: fmt.Errorf("session lost")})

@@ -25,11 +25,19 @@ type semaRun struct {
 	closers   []func()
 }
 
+// reporter is the reporter of job j's run (newReporter); with -q it prints only warnings and
+// errors on stderr (issue 10: a cron job is mailed only when something is wrong).
+func (c *semaCmd) reporter(j job) *reporter {
+	r := newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
+	r.warnOnly = c.Quiet
+	return r
+}
+
 // newSemaRun starts what a run needs before etcd: the watchdog, the signal context, the
 // prestarted guardian and the scope plan (D8: before any etcd call), then connect. It
 // returns the run, to be closed even when err is not nil, and the error that ends the run.
 func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
-	r := &semaRun{c: c, job: j, rep: newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)}
+	r := &semaRun{c: c, job: j, rep: c.reporter(j)}
 	r.closers = append(r.closers, startWatchdog(r.rep.notify))
 	ctx, stopSignals := signalContext()
 	r.sigCtx = ctx

@@ -34,9 +34,6 @@ func (c *semaCmd) Execute(args []string) error {
 	if c.Quiet && c.Verbose {
 		return usagef("-q/--quiet and -v/--verbose exclude each other")
 	}
-	if c.Quiet { // the reporters print only warnings and errors (issue 10)
-		c.stderr = quietStderr{c.stderr}
-	}
 	j, err := c.parseJob(args)
 	if err != nil {
 		return err
@@ -62,7 +59,7 @@ func (c *semaCmd) Execute(args []string) error {
 			status = exitCannotExec
 		}
 		c.run = func() error {
-			c.rep = newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
+			c.rep = c.reporter(j)
 			return exitf(status, "", "%v", err)
 		}
 		return nil

@@ -25,7 +25,7 @@ const exitWhoOutput = 70
 // unreachable, 64 if it refuses the read (D3), exitWhoOutput if the listing
 // cannot be printed (see exitStatus); its lines go through c.rep.
 func (c *semaCmd) who(j job) error {
-	c.rep = newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
+	c.rep = c.reporter(j)
 	c.rep.bare = true // its lines name the semaphore their own way
 	what := j.name
 	if what == "" {
