@@ -127,21 +127,18 @@ func (ps *prestarter) loop() {
 			ps.p.Close()
 			ps.p, ps.loaded = nil, 0
 		}
-		if want && rev != 0 && load != nil {
-			ps.preload(load(rev, lease), rev)
+		if want && rev != 0 && load != nil && ps.p != nil && ps.loaded == 0 {
+			ps.preload(load, rev, lease)
 		}
 	}
 }
 
-// preload sends the guardian spec, the command's spec for the key at rev (unitrun Preload),
-// once per key. A failure is not reported: Run then sends the spec itself, or starts afresh,
-// and says what fails.
-func (ps *prestarter) preload(spec unitrun.Spec, rev int64) {
-	if ps.p == nil || ps.loaded != 0 {
-		return
-	}
+// preload sends the guardian the command's spec for the key at rev (load's, unitrun
+// Preload); the loop calls it once per key. A failure is not reported: Run then sends the spec
+// itself, or starts afresh, and says what fails.
+func (ps *prestarter) preload(load func(rev, lease int64) unitrun.Spec, rev, lease int64) {
 	ps.loaded = rev
-	_ = ps.p.Preload(context.Background(), spec)
+	_ = ps.p.Preload(context.Background(), load(rev, lease))
 }
 
 // preloadWith sets the prestarter's load (see the field); call it before the first queue

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/sema"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // childPIDs returns the PIDs of pid's children, from the kernel's children lists.
@@ -105,5 +107,39 @@ func TestGuardianKilledWhileChildRuns(t *testing.T) {
 	}
 	if w := e.run("sema", "gk", "--max", "1", "--who"); w.status != 1 {
 		t.Errorf("--who after the run: %d %q, want 1 (empty: the slot was released)", w.status, w.stdout)
+	}
+}
+
+// Issue 11: the guardian started and preloaded while a waiter is next in line is the one that
+// runs its child: the spec Run gets matches the preloaded one (a mismatch would start a fresh
+// guardian), and the child sees the fencing token of the key it waited with.
+func TestPreloadedGuardianRunsTheChild(t *testing.T) {
+	e := newEnv(t)
+	holder := e.start("sema", "pl", "--max", "1", "--scope=never", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	w := e.start("sema", "pl", "--max", "1", "--scope=never", "--", "sh", "-c", `echo "$PPID $CONCH_REV" > "$0"`, e.path("out"))
+	var guardian int
+	waitFor(t, "the waiter next in line, with its key and guardian", func() bool {
+		if kids := childPIDs(w.cmd.Process.Pid); len(kids) == 1 {
+			guardian = kids[0]
+		}
+		return guardian != 0 && e.keys(sema.Prefix("pl", 1)) == 2 && strings.Contains(w.stderr.String(), "next in line")
+	})
+	resp, err := e.c.Get(t.Context(), sema.Prefix("pl", 1), clientv3.WithLastCreate()...)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the waiter's key: %v %v", resp, err)
+	}
+	rev := resp.Kvs[0].CreateRevision
+	e.open("h")
+	holder.wait(t)
+	if r := w.wait(t); r.status != 0 {
+		t.Fatalf("waiter: %v", r)
+	}
+	b, err := os.ReadFile(e.path("out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(b)), fmt.Sprintf("%d %d", guardian, rev); got != want {
+		t.Errorf("child's parent and CONCH_REV: %q, want %q (the guardian prestarted while waiting, the waiter's key)", got, want)
 	}
 }
