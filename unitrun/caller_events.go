@@ -86,9 +86,11 @@ func (r *runner) requestStop(rec *runRecord, why stopReason) {
 		return
 	}
 	rec.facts.asked = why
-	// A stopped guardian (SIGSTOP) would never act on the stop word (D7).
-	_ = r.g.proc.Signal(syscall.SIGCONT)
+	// A stopped guardian (SIGSTOP) would never act on the stop word (D7): continue it, but
+	// only once the word is in the pipe, so that a go it has not read yet is withdrawn
+	// (readControl) instead of starting the command.
 	_ = r.g.send(ctlStop)
+	_ = r.g.proc.Signal(syscall.SIGCONT)
 	if after := r.mode.stop(); after > 0 {
 		r.timers.takeOver = time.NewTimer(after)
 	}

@@ -66,7 +66,7 @@ func GuardianMain() int {
 		out.send(guardianEvent{Event: evError, Msg: "cannot become a child subreaper: " + err.Error()})
 		return 1
 	}
-	return guard(sigs, readControl(bufio.NewReader(ctl)), out, parent)
+	return guard(sigs, readControl(bufio.NewReader(ctl), ctlFD), out, parent)
 }
 
 // guard is GuardianMain once the pipes are open and the guardian is a subreaper: it waits for
@@ -94,7 +94,7 @@ func guard(sigs chan os.Signal, control <-chan string, out eventWriter, parent i
 	}
 	out.send(guardianEvent{Event: evReady})
 
-	if !awaitGo(sigs, control) {
+	if !awaitGo(sigs, control) || os.Getppid() != parent { // conch died since: start nothing (D7)
 		return 0
 	}
 	pid, err := startCommand(spec)

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The guardian protocol (D7). conch passes two pipes to the guardian, never anything through
@@ -102,15 +105,38 @@ func parseSpec(line []byte) (wireSpec, error) {
 }
 
 // readControl sends each control word read from r to the returned channel, which it closes at
-// EOF or on a read error (both mean: conch is gone). The goroutine ends then.
-func readControl(r *bufio.Reader) <-chan string {
+// EOF or on a read error (both mean: conch is gone). The goroutine ends then. fd is r's file
+// descriptor.
+//
+// A go that conch has already withdrawn is dropped (D7): when more input, or the pipe's EOF,
+// is already pending as go is read, the guardian was stopped or slow while conch wrote go and
+// then, the slot lost or conch gone, a stop, an abort or its death; that next word (or the EOF)
+// is what counts, and the command must not start after it. Since the spec may be preloaded
+// long before the slot (Prepared.Preload), go can otherwise wait in the pipe for a guardian
+// that is SIGSTOPped.
+func readControl(r *bufio.Reader, fd int) <-chan string {
 	ch := make(chan string, 4)
 	go func() {
 		defer close(ch)
 		for {
 			line, err := r.ReadString('\n')
-			if len(line) > 1 {
-				ch <- line[:len(line)-1]
+			word := strings.TrimSuffix(line, "\n")
+			if word == ctlGo && err == nil && controlPending(r, fd) {
+				next, nerr := r.ReadString('\n')
+				switch nw := strings.TrimSuffix(next, "\n"); {
+				case nw == ctlStop || nw == ctlAbort:
+					ch <- nw // instead of go
+				case nw != "":
+					ch <- word
+					ch <- nw
+				} // nothing but EOF: conch is gone, close without go
+				if nerr != nil {
+					return
+				}
+				continue
+			}
+			if word != "" {
+				ch <- word
 			}
 			if err != nil {
 				return
@@ -118,6 +144,18 @@ func readControl(r *bufio.Reader) <-chan string {
 		}
 	}()
 	return ch
+}
+
+// controlPending reports whether more control input, or the pipe's EOF (every writer closed:
+// conch exited or closed it), is already there after what r returned: buffered in r, or
+// readable on fd without blocking.
+func controlPending(r *bufio.Reader, fd int) bool {
+	if r.Buffered() > 0 {
+		return true
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0
 }
 
 // readEvents sends each event decoded from r to the returned channel. At EOF (the guardian

@@ -143,3 +143,42 @@ func TestPreloadedGuardianRunsTheChild(t *testing.T) {
 		t.Errorf("child's parent and CONCH_REV: %q, want %q (the guardian prestarted while waiting, the waiter's key)", got, want)
 	}
 }
+
+// D7 with a preloaded spec (hostile test): the promoted waiter's guardian is SIGSTOPped, so
+// "go" waits in its pipe; the slot is then lost (lease revoked). The command must not start
+// on that key: conch withdraws the go (stop, then SIGCONT), queues again, and the child runs
+// once, with the new key's fencing token.
+func TestWithdrawnGoToStoppedGuardian(t *testing.T) {
+	e := newEnv(t)
+	holder := e.start("sema", "wg", "--max", "1", "--scope=never", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	w := e.start("sema", "wg", "--max", "1", "--scope=never", "-v", "--", "sh", "-c", `echo "$CONCH_REV" >> "$0"`, e.path("ran"))
+	var guardian int
+	waitFor(t, "the waiter next in line, with its guardian", func() bool {
+		if kids := childPIDs(w.cmd.Process.Pid); len(kids) == 1 {
+			guardian = kids[0]
+		}
+		return guardian != 0 && e.keys(sema.Prefix("wg", 1)) == 2 && strings.Contains(w.stderr.String(), "next in line")
+	})
+	resp, err := e.c.Get(t.Context(), sema.Prefix("wg", 1), clientv3.WithLastCreate()...)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the waiter's key: %v %v", resp, err)
+	}
+	first := resp.Kvs[0]
+	if err := syscall.Kill(guardian, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	e.open("h")
+	holder.wait(t)
+	waitFor(t, "the waiter to hold", func() bool { return strings.Contains(w.stderr.String(), fmt.Sprintf("rev=%d", first.CreateRevision)) })
+	if _, err := e.c.Revoke(t.Context(), clientv3.LeaseID(first.Lease)); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.wait(t); r.status != 0 {
+		t.Fatalf("waiter: %v", r)
+	}
+	b, _ := os.ReadFile(e.path("ran"))
+	if got := strings.Fields(string(b)); len(got) != 1 || got[0] == fmt.Sprint(first.CreateRevision) {
+		t.Fatalf("the child ran with CONCH_REV %q; want once, with a new key's (not the revoked %d)\nstderr: %s", got, first.CreateRevision, w.stderr.String())
+	}
+}
