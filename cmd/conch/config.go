@@ -135,7 +135,7 @@ func scanIni(path string, b []byte) (map[string]int, error) {
 		switch {
 		case l == "" || l[0] == '#' || l[0] == ';':
 		case l[0] == '[':
-			if name := strings.TrimSpace(strings.Trim(l, "[]")); !strings.EqualFold(name, configSection) {
+			if name := strings.TrimSpace(strings.TrimSuffix(l[1:], "]")); !strings.HasSuffix(l, "]") || !strings.EqualFold(name, configSection) {
 				return nil, fmt.Errorf("config file %s:%d: unknown section [%s]: conch.conf has one section, [%s]", path, n, printable(name), configSection)
 			}
 		default:

@@ -190,7 +190,7 @@ func overrideWarning(srcs []setting) string {
 // elements, in their order.
 func endpointList(eps string) []string {
 	var out []string
-	for _, e := range strings.Split(eps, ",") {
+	for _, e := range splitEndpoints(eps) {
 		if e = strings.TrimSpace(e); e != "" {
 			out = append(out, e)
 		}
@@ -198,12 +198,39 @@ func endpointList(eps string) []string {
 	return out
 }
 
-// sameEndpoints reports whether two lists name the same endpoints, in any order.
+// splitEndpoints splits a comma-separated endpoint list, keeping a user-info with commas in
+// it whole: an element with an '@' takes back every element since the previous one with an
+// '@' (in "http://u:a,b@h" the password is "a,b"), so that redactEndpoint hides all of it.
+// Lists with user-info are refused anyway (checkEndpoint); this only decides what is shown.
+func splitEndpoints(eps string) []string {
+	parts := strings.Split(eps, ",")
+	var out []string
+	since := 0 // index in out after the last element with an '@'
+	for _, p := range parts {
+		if strings.Contains(p, "@") && since < len(out) {
+			p = strings.Join(append(out[since:len(out):len(out)], p), ",")
+			out = out[:since]
+		}
+		out = append(out, p)
+		if strings.Contains(p, "@") {
+			since = len(out)
+		}
+	}
+	return out
+}
+
+// sameEndpoints reports whether two lists name the same endpoints, in any order, however
+// spelled: host:port and http://host:port are one endpoint (clientv3 dials both the same),
+// as are a trailing '/' and a duplicate.
 func sameEndpoints(a, b string) bool {
-	la, lb := endpointList(a), endpointList(b)
-	slices.Sort(la)
-	slices.Sort(lb)
-	return slices.Equal(la, lb)
+	norm := func(list []string) []string {
+		for i, e := range list {
+			list[i] = strings.TrimSuffix(strings.TrimPrefix(e, "http://"), "/")
+		}
+		slices.Sort(list)
+		return slices.Compact(list)
+	}
+	return slices.Equal(norm(endpointList(a)), norm(endpointList(b)))
 }
 
 // showEndpoints is an endpoint list for messages: each endpoint redacted
@@ -229,7 +256,7 @@ const maxEndpoints = 64
 // endpoint (checkEndpoint). Errors redact URL user-info.
 func parseEndpoints(eps string) ([]string, error) {
 	var list []string
-	for _, e := range strings.Split(eps, ",") {
+	for _, e := range splitEndpoints(eps) {
 		if e = strings.TrimSpace(e); e == "" {
 			continue
 		}
@@ -267,7 +294,7 @@ func checkEndpoint(e string) error {
 			}
 			return nil
 		case "http", "https":
-			if strings.Contains(strings.SplitN(rest, "/", 2)[0], "@") {
+			if strings.Contains(rest, "@") {
 				return bad("user-info in the URL: give the user with --user and the password with --password-file")
 			}
 			e = strings.TrimSuffix(rest, "/")
@@ -295,13 +322,10 @@ func redactEndpoint(e string) string {
 		}
 		return e
 	}
-	authority, path, _ := strings.Cut(rest, "/")
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		authority = "xxxxx@" + authority[at+1:]
-		if path != "" || strings.HasSuffix(rest, "/") {
-			return scheme + "://" + authority + "/" + path
-		}
-		return scheme + "://" + authority
+	// The last '@' anywhere, not only before the first '/': a password may hold a '/'
+	// (base64), and hiding too much is the safe way to be wrong.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		return scheme + "://xxxxx@" + rest[at+1:]
 	}
 	return e
 }

@@ -142,6 +142,8 @@ func TestEndpointsOverrideWarning(t *testing.T) {
 	os.WriteFile(conf, []byte("[etcd]\n# the cluster\nendpoints = file:1, file:2\n"), 0o640)
 	secret := filepath.Join(dir, "secret.conf")
 	os.WriteFile(secret, []byte("[etcd]\nendpoints = http://root:hunter2@file:1\n"), 0o640)
+	slashed := filepath.Join(dir, "slashed.conf")
+	os.WriteFile(slashed, []byte("[etcd]\nendpoints = http://root:hun/ter,2@file:1\n"), 0o640)
 	for _, tc := range []struct {
 		name string
 		o    connOptions
@@ -153,6 +155,7 @@ func TestEndpointsOverrideWarning(t *testing.T) {
 		{"ETCDCTL over file", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}, conf,
 			"endpoints from ETCDCTL_ENDPOINTS (ctl:1) override those of " + conf + ":3 (file:1,file:2)"},
 		{"same endpoints, other order", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "file:2,file:1"}, conf, ""},
+		{"same endpoints, spelled otherwise", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "http://file:2/,file:1,file:1"}, conf, ""},
 		{"CONCH over ETCDCTL and file", connOptions{Endpoints: "env:1"}, map[string]string{"CONCH_ENDPOINTS": "env:1", "ETCDCTL_ENDPOINTS": "ctl:1"}, conf,
 			"endpoints from CONCH_ENDPOINTS (env:1) override those of ETCDCTL_ENDPOINTS (ctl:1) and " + conf + ":3 (file:1,file:2)"},
 		{"flag over CONCH", connOptions{Endpoints: "flag:1"}, map[string]string{"CONCH_ENDPOINTS": "env:1"}, "",
@@ -160,6 +163,8 @@ func TestEndpointsOverrideWarning(t *testing.T) {
 		{"flag equal to file", connOptions{Endpoints: "file:1,file:2"}, nil, conf, ""},
 		{"credentials redacted", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}, secret,
 			"override those of " + secret + ":2 (http://xxxxx@file:1)"},
+		{"credentials with '/' and ',' redacted", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}, slashed,
+			"override those of " + slashed + ":2 (http://xxxxx@file:1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := resolveConn(tc.o, fixedEnv(tc.env), tc.conf, tc.conf != "")

@@ -87,6 +87,10 @@ func TestResolveConnErrorsNameSource(t *testing.T) {
 		{"config bad quote not echoed", connOptions{}, nil, quoteConf, []string{quoteConf + ":2: badly quoted value"}, "hunter2"},
 		{"unknown config key", connOptions{}, nil, unknownConf, []string{unknownConf + ":2: unknown setting \"pasword-file\""}, ""},
 		{"user-info redacted", connOptions{Endpoints: "https://root:hunter2@h:1"}, nil, "", []string{"xxxxx@h:1", "user-info"}, "hunter2"},
+		// hostile test: a password with '/' (base64) or ',' (the list's separator)
+		{"user-info with a slash redacted", connOptions{Endpoints: "http://alice:hun/ter2@h:1"}, nil, "", []string{"xxxxx@h:1", "user-info"}, "ter2"},
+		{"user-info with a comma redacted", connOptions{Endpoints: "http://alice:hun,ter2@h:1"}, nil, "", []string{"xxxxx@h:1", "user-info"}, "hun"},
+		{"user-info with commas redacted", connOptions{Endpoints: "m:1,http://alice:a,b,c@h:1"}, nil, "", []string{"xxxxx@h:1"}, "alice"},
 		{"user without password", connOptions{User: "conch"}, nil, "", []string{`user "conch" (from --user) has no password`}, "user name is empty"},
 		{"ETCDCTL_USER without password", connOptions{}, map[string]string{"ETCDCTL_USER": "conch"}, "", []string{"from ETCDCTL_USER"}, ""},
 		{"http with TLS", connOptions{Endpoints: "http://h:1", CACert: "/x"}, nil, "", []string{"is plaintext, but TLS files are set"}, ""},
@@ -270,6 +274,8 @@ func TestConfigSectionsAndDuplicates(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{"# conch\n[etc]\nendpoints = a:1\n", ":2: unknown section [etc]: conch.conf has one section, [etcd]"},
 		{"[etcd]\nendpoints = a:1\n[client]\n", ":3: unknown section [client]"},
+		{"[[etcd]]\nendpoints = a:1\n", ":1: unknown section [[etcd]]"},
+		{"[etcd\nendpoints = a:1\n", ":1: malformed [section] header"},
 		{"[etcd]\nendpoints = a:1\n\nendpoints = b:1\n", ":4: endpoints is set again (first at line 2): set each setting once"},
 		{"[etcd]\nuser = a\n[ETCD]\nUser = b\n", ":4: user is set again (first at line 2)"},
 	} {
