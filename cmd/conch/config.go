@@ -136,7 +136,7 @@ func scanIni(path string, b []byte) (map[string]int, error) {
 		case l == "" || l[0] == '#' || l[0] == ';':
 		case l[0] == '[':
 			if name := strings.TrimSpace(strings.TrimSuffix(l[1:], "]")); !strings.HasSuffix(l, "]") || !strings.EqualFold(name, configSection) {
-				return nil, fmt.Errorf("config file %s:%d: unknown section [%s]: conch.conf has one section, [%s]", path, n, printable(name), configSection)
+				return nil, fmt.Errorf("config file %s:%d: unknown section%s: conch.conf has one section, [%s]", path, n, shortName(name), configSection)
 			}
 		default:
 			k, _, _ := strings.Cut(l, "=")
@@ -162,4 +162,13 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// shortName is " [name]" for a section name short enough to be a typo of [etcd] (a config
+// error never echoes a whole line, which may hold a secret: issue 9), else "".
+func shortName(name string) string {
+	if len(name) > 9 {
+		return ""
+	}
+	return " [" + printable(name) + "]"
 }

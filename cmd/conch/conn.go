@@ -263,6 +263,9 @@ func parseEndpoints(eps string) ([]string, error) {
 		if err := checkEndpoint(e); err != nil {
 			return nil, err
 		}
+		if strings.Contains(e, ",") { // elements splitEndpoints kept together around an '@'
+			return nil, fmt.Errorf("invalid etcd endpoint %q: an '@' in the list (user-info?): give the user with --user and the password with --password-file", redactEndpoint(e))
+		}
 		list = append(list, e)
 	}
 	switch {
