@@ -27,24 +27,36 @@ var serial int64
 
 func newTestCA(t testing.TB, dir, name string) *testCA {
 	t.Helper()
+	tmpl := &x509.Certificate{
+		Subject:   pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, key := sign(t, tmpl, nil, nil)
+	cert, _ := x509.ParseCertificate(der)
+	ca := &testCA{cert: cert, key: key, file: filepath.Join(dir, name+".pem")}
+	writePEM(t, ca.file, "CERTIFICATE", der)
+	return ca
+}
+
+// sign makes a key and a certificate of tmpl (with the next serial) signed by parent's key,
+// or self-signed when parent is nil; it returns the certificate's DER and the key.
+func sign(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) ([]byte, *ecdsa.PrivateKey) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	tmpl.SerialNumber = big.NewInt(serial)
+	if parent == nil {
+		parent, parentKey = tmpl, key
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{cert: cert, key: key, file: filepath.Join(dir, name+".pem")}
-	writePEM(t, ca.file, "CERTIFICATE", der)
-	return ca
+	return der, key
 }
 
 // leaf writes a certificate signed by ca (and its key) as name.pem and
@@ -52,21 +64,12 @@ func newTestCA(t testing.TB, dir, name string) *testCA {
 // given (a server certificate) or none (a client certificate).
 func (ca *testCA) leaf(t testing.TB, dir, name string, notBefore, notAfter time.Time, ips []net.IP, dns []string) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+	der, key := sign(t, &x509.Certificate{
+		Subject:   pkix.Name{CommonName: name},
 		NotBefore: notBefore, NotAfter: notAfter, IPAddresses: ips, DNSNames: dns,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, ca.cert, ca.key)
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)

@@ -49,19 +49,26 @@ func TestReadBounded(t *testing.T) {
 	}
 }
 
+// confWriter returns a function that writes body to a fresh config file in a temporary
+// directory and returns its path.
+func confWriter(t *testing.T) func(body string) string {
+	dir, n := t.TempDir(), 0
+	return func(body string) string {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("c%d.conf", n))
+		if err := os.WriteFile(p, []byte(body), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
 func fixedEnv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 // Issue 10 item 3: every message about a setting names its source; issue 9:
 // no secret in messages, a user without a password refused, TLS with http:// refused.
 func TestResolveConnErrorsNameSource(t *testing.T) {
-	dir := t.TempDir()
-	n := 0
-	conf := func(body string) string {
-		n++
-		p := filepath.Join(dir, fmt.Sprintf("c%d.conf", n))
-		os.WriteFile(p, []byte(body), 0o640)
-		return p
-	}
+	conf := confWriter(t)
 	durConf := conf("[etcd]\n# comment\ndial-timeout = soon\n")
 	epConf := conf("[etcd]\nendpoints = ftp://x:1\n")
 	secretConf := conf("[etcd]\nhunter2-secret\n")
@@ -263,14 +270,7 @@ func TestReadBoundedNullDevice(t *testing.T) {
 // given twice is refused with both lines (go-flags kept the last in silence: two endpoints
 // lines are two clusters). Keys are matched without case, as go-flags does.
 func TestConfigSectionsAndDuplicates(t *testing.T) {
-	dir := t.TempDir()
-	n := 0
-	conf := func(body string) string {
-		n++
-		p := filepath.Join(dir, fmt.Sprintf("c%d.conf", n))
-		os.WriteFile(p, []byte(body), 0o640)
-		return p
-	}
+	conf := confWriter(t)
 	for _, tc := range []struct{ body, want string }{
 		{"# conch\n[etc]\nendpoints = a:1\n", ":2: unknown section [etc]: conch.conf has one section, [etcd]"},
 		{"[etcd]\nendpoints = a:1\n[client]\n", ":3: unknown section [client]"},

@@ -19,7 +19,14 @@ import (
 // function that reads everything written so far.
 func (e *env) ptyRun(args ...string) (*exec.Cmd, io.Writer, func() string) {
 	e.t.Helper()
-	cmd := exec.Command(conchBin, args...)
+	return e.ptyStart(exec.Command(conchBin, args...))
+}
+
+// ptyStart starts cmd with the env's variables on a new pseudo-terminal (its controlling
+// terminal and stdio). It returns cmd, the master side and a function that reads everything
+// written so far; Cleanup kills cmd and closes the master.
+func (e *env) ptyStart(cmd *exec.Cmd) (*exec.Cmd, io.Writer, func() string) {
+	e.t.Helper()
 	cmd.Env = e.vars
 	master, err := pty.Start(cmd)
 	if err != nil {
@@ -95,32 +102,20 @@ func TestTerminalCtrlBackslash(t *testing.T) {
 // does for flock(1) and timeout(1): neither the loop's next round nor the next line runs.
 func TestTerminalCtrlCStopsScript(t *testing.T) {
 	e := newEnv(t)
-	script := e.path("d.sh")
 	body := "#!/bin/bash\nfor i in 1 2; do\n  " + conchBin + " sema deploy --max 1 -- sh -c \"echo ready \\$0; exec sleep 60\" $i\ndone\necho \"step 2 ran anyway ($?)\"\n"
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", script)
-	cmd.Env = e.vars
-	master, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf syncbuf.Buffer
-	go func() { _, _ = io.Copy(&buf, master) }()
-	t.Cleanup(func() { cmd.Process.Kill(); master.Close() })
-	waitFor(t, "child ready", func() bool { return strings.Contains(buf.String(), "ready 1") })
+	cmd, master, out := e.scriptInPty(t, "d.sh", body)
+	waitFor(t, "child ready", func() bool { return strings.Contains(out(), "ready 1") })
 	io.WriteString(master, "\x03")
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(testTimeout):
-		t.Fatalf("bash did not exit after Ctrl-C; output %q", buf.String())
+		t.Fatalf("bash did not exit after Ctrl-C; output %q", out())
 	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ws.Signaled() || ws.Signal() != syscall.SIGINT || strings.Contains(buf.String(), "ready 2") || strings.Contains(buf.String(), "step 2") {
-		t.Fatalf("bash: %v, output %q; want it killed by SIGINT in the loop's first round", cmd.ProcessState, buf.String())
+	if !ws.Signaled() || ws.Signal() != syscall.SIGINT || strings.Contains(out(), "ready 2") || strings.Contains(out(), "step 2") {
+		t.Fatalf("bash: %v, output %q; want it killed by SIGINT in the loop's first round", cmd.ProcessState, out())
 	}
 	if n := e.keys(sema.NamePrefix("deploy")); n != 0 {
 		t.Fatalf("%d keys left after Ctrl-C", n)
@@ -136,28 +131,27 @@ func TestTerminalCtrlBackslashScript(t *testing.T) {
 		ran  bool // whether the line after conch runs
 	}{{"", true}, {"set -e\n", false}} {
 		name := "quit" + string(rune('a'+i))
-		script := e.path(name + ".sh")
 		body := "#!/bin/bash\n" + tc.opts + conchBin + " sema " + name + " --max 1 -- sh -c 'echo ready; exec sleep 60'\necho \"after conch: $?\"\n"
-		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("bash", script)
-		cmd.Env = e.vars
-		master, err := pty.Start(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf syncbuf.Buffer
-		go func() { _, _ = io.Copy(&buf, master) }()
-		t.Cleanup(func() { cmd.Process.Kill(); master.Close() })
-		waitFor(t, "child ready", func() bool { return strings.Contains(buf.String(), "ready") })
+		cmd, master, out := e.scriptInPty(t, name+".sh", body)
+		waitFor(t, "child ready", func() bool { return strings.Contains(out(), "ready") })
 		io.WriteString(master, "\x1c")
 		code := exitOf(t, cmd)
-		if got := strings.Contains(buf.String(), "after conch: 131"); got != tc.ran || !tc.ran && code != 131 {
-			t.Errorf("%q: bash %v, output %q; want the next line run: %v", tc.opts, cmd.ProcessState, buf.String(), tc.ran)
+		if got := strings.Contains(out(), "after conch: 131"); got != tc.ran || !tc.ran && code != 131 {
+			t.Errorf("%q: bash %v, output %q; want the next line run: %v", tc.opts, cmd.ProcessState, out(), tc.ran)
 		}
 		if n := e.keys(sema.NamePrefix(name)); n != 0 {
 			t.Errorf("%d keys left after Ctrl-\\", n)
 		}
 	}
+}
+
+// scriptInPty writes body as the executable script name in the test's directory and starts
+// it with bash on a new pty (ptyStart).
+func (e *env) scriptInPty(t *testing.T, name, body string) (*exec.Cmd, io.Writer, func() string) {
+	t.Helper()
+	script := e.path(name)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return e.ptyStart(exec.Command("bash", script))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -167,6 +168,22 @@ func (s *scenario) exit(p *systemdtest.Proc) (int, string) {
 }
 
 // wantExit fails the test unless p exits with one of codes.
+// jobsAcross starts n jobs (job) round-robin on the nodes, each holding a random time in
+// [lo, lo+span), with flags.
+func (s *scenario) jobsAcross(n int, flags []string, lo, span time.Duration) {
+	for i := range n {
+		s.job(i%clusterSize, flags, "-hold", (lo + rand.N(span)).String())
+	}
+}
+
+// wantAllDone waits for every job of the scenario and wants each to exit 0.
+func (s *scenario) wantAllDone() {
+	s.t.Helper()
+	for k, p := range s.jobs {
+		s.wantExit(p, fmt.Sprintf("job %d", k), 0)
+	}
+}
+
 func (s *scenario) wantExit(p *systemdtest.Proc, what string, codes ...int) int {
 	s.t.Helper()
 	code, stderr := s.exit(p)

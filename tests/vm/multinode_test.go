@@ -1,8 +1,6 @@
 package vm
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -36,13 +34,8 @@ func TestMultiNode(t *testing.T) {
 func testCapacity(t *testing.T, c *cluster) {
 	s := c.newScenario(t, "s1-capacity", 2)
 	began := time.Now()
-	for i := range 3 * 10 {
-		hold := time.Duration(50+rand.IntN(400)) * time.Millisecond
-		s.job(i%clusterSize, nil, "-hold", hold.String())
-	}
-	for k, p := range s.jobs {
-		s.wantExit(p, fmt.Sprintf("job %d", k), 0)
-	}
+	s.jobsAcross(3*10, nil, 50*time.Millisecond, 400*time.Millisecond)
+	s.wantAllDone()
 	t.Logf("scenario 1: 30 jobs on 3 nodes done in %v", ms(time.Since(began)))
 	r := s.verify(checkSpec{Handoff: handoff})
 	if r.Children != 30 || r.MaxConcurrent != 2 {

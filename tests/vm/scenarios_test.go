@@ -235,9 +235,7 @@ func testCompaction(t *testing.T, c *cluster) {
 	for i := range 9 {
 		s.job(i%clusterSize, nil, "-hold", "150ms")
 	}
-	for k, p := range s.jobs {
-		s.wantExit(p, fmt.Sprintf("job %d", k), 0)
-	}
+	s.wantAllDone()
 	stop()
 	n := <-done
 	t.Logf("scenario 7: %d compactions at the current revision while 9 jobs queued", n)

@@ -2,7 +2,6 @@ package vm
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,13 +17,8 @@ func testSpread(t *testing.T, c *cluster) {
 	s := c.newScenario(t, "s10-spread", 2)
 	spread := []string{"--spread"}
 	began := time.Now()
-	for i := range 3 * 3 {
-		hold := time.Duration(100+rand.IntN(300)) * time.Millisecond
-		s.job(i%clusterSize, spread, "-hold", hold.String())
-	}
-	for k, p := range s.jobs {
-		s.wantExit(p, fmt.Sprintf("job %d", k), 0)
-	}
+	s.jobsAcross(3*3, spread, 100*time.Millisecond, 300*time.Millisecond)
+	s.wantAllDone()
 	t.Logf("scenario 10: 9 --spread jobs on 3 nodes done in %v", ms(time.Since(began)))
 
 	release := "s10-release"
