@@ -145,7 +145,12 @@ func testLeaderLoss(t *testing.T, c *cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder := s.holderAndWaiters(leader, nil, []string{"-hold", "6s"}, (leader+1)%3, (leader+2)%3)
+	// --ttl 20s: the holder is fenced once its last confirmed keep-alive is older than TTL -
+	// kill-after - 1 s (D7), 4 s with the default 10 s. An election plus the client's
+	// fail-over took longer than that on a loaded CI machine, and the fence then did what D7
+	// says; this scenario is about surviving an election within the lease, so the lease is made
+	// to cover a slow one.
+	holder := s.holderAndWaiters(leader, []string{"--ttl", "20s"}, []string{"-hold", "6s"}, (leader+1)%3, (leader+2)%3)
 	killed := monoNow()
 	if err := c.etcd.KillMember(s.ctx, leader); err != nil {
 		t.Fatal(err)
