@@ -12,16 +12,20 @@ LDFLAGS := -X main.version=$(VERSION) -X github.com/conch-project/conch/unitrun.
 
 all: build
 
+# Static binaries (CGO_ENABLED=0), as scripts/package.sh ships them: no dynamic loader at each
+# start, which conch and the guardian pay on every run (bench/analysis.md).
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/conch ./cmd/conch
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/conch-guardian ./cmd/conch-guardian
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/conch ./cmd/conch
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/conch-guardian ./cmd/conch-guardian
 
-# A real etcd and etcdctl built from the etcd Go modules (tool dependencies in go.mod).
+# A real etcd and etcdctl built from the etcd Go modules (tool dependencies in go.mod), static
+# as etcd's own release builds are (CGO_ENABLED=0), so that `make bench` compares conch with the
+# etcdctl operators download.
 etcd: bin/etcd bin/etcdctl
-bin/etcd: go.mod
-	$(GO) build -o bin/etcd go.etcd.io/etcd/server/v3
-bin/etcdctl: go.mod
-	$(GO) build -o bin/etcdctl go.etcd.io/etcd/etcdctl/v3
+bin/etcd: go.mod Makefile
+	CGO_ENABLED=0 $(GO) build -o bin/etcd go.etcd.io/etcd/server/v3
+bin/etcdctl: go.mod Makefile
+	CGO_ENABLED=0 $(GO) build -o bin/etcdctl go.etcd.io/etcd/etcdctl/v3
 
 demo: build etcd
 	scripts/demo.sh
@@ -48,7 +52,7 @@ package:
 .PHONY: bench
 bench: build etcd
 	$(GO) build -o bin/bench ./bench
-	$(GO) build -o bin/bench-stamp ./bench/stamp
+	CGO_ENABLED=0 $(GO) build -o bin/bench-stamp ./bench/stamp
 	bin/bench $(BENCHFLAGS)
 
 # Debian packages and the test nodes' root filesystem (quick when present).
