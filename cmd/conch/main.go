@@ -25,6 +25,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == unitrun.GuardianArg {
 		os.Exit(unitrun.GuardianMain())
 	}
+	go warmProtobuf() // off the critical path: protowarm.go
 	// A closed stderr pipe must not kill conch with SIGPIPE in the middle of
 	// its queue (its key would linger until expiry): with SIGPIPE caught,
 	// writes fail with EPIPE instead. Caught, not ignored, so the child
