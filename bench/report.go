@@ -122,7 +122,7 @@ func (r *report) write(path, analysis string) error {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "- Machine: %s CPUs (%s), %s memory, %s\n", m.cpus, m.cpuModel, m.mem, m.kernel)
 	fmt.Fprintf(&b, "- Load average (1/5/15 min) before: %s, after: %s. The machine is shared; see \"Noise\" below.\n", m.loadBefore, r.loadAfter)
-	fmt.Fprintf(&b, "- Go %s; %s; %s; `etcdctl` built from the same etcd module version; tree %s\n", m.goVersion, m.conch, m.etcd, m.commit)
+	fmt.Fprintf(&b, "- Go %s; %s; %s; `etcdctl` built from the same etcd module version; all static (CGO_ENABLED=0), as the packages and etcd's releases ship them; tree %s\n", m.goVersion, m.conch, m.etcd, m.commit)
 	b.WriteString("- etcd: one member on loopback, default settings (WAL fsync on, 100 ms heartbeat), fresh data directory on the machine's disk\n\n")
 	b.WriteString("## Summary\n\n")
 	b.WriteString(r.table())
