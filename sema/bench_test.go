@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -405,4 +406,68 @@ func scrapeCounters(b *testing.B, url string) serverCounters {
 		watchers:     m.Sum("etcd_debugging_mvcc_watcher_total"),
 		slowWatchers: m.Sum("etcd_debugging_mvcc_slow_watcher_total"),
 	}
+}
+
+// BenchmarkBurstRefill times the refill of a burst: max holders release at the same moment
+// with max waiters queued behind them, as jobs started together end together (make bench's
+// drain, scenario 4). The head is promoted by the first DELETE it sees (D1); each waiter after
+// it learns that it is next only from the HELD rewrite of the one before it, re-ranks, and is
+// promoted, so the slots refill one hop after another, never all at once: first-ms is the
+// first waiter's Acquire return, last-ms the last one's (both from the first Release call),
+// ms/hop (last-ms - first-ms) / (max - 1). Each waiter keeps its slot until all hold.
+func BenchmarkBurstRefill(b *testing.B) {
+	const max = 10
+	srv := etcdtest.Start(b)
+	cli := srv.Client(b)
+	prefix := sema.Prefix("bench-burst", max)
+	var first, last time.Duration
+	for range b.N {
+		var blockers []*sema.Holder
+		for range max {
+			h, err := benchSem(b, cli, "bench-burst", max, sema.Options{}).Acquire(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			blockers = append(blockers, h)
+		}
+		got := make(chan acquireResult, max)
+		took := make(chan time.Time, max)
+		for range max {
+			s := benchSem(b, cli, "bench-burst", max, sema.Options{})
+			go func() {
+				h, err := s.Acquire(b.Context())
+				took <- time.Now()
+				got <- acquireResult{h, err}
+			}()
+		}
+		waitKeys(b, cli, prefix, 2*max)
+		// the blockers' own key watches (max), the head's on the holders and its key (max+1),
+		// each other waiter's on its predecessor and its key (2 each): all synced
+		waitWatchers(b, srv.Metrics, 4*max-1)
+		start := time.Now()
+		for _, h := range blockers {
+			go func() { _ = h.Release(context.Background()) }()
+		}
+		var at []time.Duration
+		var held []*sema.Holder
+		for range max {
+			r := <-got
+			if r.err != nil {
+				b.Fatal(r.err)
+			}
+			at = append(at, (<-took).Sub(start))
+			held = append(held, r.h)
+		}
+		first, last = first+slices.Min(at), last+slices.Max(at)
+		for _, h := range held {
+			if err := h.Release(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitKeys(b, cli, prefix, 0)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(first.Microseconds())/1000/n, "first-ms")
+	b.ReportMetric(float64(last.Microseconds())/1000/n, "last-ms")
+	b.ReportMetric(float64((last-first).Microseconds())/1000/n/(max-1), "ms/hop")
 }
