@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -24,17 +25,17 @@ var errUnreachable = errors.New("etcd unavailable")
 // --dial-timeout.
 var errTLS = errors.New("TLS misconfiguration")
 
-// newClient builds an etcd client from s. Before clientv3 dials, it probes
-// the endpoints (probeEndpoints: one TCP connection, and the TLS handshake
-// when TLS is on, per endpoint in parallel, ending at the first that works;
-// bounded by s.DialTimeout): when none works it returns errUnreachable naming
-// the kind of failure of each (refused, DNS, timeout), or errTLS at once for
-// a permanent TLS failure. With a user set, clientv3 then logs in within
-// s.DialTimeout. A password that came from a file is read again once when
-// etcd rejects it (reauthInterceptor), so rotating the password file does
-// not stop a running holder. Errors: errTLS and bad settings (64), a refused
-// login (64), errUnreachable (69), also for a server that answered the login
-// with plain HTTP (isNotEtcd): see exitStatus.
+// newClient builds an etcd client from s. Beside clientv3's dial (and its login, with a user),
+// it probes the endpoints (probeEndpoints: one TCP connection, and the TLS handshake when TLS
+// is on, per endpoint in parallel, ending at the first that works; bounded by s.DialTimeout):
+// when none works it returns errUnreachable naming the kind of failure of each (refused, DNS,
+// timeout), or errTLS at once for a permanent TLS failure, and the dial is cancelled. The probe
+// runs beside the dial rather than before it (issue 11): with TLS, the two handshakes then
+// overlap instead of adding up. With a user set, clientv3 logs in within s.DialTimeout. A
+// password that came from a file is read again once when etcd rejects it
+// (reauthInterceptor), so rotating the password file does not stop a running holder. Errors:
+// errTLS and bad settings (64), a refused login (64), errUnreachable (69), also for a server
+// that answered the login with plain HTTP (isNotEtcd): see exitStatus.
 func newClient(s connSettings) (*clientv3.Client, error) {
 	tc, err := tlsConfig(s, time.Now())
 	if err != nil {
@@ -42,12 +43,54 @@ func newClient(s connSettings) (*clientv3.Client, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.DialTimeout)
 	defer cancel()
+	life, stop := context.WithCancel(context.Background()) // the client's; stopped early if the probe fails
+	made := make(chan dialResult, 1)
+	go func() { made <- dial(clientConfig(s, tc, life)) }()
 	if err := probeEndpoints(ctx, s, tc); err != nil {
+		stop()
+		if d := <-made; d.c != nil {
+			d.c.Close()
+		}
 		if errors.Is(err, errTLS) {
 			return nil, fmt.Errorf("cannot connect to %s: %w", s.where(), err)
 		}
 		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, err)
 	}
+	d := <-made
+	if d.err == nil {
+		context.AfterFunc(d.c.Ctx(), stop) // Close ends life too
+		return d.c, nil
+	}
+	stop()
+	switch {
+	case sema.Refused(d.err):
+		return nil, fmt.Errorf("%s refused the login of user %q: %w", s.where(), s.User, d.err)
+	case isNotEtcd(d.err): // it answered at once: no dial timeout to speak of
+		return nil, fmt.Errorf("%w: %s answers, but %w", errUnreachable, s.where(), d.err)
+	}
+	return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, d.err)
+}
+
+// dialResult is what dial returns.
+type dialResult struct {
+	c   *clientv3.Client
+	err error
+}
+
+// dial makes the client of cfg (with a user, clientv3.New dials and logs in within the dial
+// timeout) and starts its connection at once: without a user, clientv3.New does not connect,
+// and the connection would otherwise wait for the first request.
+func dial(cfg clientv3.Config) dialResult {
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return dialResult{nil, err}
+	}
+	c.ActiveConnection().Connect()
+	return dialResult{c, nil}
+}
+
+// clientConfig is clientv3's configuration for s, with TLS tc, living as long as life.
+func clientConfig(s connSettings, tc *tls.Config, life context.Context) clientv3.Config {
 	cfg := clientv3.Config{
 		Endpoints:   s.Endpoints,
 		DialTimeout: s.DialTimeout,
@@ -55,6 +98,7 @@ func newClient(s connSettings) (*clientv3.Client, error) {
 		Password:    s.Password,
 		TLS:         tc,
 		Logger:      zap.NewNop(),
+		Context:     life,
 	}
 	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = keepAliveTime, keepAliveTimeout // a dead member is noticed (keepalive.go)
 	// a server that answers plain HTTP is said to be "not an etcd" (issue 10)
@@ -63,14 +107,5 @@ func newClient(s connSettings) (*clientv3.Client, error) {
 		interceptors = append(interceptors, reauthInterceptor(s.Password, s.PasswordFile))
 	}
 	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(interceptors...)}
-	c, err := clientv3.New(cfg) // with a user, this dials and logs in within DialTimeout
-	switch {
-	case sema.Refused(err):
-		return nil, fmt.Errorf("%s refused the login of user %q: %w", s.where(), s.User, err)
-	case isNotEtcd(err): // it answered at once: no dial timeout to speak of
-		return nil, fmt.Errorf("%w: %s answers, but %w", errUnreachable, s.where(), err)
-	case err != nil:
-		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, err)
-	}
-	return c, nil
+	return cfg
 }

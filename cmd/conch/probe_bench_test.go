@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // benchProbe measures what the endpoint probe (probeEndpoints) adds to each
@@ -35,11 +36,69 @@ func BenchmarkProbePlain(b *testing.B) {
 }
 
 func BenchmarkProbeTLS(b *testing.B) {
+	srv, s := startTLSBench(b)
+	benchProbe(b, srv, s)
+}
+
+// startTLSBench starts an etcd that wants TLS with a client certificate, and returns it with
+// conch's settings for it.
+func startTLSBench(b *testing.B) (*etcdtest.Server, connSettings) {
 	dir := b.TempDir()
 	ca := newTestCA(b, dir, "ca")
 	now := time.Now()
 	srvCert, srvKey := ca.leaf(b, dir, "server", now.Add(-time.Hour), now.Add(time.Hour), []net.IP{net.ParseIP("127.0.0.1")}, nil)
 	cliCert, cliKey := ca.leaf(b, dir, "client", now.Add(-time.Hour), now.Add(time.Hour), nil, nil)
 	srv := etcdtest.StartConfig(b, etcdtest.Config{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: ca.file})
-	benchProbe(b, srv, connSettings{Endpoints: []string{srv.Endpoint}, CACert: ca.file, Cert: cliCert, Key: cliKey})
+	return srv, connSettings{Endpoints: []string{srv.Endpoint}, CACert: ca.file, Cert: cliCert, Key: cliKey}
+}
+
+// BenchmarkFirstRequest times a start's connection up to its first answer, a LeaseGrant, as
+// conch does it (newClient: the probe beside clientv3's dial, issue 11, mode=overlapped) and as
+// it did before (mode=sequential: the probe, then the dial), with TLS and a client certificate
+// and in plain TCP.
+func BenchmarkFirstRequest(b *testing.B) {
+	for _, tls := range []bool{false, true} {
+		for _, overlapped := range []bool{false, true} {
+			name := map[bool]string{false: "plain", true: "tls"}[tls] + "/mode=" + map[bool]string{false: "sequential", true: "overlapped"}[overlapped]
+			b.Run(name, func(b *testing.B) {
+				var srv *etcdtest.Server
+				var s connSettings
+				if tls {
+					srv, s = startTLSBench(b)
+				} else {
+					srv = etcdtest.Start(b)
+					s = connSettings{Endpoints: []string{srv.Endpoint}}
+				}
+				s.DialTimeout = 5 * time.Second
+				for range b.N {
+					c, err := firstRequestClient(s, overlapped)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := c.Grant(b.Context(), 10); err != nil {
+						b.Fatal(err)
+					}
+					c.Close()
+				}
+			})
+		}
+	}
+}
+
+// firstRequestClient is newClient, or with overlapped false the probe and then the dial.
+func firstRequestClient(s connSettings, overlapped bool) (*clientv3.Client, error) {
+	if overlapped {
+		return newClient(s)
+	}
+	tc, err := tlsConfig(s, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.DialTimeout)
+	defer cancel()
+	if err := probeEndpoints(ctx, s, tc); err != nil {
+		return nil, err
+	}
+	d := dial(clientConfig(s, tc, context.Background()))
+	return d.c, d.err
 }
