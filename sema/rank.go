@@ -99,10 +99,35 @@ func (s *Semaphore) otherKind(key string, kvs ...[]*mvccpb.KeyValue) int {
 	return len(seen)
 }
 
-// rerank re-reads our position (04_sema.md step 2) in one read-only Txn that
-// fails if our key is gone: the first max+1 keys by create revision and our
-// predecessor, O(max) keys. Errors: ErrKeyDeleted, or an etcd error.
+// rerank re-reads our position (04_sema.md step 2) in a read-only Txn that fails if our key
+// is gone: the first max+1 keys by create revision, O(max) keys returned. When ours is among
+// them (a holder, or the head: the waiter a promotion wakes, on the hand-off's path) that one
+// sorted read is the ranking; otherwise a second Txn reads the first max+1 keys and our
+// predecessor at one revision (rerankDeep). etcd reads and sorts the whole queue for each
+// sorted read (it has no index by create revision), so the head's re-read costs it one such
+// read instead of two (issue 11). Errors: ErrKeyDeleted, or an etcd error.
 func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (int64, ranking, error) {
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", myRev),
+	).Then(
+		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max+1))),
+	).Commit()
+	if err != nil {
+		return myRev, ranking{}, fmt.Errorf("%w: cannot rank %s: %w", errEtcd, key, err)
+	}
+	if !resp.Succeeded {
+		return myRev, ranking{}, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+	}
+	r, found := s.rankAmongFirst(key, resp)
+	if found {
+		return myRev, r, nil
+	}
+	return s.rerankDeep(ctx, key, myRev)
+}
+
+// rerankDeep is rerank for a key behind the head: the first max+1 keys and our predecessor,
+// read in one Txn, so both are of one revision. Errors as rerank's.
+func (s *Semaphore) rerankDeep(ctx context.Context, key string, myRev int64) (int64, ranking, error) {
 	resp, err := s.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(key), "=", myRev),
 	).Then(
@@ -115,20 +140,8 @@ func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (int64,
 	if !resp.Succeeded {
 		return myRev, ranking{}, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
 	}
-	r := ranking{rev: resp.Header.Revision, rank: -1}
-	first := resp.Responses[0].GetResponseRange().Kvs
-	for i, kv := range first {
-		if string(kv.Key) != key {
-			continue
-		}
-		r.rank = i
-		if i < s.max {
-			r.held = true
-			return myRev, r, nil
-		}
-		for _, h := range first[:s.max] {
-			r.holders = append(r.holders, string(h.Key))
-		}
+	r, found := s.rankAmongFirst(key, resp)
+	if found {
 		return myRev, r, nil
 	}
 	pred := resp.Responses[1].GetResponseRange().Kvs
@@ -137,6 +150,48 @@ func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (int64,
 	}
 	r.pred, r.predMod = string(pred[0].Key), pred[0].ModRevision
 	return myRev, r, nil
+}
+
+// rankAmongFirst ranks key by resp's first answer, the first max+1 keys by create revision:
+// found is false when key is not among them (then only rev and rank -1 are set).
+func (s *Semaphore) rankAmongFirst(key string, resp *clientv3.TxnResponse) (r ranking, found bool) {
+	r = ranking{rev: resp.Header.Revision, rank: -1}
+	first := resp.Responses[0].GetResponseRange().Kvs
+	for i, kv := range first {
+		if string(kv.Key) != key {
+			continue
+		}
+		r.rank = i
+		if i < s.max {
+			r.held = true
+			return r, true
+		}
+		for _, h := range first[:s.max] {
+			r.holders = append(r.holders, string(h.Key))
+		}
+		return r, true
+	}
+	return r, false
+}
+
+// predUnchanged reports whether our predecessor in r (a waiter behind the head) is still there
+// and not rewritten since r was read, in one read-only Txn of two keys that fails if our own
+// key, created at myRev, is gone (D1a's re-read for such a waiter). Errors: ErrKeyDeleted, or
+// an etcd error.
+func (s *Semaphore) predUnchanged(ctx context.Context, key string, myRev int64, r ranking) (bool, error) {
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", myRev),
+	).Then(
+		clientv3.OpGet(r.pred, clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return false, fmt.Errorf("%w: cannot read %s: %w", errEtcd, r.pred, err)
+	}
+	if !resp.Succeeded {
+		return false, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	return len(kvs) == 1 && kvs[0].ModRevision <= r.rev, nil
 }
 
 // promote rewrites our key as HELD, keeping its lease, only if it is still

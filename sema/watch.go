@@ -156,7 +156,25 @@ func (s *Semaphore) awaitCreated(ctx context.Context, l *lease, p position, w wa
 // with r: turnNone if nothing we watch changed, turnPromoted or
 // turnReranked with the fresh ranking if it did, turnKeyDeleted if our key
 // is gone, turnRerank if the read failed.
+//
+// A waiter behind the head watches only its predecessor, so it first reads
+// that one key (predUnchanged): still there and not rewritten since r.rev
+// means that every event of it is after the read, so after the watch's
+// creation, and the watch will deliver it; nothing else can wake this
+// waiter (D1). Only a changed predecessor costs the whole re-read, whose
+// sorted reads make etcd read the whole queue (issue 11).
 func (s *Semaphore) recheck(ctx context.Context, key string, myRev int64, r ranking) (turn, ranking) {
+	if r.holders == nil && r.pred != "" {
+		same, err := s.predUnchanged(ctx, key, myRev, r)
+		switch {
+		case errors.Is(err, ErrKeyDeleted):
+			return turnKeyDeleted, r
+		case err != nil:
+			return turnRerank, r
+		case same:
+			return turnNone, r
+		}
+	}
 	_, r2, err := s.rerank(ctx, key, myRev)
 	switch {
 	case errors.Is(err, ErrKeyDeleted):
