@@ -61,13 +61,11 @@ func BenchmarkFirstRequest(b *testing.B) {
 		for _, overlapped := range []bool{false, true} {
 			name := map[bool]string{false: "plain", true: "tls"}[tls] + "/mode=" + map[bool]string{false: "sequential", true: "overlapped"}[overlapped]
 			b.Run(name, func(b *testing.B) {
-				var srv *etcdtest.Server
 				var s connSettings
 				if tls {
-					srv, s = startTLSBench(b)
+					_, s = startTLSBench(b)
 				} else {
-					srv = etcdtest.Start(b)
-					s = connSettings{Endpoints: []string{srv.Endpoint}}
+					s = connSettings{Endpoints: []string{etcdtest.Start(b).Endpoint}}
 				}
 				s.DialTimeout = 5 * time.Second
 				for range b.N {
