@@ -107,6 +107,9 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 // *WaitError), 69 when etcd did not answer (D3).
 func (r *semaRun) waitFailed(err error) error {
 	if sig := signalOf(context.Cause(r.waitCtx)); sig != 0 {
+		if r.rep.rev == 0 { // no key of ours was ever written: etcd had not answered yet
+			return signalExit(sig, stateTimeout, "%s while connecting to etcd: nothing was queued", unix.SignalName(sig))
+		}
 		return signalExit(sig, stateTimeout, "%s while waiting: left the queue", unix.SignalName(sig))
 	}
 	j := r.job

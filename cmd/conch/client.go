@@ -36,20 +36,30 @@ var errTLS = errors.New("TLS misconfiguration")
 // (reauthInterceptor), so rotating the password file does not stop a running holder. Errors:
 // errTLS and bad settings (64), a refused login (64), errUnreachable (69), also for a server
 // that answered the login with plain HTTP (isNotEtcd): see exitStatus.
-func newClient(s connSettings) (*clientv3.Client, error) {
+//
+// abort ends the attempt early (conch got a signal while connecting, D3): newClient then
+// returns context.Cause(abort) at once, and leaves nothing behind. abort bounds the attempt
+// only: a client that was returned lives until it is closed.
+func newClient(abort context.Context, s connSettings) (*clientv3.Client, error) {
 	tc, err := tlsConfig(s, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.DialTimeout)
+	ctx, cancel := context.WithTimeout(abort, s.DialTimeout)
 	defer cancel()
-	life, stop := context.WithCancel(context.Background()) // the client's; stopped early if the probe fails
+	life, stop := context.WithCancel(context.Background()) // the client's; stopped early if the attempt fails
+	unhook := context.AfterFunc(abort, stop)
+	defer unhook()
 	made := make(chan dialResult, 1)
 	go func() { made <- dial(clientConfig(s, tc, life)) }()
-	if err := probeEndpoints(ctx, s, tc); err != nil {
+	err = probeEndpoints(ctx, s, tc)
+	if err != nil || abort.Err() != nil {
 		stop()
 		if d := <-made; d.c != nil {
 			d.c.Close()
+		}
+		if abort.Err() != nil {
+			return nil, context.Cause(abort)
 		}
 		if errors.Is(err, errTLS) {
 			return nil, fmt.Errorf("cannot connect to %s: %w", s.where(), err)
@@ -57,11 +67,17 @@ func newClient(s connSettings) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, err)
 	}
 	d := <-made
-	if d.err == nil {
+	if d.err == nil && unhook() { // unhooked before abort could end life: the client is the caller's
 		context.AfterFunc(d.c.Ctx(), stop) // Close ends life too
 		return d.c, nil
 	}
 	stop()
+	if d.c != nil {
+		d.c.Close()
+	}
+	if abort.Err() != nil {
+		return nil, context.Cause(abort)
+	}
 	switch {
 	case sema.Refused(d.err):
 		return nil, fmt.Errorf("%s refused the login of user %q: %w", s.where(), s.User, d.err)

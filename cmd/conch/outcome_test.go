@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,7 +142,7 @@ func TestExitStatus(t *testing.T) {
 func TestWaitFailed(t *testing.T) {
 	sigCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	r := &semaRun{c: &semaCmd{Conflict: 9}, waitCtx: sigCtx,
+	r := &semaRun{c: &semaCmd{Conflict: 9}, waitCtx: sigCtx, rep: newReporter(io.Discard, func(string) string { return "" }, false, "x", 2),
 		job: job{name: "x", max: 2, wait: time.Second, conn: connSettings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}}
 	refused := fmt.Errorf("%w: x: permission denied", sema.ErrRefused)
 	for _, tc := range []struct {
@@ -169,8 +170,16 @@ func TestWaitFailed(t *testing.T) {
 		})
 	}
 	cancel(errSignal{syscall.SIGHUP})
-	if _, sig := exitStatus(r.waitFailed(&sema.WaitError{Name: "x", Max: 2})); sig != syscall.SIGHUP {
-		t.Fatalf("a signal while waiting: %v, want SIGHUP", sig)
+	for _, tc := range []struct {
+		rev  int64 // our key's create revision: 0 before etcd answered the enqueue
+		line string
+	}{{0, "SIGHUP while connecting to etcd: nothing was queued"}, {7, "SIGHUP while waiting: left the queue"}} {
+		r.rep.rev = tc.rev
+		err := r.waitFailed(&sema.WaitError{Name: "x", Max: 2})
+		var xe *exitError
+		if _, sig := exitStatus(err); sig != syscall.SIGHUP || !errors.As(err, &xe) || xe.msg != tc.line {
+			t.Fatalf("a signal, rev %d: %#v, want SIGHUP and %q", tc.rev, err, tc.line)
+		}
 	}
 }
 

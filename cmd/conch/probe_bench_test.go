@@ -86,7 +86,7 @@ func BenchmarkFirstRequest(b *testing.B) {
 // firstRequestClient is newClient, or with overlapped false the probe and then the dial.
 func firstRequestClient(s connSettings, overlapped bool) (*clientv3.Client, error) {
 	if overlapped {
-		return newClient(s)
+		return newClient(context.Background(), s)
 	}
 	tc, err := tlsConfig(s, time.Now())
 	if err != nil {

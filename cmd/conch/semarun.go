@@ -7,6 +7,7 @@ import (
 
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
+	"golang.org/x/sys/unix"
 )
 
 // semaRun is one `conch sema <name> --max N -- <cmd...>` run: its parts are set once, by
@@ -66,7 +67,13 @@ func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
 // connect makes the etcd client and the semaphore, and warns when the child's stop grace
 // does not fit in the lease (D7).
 func (r *semaRun) connect() error {
-	client, err := newClient(r.job.conn)
+	client, err := newClient(r.sigCtx, r.job.conn)
+	if sig := signalOf(context.Cause(r.sigCtx)); sig != 0 { // D3: a signal while connecting
+		if client != nil {
+			client.Close()
+		}
+		return signalExit(sig, stateTimeout, "%s while connecting to etcd: nothing was queued", unix.SignalName(sig))
+	}
 	if err != nil {
 		return err // see exitStatus: 69 if etcd did not answer, else 64
 	}

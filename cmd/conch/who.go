@@ -31,7 +31,7 @@ func (c *semaCmd) who(j job) error {
 	if what == "" {
 		what = "--who"
 	}
-	client, err := newClient(j.conn)
+	client, err := newClient(context.Background(), j.conn)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
