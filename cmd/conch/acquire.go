@@ -130,7 +130,7 @@ func (r *semaRun) waitFailed(err error) error {
 	case isNotEtcd(err): // it answered at once, in plain HTTP (issue 10)
 		return exitf(exitUnavailable, stateTimeout, "%s answers, but %v", j.conn.where(), err)
 	}
-	return exitf(exitUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, or a cluster without a leader?): %v",
+	return exitf(exitUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %v",
 		j.conn.where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
 }
 

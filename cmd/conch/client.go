@@ -84,7 +84,9 @@ func newClient(abort context.Context, s connSettings) (*clientv3.Client, error) 
 	case isNotEtcd(d.err): // it answered at once: no dial timeout to speak of
 		return nil, fmt.Errorf("%w: %s answers, but %w", errUnreachable, s.where(), d.err)
 	}
-	return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, d.err)
+	// the probe connected: it accepts connections, but the login got no answer
+	return nil, fmt.Errorf("%w: no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %w",
+		errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, d.err)
 }
 
 // dialResult is what dial returns.

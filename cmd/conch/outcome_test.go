@@ -157,9 +157,9 @@ func TestWaitFailed(t *testing.T) {
 		{"wait ran out, etcd unreachable", &sema.WaitError{Name: "x", Max: 2, Unreachable: true, Err: context.DeadlineExceeded}, exitUnavailable,
 			"no slot within --wait 1s, and etcd at 127.0.0.1:1 (from ETCDCTL_ENDPOINTS) is unreachable: etcd unavailable: x: context deadline exceeded"},
 		{"nonblock, etcd unreachable", &sema.WaitError{Name: "x", Max: 2, Nonblock: true, Unreachable: true, Err: errors.New("cannot revoke lease 1")}, exitUnavailable,
-			"no answer from etcd at 127.0.0.1:1 (from ETCDCTL_ENDPOINTS) within the dial timeout 1s (from --dial-timeout), although it accepts connections (not an etcd, or a cluster without a leader?): etcd unavailable: x: cannot revoke lease 1"},
+			"no answer from etcd at 127.0.0.1:1 (from ETCDCTL_ENDPOINTS) within the dial timeout 1s (from --dial-timeout), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): etcd unavailable: x: cannot revoke lease 1"},
 		{"unreachable at start", fmt.Errorf("%w: x: deadline", sema.ErrUnavailable), exitUnavailable,
-			"no answer from etcd at 127.0.0.1:1 (from ETCDCTL_ENDPOINTS) within the dial timeout 1s (from --dial-timeout), although it accepts connections (not an etcd, or a cluster without a leader?): etcd unavailable: x: deadline"},
+			"no answer from etcd at 127.0.0.1:1 (from ETCDCTL_ENDPOINTS) within the dial timeout 1s (from --dial-timeout), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): etcd unavailable: x: deadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := r.waitFailed(tc.err)

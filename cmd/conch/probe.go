@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -188,6 +189,8 @@ func describeDial(err error) string {
 		return "TLS: the server rejected the handshake (" + op.Err.Error() + "): is the client certificate missing, expired, or from a CA the server does not trust?"
 	case errors.As(err, &dns):
 		return "DNS: cannot resolve " + dns.Name + ": " + dns.Err
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+		return "the connection was closed during the TLS handshake, without an answer (a plaintext etcd on this port? then use http://)"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused (nothing listens there)"
 	case errors.Is(err, os.ErrNotExist):
