@@ -119,7 +119,7 @@ func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, 
 func (s *Semaphore) rerankRetry(ctx context.Context, l *lease, key string, myRev int64) (ranking, error) {
 	var r ranking
 	err := retryEtcd(ctx, l, func() (err error) {
-		_, r, err = s.rerank(ctx, key, myRev)
+		r, err = s.rerank(ctx, key, myRev)
 		return err
 	})
 	return r, err

@@ -106,50 +106,53 @@ func (s *Semaphore) otherKind(key string, kvs ...[]*mvccpb.KeyValue) int {
 // predecessor at one revision (rerankDeep). etcd reads and sorts the whole queue for each
 // sorted read (it has no index by create revision), so the head's re-read costs it one such
 // read instead of two (issue 11). Errors: ErrKeyDeleted, or an etcd error.
-func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (int64, ranking, error) {
-	resp, err := s.c.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(key), "=", myRev),
-	).Then(
-		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max+1))),
-	).Commit()
+func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (ranking, error) {
+	resp, err := s.whileOurs(ctx, key, myRev, s.firstKeys())
 	if err != nil {
-		return myRev, ranking{}, fmt.Errorf("%w: cannot rank %s: %w", errEtcd, key, err)
+		return ranking{}, err
 	}
-	if !resp.Succeeded {
-		return myRev, ranking{}, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
-	}
-	r, found := s.rankAmongFirst(key, resp)
-	if found {
-		return myRev, r, nil
+	if r, found := s.rankAmongFirst(key, resp); found {
+		return r, nil
 	}
 	return s.rerankDeep(ctx, key, myRev)
 }
 
 // rerankDeep is rerank for a key behind the head: the first max+1 keys and our predecessor,
 // read in one Txn, so both are of one revision. Errors as rerank's.
-func (s *Semaphore) rerankDeep(ctx context.Context, key string, myRev int64) (int64, ranking, error) {
-	resp, err := s.c.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(key), "=", myRev),
-	).Then(
-		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max+1))),
-		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(1), clientv3.WithMaxCreateRev(myRev-1)),
-	).Commit()
+func (s *Semaphore) rerankDeep(ctx context.Context, key string, myRev int64) (ranking, error) {
+	resp, err := s.whileOurs(ctx, key, myRev, s.firstKeys(),
+		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(1), clientv3.WithMaxCreateRev(myRev-1)))
 	if err != nil {
-		return myRev, ranking{}, fmt.Errorf("%w: cannot rank %s: %w", errEtcd, key, err)
-	}
-	if !resp.Succeeded {
-		return myRev, ranking{}, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+		return ranking{}, err
 	}
 	r, found := s.rankAmongFirst(key, resp)
 	if found {
-		return myRev, r, nil
+		return r, nil
 	}
 	pred := resp.Responses[1].GetResponseRange().Kvs
 	if len(pred) != 1 { // cannot happen: max+1 keys are ahead of ours
-		return myRev, r, fmt.Errorf("%w: no predecessor for %s", errEtcd, key)
+		return r, fmt.Errorf("%w: no predecessor for %s", errEtcd, key)
 	}
 	r.pred, r.predMod = string(pred[0].Key), pred[0].ModRevision
-	return myRev, r, nil
+	return r, nil
+}
+
+// firstKeys reads the first max+1 keys of the queue by create revision, keys only.
+func (s *Semaphore) firstKeys() clientv3.Op {
+	return clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max+1)))
+}
+
+// whileOurs runs the read-only ops in one Txn that succeeds only while key is the one we
+// created at myRev. Errors: ErrKeyDeleted when it is not, or an etcd error (errEtcd).
+func (s *Semaphore) whileOurs(ctx context.Context, key string, myRev int64, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", myRev)).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot read the queue of %s: %w", errEtcd, key, err)
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+	}
+	return resp, nil
 }
 
 // rankAmongFirst ranks key by resp's first answer, the first max+1 keys by create revision:
@@ -179,16 +182,9 @@ func (s *Semaphore) rankAmongFirst(key string, resp *clientv3.TxnResponse) (r ra
 // key, created at myRev, is gone (D1a's re-read for such a waiter). Errors: ErrKeyDeleted, or
 // an etcd error.
 func (s *Semaphore) predUnchanged(ctx context.Context, key string, myRev int64, r ranking) (bool, error) {
-	resp, err := s.c.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(key), "=", myRev),
-	).Then(
-		clientv3.OpGet(r.pred, clientv3.WithKeysOnly()),
-	).Commit()
+	resp, err := s.whileOurs(ctx, key, myRev, clientv3.OpGet(r.pred, clientv3.WithKeysOnly()))
 	if err != nil {
-		return false, fmt.Errorf("%w: cannot read %s: %w", errEtcd, r.pred, err)
-	}
-	if !resp.Succeeded {
-		return false, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+		return false, err
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	return len(kvs) == 1 && kvs[0].ModRevision <= r.rev, nil

@@ -41,7 +41,7 @@ func TestRerankPaths(t *testing.T) {
 		rank        int
 		deepReadFor bool
 	}{{true, 0, "", 0, false}, {true, 0, "", 1, false}, {false, 2, "", 2, false}, {false, 0, keys[2], -1, true}, {false, 0, keys[3], -1, true}} {
-		_, r, err := s.rerank(t.Context(), keys[i], revs[i])
+		r, err := s.rerank(t.Context(), keys[i], revs[i])
 		if err != nil {
 			t.Fatalf("key %d: %v", i, err)
 		}
@@ -55,7 +55,7 @@ func TestRerankPaths(t *testing.T) {
 	if _, err := c.Delete(t.Context(), keys[4]); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.rerank(t.Context(), keys[4], revs[4]); !errors.Is(err, ErrKeyDeleted) {
+	if _, err := s.rerank(t.Context(), keys[4], revs[4]); !errors.Is(err, ErrKeyDeleted) {
 		t.Errorf("rerank of a deleted key: %v, want ErrKeyDeleted", err)
 	}
 }
@@ -67,7 +67,7 @@ func TestRecheckBehindHead(t *testing.T) {
 	c := etcdtest.Start(t).Client(t)
 	s := newSem(t, c, "recheck", 1, Options{})
 	keys, revs := queueOf(t, c, s, 4) // holder, head, then waiters 2 and 3
-	_, r, err := s.rerank(t.Context(), keys[3], revs[3])
+	r, err := s.rerank(t.Context(), keys[3], revs[3])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestRecheckBehindHead(t *testing.T) {
 	if got, r2 := s.recheck(t.Context(), keys[3], revs[3], r); got != turnReranked || r2.predMod <= r.rev {
 		t.Errorf("predecessor rewritten: turn %v, ranking %+v, want turnReranked with the PUT", got, r2)
 	}
-	_, r, _ = s.rerank(t.Context(), keys[3], revs[3])
+	r, _ = s.rerank(t.Context(), keys[3], revs[3])
 	if _, err := c.Delete(t.Context(), keys[2]); err != nil {
 		t.Fatal(err)
 	}
@@ -125,27 +125,27 @@ func BenchmarkRecheckDeep(b *testing.B) {
 			head, headRev = key, rev
 		}
 	}
-	_, r, err := s.rerankDeep(b.Context(), key, rev)
+	r, err := s.rerankDeep(b.Context(), key, rev)
 	if err != nil || r.pred == "" {
 		b.Fatalf("ranking %+v: %v", r, err)
 	}
 	b.Run("deep/read=both", func(b *testing.B) {
 		for range b.N {
-			if _, _, err := s.rerankDeep(b.Context(), key, rev); err != nil {
+			if _, err := s.rerankDeep(b.Context(), key, rev); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("head/read=both", func(b *testing.B) {
 		for range b.N {
-			if _, _, err := s.rerankDeep(b.Context(), head, headRev); err != nil {
+			if _, err := s.rerankDeep(b.Context(), head, headRev); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("head/read=first", func(b *testing.B) { // rerank's read for the head
 		for range b.N {
-			if _, r, err := s.rerank(b.Context(), head, headRev); err != nil || r.holders == nil {
+			if r, err := s.rerank(b.Context(), head, headRev); err != nil || r.holders == nil {
 				b.Fatalf("head ranked %+v: %v", r, err)
 			}
 		}

@@ -175,7 +175,7 @@ func (s *Semaphore) recheck(ctx context.Context, key string, myRev int64, r rank
 			return turnNone, r
 		}
 	}
-	_, r2, err := s.rerank(ctx, key, myRev)
+	r2, err := s.rerank(ctx, key, myRev)
 	switch {
 	case errors.Is(err, ErrKeyDeleted):
 		return turnKeyDeleted, r
