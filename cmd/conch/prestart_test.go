@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/sema"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -118,18 +119,8 @@ func TestPreloadedGuardianRunsTheChild(t *testing.T) {
 	holder := e.start("sema", "pl", "--max", "1", "--scope=never", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
 	w := e.start("sema", "pl", "--max", "1", "--scope=never", "--", "sh", "-c", `echo "$PPID $CONCH_REV" > "$0"`, e.path("out"))
-	var guardian int
-	waitFor(t, "the waiter next in line, with its key and guardian", func() bool {
-		if kids := childPIDs(w.cmd.Process.Pid); len(kids) == 1 {
-			guardian = kids[0]
-		}
-		return guardian != 0 && e.keys(sema.Prefix("pl", 1)) == 2 && strings.Contains(w.stderr.String(), "next in line")
-	})
-	resp, err := e.c.Get(t.Context(), sema.Prefix("pl", 1), clientv3.WithLastCreate()...)
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("the waiter's key: %v %v", resp, err)
-	}
-	rev := resp.Kvs[0].CreateRevision
+	guardian, key := e.nextInLine(t, w, "pl")
+	rev := key.CreateRevision
 	e.open("h")
 	holder.wait(t)
 	if r := w.wait(t); r.status != 0 {
@@ -153,18 +144,7 @@ func TestWithdrawnGoToStoppedGuardian(t *testing.T) {
 	holder := e.start("sema", "wg", "--max", "1", "--scope=never", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
 	w := e.start("sema", "wg", "--max", "1", "--scope=never", "-v", "--", "sh", "-c", `echo "$CONCH_REV" >> "$0"`, e.path("ran"))
-	var guardian int
-	waitFor(t, "the waiter next in line, with its guardian", func() bool {
-		if kids := childPIDs(w.cmd.Process.Pid); len(kids) == 1 {
-			guardian = kids[0]
-		}
-		return guardian != 0 && e.keys(sema.Prefix("wg", 1)) == 2 && strings.Contains(w.stderr.String(), "next in line")
-	})
-	resp, err := e.c.Get(t.Context(), sema.Prefix("wg", 1), clientv3.WithLastCreate()...)
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("the waiter's key: %v %v", resp, err)
-	}
-	first := resp.Kvs[0]
+	guardian, first := e.nextInLine(t, w, "wg")
 	if err := syscall.Kill(guardian, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -181,4 +161,22 @@ func TestWithdrawnGoToStoppedGuardian(t *testing.T) {
 	if got := strings.Fields(string(b)); len(got) != 1 || got[0] == fmt.Sprint(first.CreateRevision) {
 		t.Fatalf("the child ran with CONCH_REV %q; want once, with a new key's (not the revoked %d)\nstderr: %s", got, first.CreateRevision, w.stderr.String())
 	}
+}
+
+// nextInLine waits until waiter w, queued on name --max 1 behind one holder, is next in line
+// with its prestarted guardian (its one child), and returns the guardian's PID and w's key.
+func (e *env) nextInLine(t *testing.T, w *proc, name string) (int, *mvccpb.KeyValue) {
+	t.Helper()
+	var guardian int
+	waitFor(t, "the waiter next in line, with its key and guardian", func() bool {
+		if kids := childPIDs(w.cmd.Process.Pid); len(kids) == 1 {
+			guardian = kids[0]
+		}
+		return guardian != 0 && e.keys(sema.Prefix(name, 1)) == 2 && strings.Contains(w.stderr.String(), "next in line")
+	})
+	resp, err := e.c.Get(t.Context(), sema.Prefix(name, 1), clientv3.WithLastCreate()...)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the waiter's key: %v %v", resp, err)
+	}
+	return guardian, resp.Kvs[0]
 }
