@@ -108,7 +108,7 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 func (r *semaRun) waitFailed(err error) error {
 	if sig := signalOf(context.Cause(r.waitCtx)); sig != 0 {
 		if r.rep.rev == 0 { // no key of ours was ever written: etcd had not answered yet
-			return signalExit(sig, stateTimeout, "%s while connecting to etcd: nothing was queued", unix.SignalName(sig))
+			return signalWhileConnecting(sig)
 		}
 		return signalExit(sig, stateTimeout, "%s while waiting: left the queue", unix.SignalName(sig))
 	}
@@ -132,6 +132,12 @@ func (r *semaRun) waitFailed(err error) error {
 	}
 	return exitf(exitUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %v",
 		j.conn.where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
+}
+
+// signalWhileConnecting is the end of a run that got sig before etcd had answered its
+// enqueue: nothing of ours is in etcd, and conch dies of sig (D3).
+func signalWhileConnecting(sig syscall.Signal) error {
+	return signalExit(sig, stateTimeout, "%s while connecting to etcd: nothing was queued", unix.SignalName(sig))
 }
 
 // ownsTerminal reports whether f is a terminal whose foreground process group is conch's:

@@ -52,22 +52,12 @@ func newClient(abort context.Context, s connSettings) (*clientv3.Client, error) 
 	defer unhook()
 	made := make(chan dialResult, 1)
 	go func() { made <- dial(clientConfig(s, tc, life)) }()
-	err = probeEndpoints(ctx, s, tc)
-	if err != nil || abort.Err() != nil {
-		stop()
-		if d := <-made; d.c != nil {
-			d.c.Close()
-		}
-		if abort.Err() != nil {
-			return nil, context.Cause(abort)
-		}
-		if errors.Is(err, errTLS) {
-			return nil, fmt.Errorf("cannot connect to %s: %w", s.where(), err)
-		}
-		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, err)
+	perr := probeEndpoints(ctx, s, tc)
+	if perr != nil {
+		stop() // the probe's verdict is final: cancel the dial
 	}
 	d := <-made
-	if d.err == nil && unhook() { // unhooked before abort could end life: the client is the caller's
+	if perr == nil && d.err == nil && unhook() { // unhooked before abort could end life: the client is the caller's
 		context.AfterFunc(d.c.Ctx(), stop) // Close ends life too
 		return d.c, nil
 	}
@@ -75,10 +65,13 @@ func newClient(abort context.Context, s connSettings) (*clientv3.Client, error) 
 	if d.c != nil {
 		d.c.Close()
 	}
-	if abort.Err() != nil {
-		return nil, context.Cause(abort)
-	}
 	switch {
+	case abort.Err() != nil:
+		return nil, context.Cause(abort)
+	case errors.Is(perr, errTLS):
+		return nil, fmt.Errorf("cannot connect to %s: %w", s.where(), perr)
+	case perr != nil:
+		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, perr)
 	case sema.Refused(d.err):
 		return nil, fmt.Errorf("%s refused the login of user %q: %w", s.where(), s.User, d.err)
 	case isNotEtcd(d.err): // it answered at once: no dial timeout to speak of

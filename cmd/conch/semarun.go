@@ -7,7 +7,6 @@ import (
 
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
-	"golang.org/x/sys/unix"
 )
 
 // semaRun is one `conch sema <name> --max N -- <cmd...>` run: its parts are set once, by
@@ -72,7 +71,7 @@ func (r *semaRun) connect() error {
 		if client != nil {
 			client.Close()
 		}
-		return signalExit(sig, stateTimeout, "%s while connecting to etcd: nothing was queued", unix.SignalName(sig))
+		return signalWhileConnecting(sig)
 	}
 	if err != nil {
 		return err // see exitStatus: 69 if etcd did not answer, else 64
