@@ -55,6 +55,9 @@ func (s connSettings) where() string {
 // error. Errors are usage errors (exit 64) and name the setting's source.
 func resolveConn(flagged connOptions, getenv func(string) string, configPath string, explicit bool) (connSettings, error) {
 	cfg, err := readConfig(configPath, explicit)
+	if err == nil {
+		err = cfg.checkValues()
+	}
 	if err != nil {
 		return connSettings{}, err
 	}
@@ -81,16 +84,41 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 	}
 	s.DialTimeout, s.DialTimeoutFrom = defaultDialTimeout, "the default"
 	if v, from := r.pick(flagged.DialTimeout, "dial-timeout"); v != "" {
-		d, err := parseDuration(v)
-		if err == nil && d <= 0 {
-			err = errors.New("must be more than 0")
+		if s.DialTimeout, err = parseDialTimeout(v, from); err != nil {
+			return s, err
 		}
-		if err != nil {
-			return s, fmt.Errorf("dial timeout from %s: %w", from, err)
-		}
-		s.DialTimeout, s.DialTimeoutFrom = d, from
+		s.DialTimeoutFrom = from
 	}
 	return s, nil
+}
+
+// parseDialTimeout parses the dial timeout v that came from from: a duration over 0.
+func parseDialTimeout(v, from string) (time.Duration, error) {
+	d, err := parseDuration(v)
+	if err == nil && d <= 0 {
+		err = errors.New("must be more than 0")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("dial timeout from %s: %w", from, err)
+	}
+	return d, nil
+}
+
+// checkValues checks the endpoints and the dial timeout the config file sets, whether or not
+// a flag or a variable overrides them (D9: the file is checked as a whole), so that a typo in
+// it shows on every host, not only on those that do not override it.
+func (c configFile) checkValues() error {
+	if v := strings.TrimSpace(c.values["endpoints"]); v != "" {
+		if _, err := parseEndpoints(v); err != nil {
+			return fmt.Errorf("endpoints from %s: %w", c.source("endpoints"), err)
+		}
+	}
+	if v := strings.TrimSpace(c.values["dial-timeout"]); v != "" {
+		if _, err := parseDialTimeout(v, c.source("dial-timeout")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resolver picks each setting from its first source (D9).

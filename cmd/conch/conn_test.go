@@ -161,10 +161,6 @@ func TestEndpointsOverrideWarning(t *testing.T) {
 		{"flag over CONCH", connOptions{Endpoints: "flag:1"}, map[string]string{"CONCH_ENDPOINTS": "env:1"}, "",
 			"endpoints from --endpoints (flag:1) override those of CONCH_ENDPOINTS (env:1)"},
 		{"flag equal to file", connOptions{Endpoints: "file:1,file:2"}, nil, conf, ""},
-		{"credentials redacted", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}, secret,
-			"override those of " + secret + ":2 (http://xxxxx@file:1)"},
-		{"credentials with '/' and ',' redacted", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}, slashed,
-			"override those of " + slashed + ":2 (http://xxxxx@file:1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := resolveConn(tc.o, fixedEnv(tc.env), tc.conf, tc.conf != "")
@@ -179,6 +175,14 @@ func TestEndpointsOverrideWarning(t *testing.T) {
 				t.Fatalf("warnings %q, want %q", all, tc.want)
 			}
 		})
+	}
+	// user-info in the file's endpoints is refused even under an override (the file is checked
+	// as a whole), and the refusal shows it redacted, '/' and ',' in the password included
+	for _, p := range []string{secret, slashed} {
+		_, err := resolveConn(connOptions{}, fixedEnv(map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}), p, true)
+		if err == nil || !strings.Contains(err.Error(), p+":2: invalid etcd endpoint \"http://xxxxx@file:1\"") || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "ter,2") {
+			t.Errorf("%s under ETCDCTL_ENDPOINTS: %v; want refused, redacted", p, err)
+		}
 	}
 }
 

@@ -317,6 +317,28 @@ func TestConfigEmptyEndpoints(t *testing.T) {
 	}
 }
 
+// The file is checked as a whole (operator trial): a bad endpoints or dial-timeout value in it
+// is refused with FILE:LINE even where a flag overrides it, so that the typo shows on every
+// host, not only on those without the override.
+func TestConfigBadValuesOverridden(t *testing.T) {
+	conf := confWriter(t)
+	for _, tc := range []struct {
+		body string
+		over connOptions
+		want string
+	}{
+		{"[etcd]\nendpoints = ftp://x:1\n", connOptions{Endpoints: "127.0.0.1:1"}, ":2: invalid etcd endpoint"},
+		{"[etcd]\ndial-timeout = 5 sec\n", connOptions{DialTimeout: "2s"}, ":2"},
+		{"[etcd]\n\ndial-timeout = -3s\n", connOptions{DialTimeout: "2s"}, ":3: invalid duration"},
+	} {
+		p := conf(tc.body)
+		_, err := resolveConn(tc.over, fixedEnv(nil), p, true)
+		if err == nil || !strings.Contains(err.Error(), p+tc.want) {
+			t.Errorf("%q with %+v: %v, want an error naming %s%s", tc.body, tc.over, err, p, tc.want)
+		}
+	}
+}
+
 // The shipped /etc/conch/conch.conf passes the config checks (one section, each key once)
 // and, all commented out, leaves the defaults.
 func TestShippedConfigReads(t *testing.T) {
