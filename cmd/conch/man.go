@@ -97,7 +97,8 @@ func manExitStatus(table string) string {
 	}
 	flush()
 	b.WriteString(".PP\nEvery exit other than the child's own status is preceded by one line on stderr (or one\n" +
-		"journal entry) that names the semaphore and says why.\n")
+		"journal entry) that names the semaphore and says why, except the no-slot status under \\fB-q\\fR,\n" +
+		"which is silent by design.\n")
 	return b.String()
 }
 
