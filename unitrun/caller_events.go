@@ -2,6 +2,7 @@ package unitrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ type runRecord struct {
 	cmdExited  bool     // evCmdExited: the command itself was reaped
 	cmdEndedAt time.Time
 	takenOver  bool // the guardian did not stop the command in time: Run killed it
+	killAsked  bool // the guardian was told to SIGKILL at once (ErrNoGrace)
 	err        error
 }
 
@@ -42,10 +44,10 @@ func (r *runner) follow(ctx context.Context) *runRecord {
 		select {
 		case <-done:
 			done = nil
-			r.requestStop(rec, stopByContext)
+			r.requestStop(rec, stopByContext, errors.Is(context.Cause(ctx), ErrNoGrace))
 		case <-timerC(r.timers.runtimeMax):
 			r.timers.runtimeMax = nil
-			r.requestStop(rec, stopByRuntimeMax)
+			r.requestStop(rec, stopByRuntimeMax, false)
 		case <-timerC(r.timers.takeOver):
 			r.timers.takeOver = nil
 			r.takeOver(rec)
@@ -80,18 +82,36 @@ func timerC(t *time.Timer) <-chan time.Time {
 }
 
 // requestStop asks the guardian, and the mode, to stop the command, once: the first reason is
-// recorded and wins.
-func (r *runner) requestStop(rec *runRecord, why stopReason) {
-	if rec.facts.asked != notStopping {
+// recorded and wins. now asks for SIGKILL at once, without the grace (ErrNoGrace, D7b), also
+// when a stop with the grace is under way already.
+func (r *runner) requestStop(rec *runRecord, why stopReason, now bool) {
+	word := ctlStop
+	if now {
+		if rec.killAsked {
+			return
+		}
+		rec.killAsked, word = true, ctlKill
+	}
+	if rec.facts.asked != notStopping && !now {
 		return
 	}
-	rec.facts.asked = why
+	first := rec.facts.asked == notStopping
+	if first {
+		rec.facts.asked = why
+	}
 	// A stopped guardian (SIGSTOP) would never act on the stop word (D7): continue it, but
 	// only once the word is in the pipe, so that a go it has not read yet is withdrawn
 	// (readControl) instead of starting the command.
-	_ = r.g.send(ctlStop)
+	_ = r.g.send(word)
 	_ = r.g.proc.Signal(syscall.SIGCONT)
-	if after := r.mode.stop(); after > 0 {
+	if !first {
+		return
+	}
+	after := r.mode.stop()
+	if now && after > 0 {
+		after = guardianStopMargin // no grace to wait for
+	}
+	if after > 0 {
 		r.timers.takeOver = time.NewTimer(after)
 	}
 }

@@ -179,7 +179,7 @@ func awaitSpec(sigs <-chan os.Signal, control <-chan string) (spec wireSpec, ok 
 }
 
 // awaitGo waits for ctlGo. It returns false, meaning exit without starting anything, on
-// ctlAbort, ctlStop, EOF of the control pipe or SIGTERM.
+// ctlAbort, ctlStop, ctlKill, EOF of the control pipe or SIGTERM.
 func awaitGo(sigs <-chan os.Signal, control <-chan string) bool {
 	for {
 		select {
@@ -193,7 +193,7 @@ func awaitGo(sigs <-chan os.Signal, control <-chan string) bool {
 				return false
 			case word == ctlGo:
 				return true
-			case word == ctlAbort || word == ctlStop:
+			case word == ctlAbort || word == ctlStop || word == ctlKill:
 				return false
 			}
 		}

@@ -52,7 +52,6 @@ func (s *treeKeeper) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 			s.killTick.Stop()
 		}
 	}()
-	var tick <-chan time.Time
 	for !s.allGone {
 		select {
 		case sig := <-sigs:
@@ -63,6 +62,8 @@ func (s *treeKeeper) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 				s.conchGone()
 			} else if word == ctlStop || word == ctlAbort {
 				s.requestStop()
+			} else if word == ctlKill {
+				s.killNow()
 			}
 		case c, ok := <-s.reaped:
 			if ok && c.pid == s.cmdPID {
@@ -71,10 +72,8 @@ func (s *treeKeeper) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 			s.handleReaped(c, ok)
 		case <-s.graceOver:
 			s.graceOver = nil
-			s.killTick = time.NewTicker(killRetryInterval)
-			tick = s.killTick.C
-			s.killAll()
-		case <-tick:
+			s.escalate()
+		case <-tickerC(s.killTick):
 			s.killAll()
 		}
 	}
@@ -109,16 +108,20 @@ func (s *treeKeeper) handleReaped(c reapedChild, ok bool) {
 // accounted for first, so that a command that has just exited on its own is not reported as
 // stopped and its PGID, possibly free by now, is not signalled.
 func (s *treeKeeper) requestStop() {
-	for drained := false; !drained && !s.allGone; {
+	if s.drainReaped(); !s.allGone {
+		s.beginStop()
+	}
+}
+
+// drainReaped handles the children already reaped, without waiting.
+func (s *treeKeeper) drainReaped() {
+	for !s.allGone {
 		select {
 		case c, ok := <-s.reaped:
 			s.handleReaped(c, ok)
 		default:
-			drained = true
+			return
 		}
-	}
-	if !s.allGone {
-		s.beginStop()
 	}
 }
 
@@ -149,6 +152,39 @@ func (s *treeKeeper) beginStop() {
 		}
 	}
 	s.graceOver = time.After(s.killAfter)
+}
+
+// escalate ends the grace: it SIGKILLs the tree now and again every killRetryInterval
+// until none is left (killAll), once.
+func (s *treeKeeper) escalate() {
+	if s.killTick != nil {
+		return
+	}
+	s.graceOver = nil
+	s.killTick = time.NewTicker(killRetryInterval)
+	s.killAll()
+}
+
+// killNow handles a kill word (D7b: the caller learnt too late that the command must stop):
+// as requestStop, but with SIGKILL to the command's group and every descendant at once, no
+// stop signal and no grace.
+func (s *treeKeeper) killNow() {
+	if s.drainReaped(); s.allGone {
+		return
+	}
+	if !s.stopping {
+		s.stopping = true
+		s.stoppedRun = !s.cmdReaped
+	}
+	s.escalate()
+}
+
+// tickerC is t's channel, nil (never ready) for no ticker.
+func tickerC(t *time.Ticker) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
 }
 
 // killAll SIGKILLs the command's process group (while its PGID is still certainly ours) and

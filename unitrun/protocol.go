@@ -16,7 +16,7 @@ import (
 //
 //   - the control pipe (conch -> guardian, fd ctlFD): one JSON line with the wireSpec, sent
 //     when Run is called (the guardian may have been started by Prepare long before and waits
-//     for it), then one word per line: ctlGo, ctlStop or ctlAbort. EOF means conch died or
+//     for it), then one word per line: ctlGo, ctlStop, ctlKill or ctlAbort. EOF means conch died or
 //     closed a prepared guardian: stop, or exit if nothing was started.
 //   - the status pipe (guardian -> conch, fd statusFD): JSON lines of guardianEvent, in the
 //     order evHello (the guardian's BuildID, sent as soon as it runs), evReady, then evStarted or evExecError, then (scope mode) evCmdExited as soon as
@@ -38,6 +38,7 @@ const (
 	ctlGo    = "go"    // start the command now
 	ctlStop  = "stop"  // stop the command and its descendants (stop signal, grace, SIGKILL)
 	ctlAbort = "abort" // exit without starting the command (BeforeStart failed)
+	ctlKill  = "kill"  // stop the command and its descendants with SIGKILL at once (D7b)
 
 	evHello      = "hello"          // the guardian runs: Build, its BuildID (D7a)
 	evReady      = "ready"          // spec read, subreaper set; waiting for ctlGo
@@ -124,7 +125,7 @@ func readControl(r *bufio.Reader, fd int) <-chan string {
 			if word == ctlGo && err == nil && controlPending(r, fd) {
 				next, nerr := r.ReadString('\n')
 				switch nw := strings.TrimSuffix(next, "\n"); {
-				case nw == ctlStop || nw == ctlAbort:
+				case nw == ctlStop || nw == ctlAbort || nw == ctlKill:
 					ch <- nw // instead of go
 				case nw != "":
 					ch <- word

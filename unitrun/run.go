@@ -29,7 +29,9 @@ import (
 // error wrapping context.Cause(ctx). Cancelling ctx afterwards stops the command: StopSignal
 // to its process group and to every descendant, reparented ones included, then SIGKILL after
 // KillAfter; Run still returns only when the whole tree is gone, with Result.Stopped set (if
-// the command was still running) and a nil error: why ctx ended is the caller's to know.
+// the command was still running) and a nil error: why ctx ended is the caller's to know. A
+// cause of ctx that wraps ErrNoGrace makes that stop SIGKILL at once, with no grace (D7b), even
+// when a stop with the grace was under way.
 // Spec.RuntimeMax, counted from the start, stops the command the same way and sets
 // Result.RuntimeExceeded.
 //

@@ -3,6 +3,7 @@ package unitrun
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -188,4 +189,32 @@ func TestRunGuardianDies(t *testing.T) {
 		t.Fatalf("Run = %+v, %v; want started, status -1 and ErrGuardian", o.res, o.err)
 	}
 	waitFor(t, generousTimeout, "the command to end", func() bool { return !alive(child) })
+}
+
+// D7b (1): a context whose cause wraps ErrNoGrace stops the command with SIGKILL at once,
+// however long KillAfter is and though the command ignores SIGTERM; also when a stop with the
+// grace is already under way (here Spec.RuntimeMax asked first).
+func TestRunNoGraceKillsAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, graceFirst := range []bool{false, true} {
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancelCause(t.Context())
+		ch := startRunSh(ctx, t, `trap "" TERM; echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
+			func(s *Spec) {
+				s.Env = append(s.Env, "DIR="+dir)
+				s.KillAfter = time.Minute
+				if graceFirst {
+					s.RuntimeMax = 100 * time.Millisecond
+				}
+			})
+		waitPIDFile(t, filepath.Join(dir, "pid"))
+		if graceFirst {
+			time.Sleep(300 * time.Millisecond) // past RuntimeMax: its stop, with the grace, is under way
+		}
+		cancel(fmt.Errorf("late: %w", ErrNoGrace))
+		o := awaitRun(t, ch, generousTimeout)
+		if o.err != nil || o.res.Signal != syscall.SIGKILL || !o.res.Started {
+			t.Fatalf("graceFirst %v: Run = %+v, %v; want the command SIGKILLed", graceFirst, o.res, o.err)
+		}
+	}
 }
