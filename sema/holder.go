@@ -93,7 +93,7 @@ func (h *Holder) markHeld(ctx context.Context, value string) (int64, error) {
 		return err
 	})
 	if err != nil && ctx.Err() == nil {
-		h.cancel(err)
+		h.lose(err)
 	}
 	return rev, err
 }
@@ -142,11 +142,11 @@ func (h *Holder) follow(ctx context.Context, wch clientv3.WatchChan, rev int64) 
 			switch {
 			case ev.Kv.ModRevision <= rev: // covered by a read (D1a)
 			case ev.Type == mvccpb.DELETE:
-				h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+				h.lose(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
 				return rev, true
 			case ev.Kv.Lease != int64(h.l.id): // an operator's put detached it from our lease
 				h.overwritten.Store(true)
-				h.cancel(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
+				h.lose(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
 				return rev, true
 			}
 		}
@@ -164,15 +164,19 @@ func (h *Holder) verify(ctx context.Context, rev int64) (int64, bool) {
 	case err != nil:
 		return rev, sleepCtx(ctx, time.Second)
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
-		h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+		h.lose(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
 		return rev, false
 	case resp.Kvs[0].Lease != int64(h.l.id):
 		h.overwritten.Store(true)
-		h.cancel(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
+		h.lose(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
 		return rev, false
 	}
 	return resp.Header.Revision, true
 }
+
+// lose ends the holder's context with err, the slot's loss, marked ErrDeadlinePassed when
+// the lease's deadline had passed already (D7b (1): the child must go at once).
+func (h *Holder) lose(err error) { h.cancel(h.l.lateCause(err)) }
 
 // Context ends when the slot is lost or released; context.Cause(ctx) says why.
 func (h *Holder) Context() context.Context { return h.ctx }

@@ -183,7 +183,7 @@ func (l *lease) run(ctx context.Context) {
 				fence.Reset(time.Until(l.fenceAt()))
 				continue
 			}
-			l.fail(l.fenceCause())
+			l.fail(l.lateCause(l.fenceCause()))
 			return
 		case <-tick.C:
 			ka.send(ctx, l)
@@ -197,7 +197,7 @@ func (l *lease) run(ctx context.Context) {
 				continue
 			}
 			if r.ttl <= 0 {
-				l.fail(ErrLeaseLost)
+				l.fail(l.lateCause(ErrLeaseLost))
 				return
 			}
 			l.confirm(sent)
@@ -237,6 +237,19 @@ func (l *lease) fenceCause() error {
 		return ErrFenced
 	}
 	return ErrLeaseLost
+}
+
+// lateCause is err, wrapped with ErrDeadlinePassed when the lease is held and its deadline
+// (the last confirmed send + TTL) has passed already: the loss is noticed too late for the
+// grace (D7b (1)), as after a stall of this process longer than the fence margin.
+func (l *lease) lateCause(err error) error {
+	l.mu.Lock()
+	holding, deadline := l.margin > 0, l.confirmed.Add(l.ttl)
+	l.mu.Unlock()
+	if over := time.Since(deadline); holding && over >= 0 {
+		return fmt.Errorf("%w; %w, %v late: conch was stopped, frozen or starved", err, ErrDeadlinePassed, over.Round(time.Millisecond))
+	}
+	return err
 }
 
 // confirm records that the keep-alive sent at sent was answered: the lease lives at least
