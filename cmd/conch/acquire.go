@@ -60,7 +60,10 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	defer stopNotify()
 	heldAt := time.Now()
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
-	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
+	// D7b: no grace once the lease's deadline has passed
+	stopCtx, unstop := noGraceWhenLate(runCtx)
+	defer unstop()
+	res, runErr := r.plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
 		limit: r.job.scope.runtimeLimit(r.c.RuntimeMax.d), terminal: terminal})
 	if v.requeue {

@@ -57,6 +57,8 @@ func outcome(h holding) verdict {
 		// (a child killed by a signal while conch got one was stopped with it, even if
 		// systemd's stop of the scope reached it before conch's own stop request did)
 		return verdict{err: signalExit(sig, stateReleased, "%s: stopped the child and released the slot", unix.SignalName(sig))}
+	case lost && res.Stopped && errors.Is(h.cause, sema.ErrDeadlinePassed):
+		return verdict{err: exitf(exitSlotLost, stateLost, "slot lost while the child ran (%v): child killed at once, without the --kill-after grace", h.cause)}
 	case lost && res.Stopped:
 		return verdict{err: exitf(exitSlotLost, stateLost, "slot lost while the child ran (%v): child stopped", h.cause)}
 	case res.RuntimeExceeded:

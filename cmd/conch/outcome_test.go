@@ -22,6 +22,7 @@ func TestOutcome(t *testing.T) {
 	lost := fmt.Errorf("%w: /conch/v1/sema/x/1/abc", sema.ErrLeaseLost)
 	fenced := fmt.Errorf("%w: /conch/v1/sema/x/1/abc", sema.ErrFenced)
 	deleted := fmt.Errorf("%w: /conch/v1/sema/x/1/abc", sema.ErrKeyDeleted)
+	late := fmt.Errorf("%w; %w, 4s late: /conch/v1/sema/x/1/abc", sema.ErrFenced, sema.ErrDeadlinePassed)
 	notFound := fmt.Errorf("nosuch: %w", unitrun.ErrNotFound)
 	notExec := fmt.Errorf("./x: %w", unitrun.ErrNotExecutable)
 	noScope := fmt.Errorf("x: not started: %w", unitrun.ErrScopeFailed)
@@ -66,6 +67,8 @@ func TestOutcome(t *testing.T) {
 			state: stateLost, line: "slot lost while the child ran (" + fenced.Error() + "): child stopped"},
 		{name: "slot lost: key deleted", h: holding{res: stopped, cause: deleted}, status: exitSlotLost,
 			state: stateLost, line: "slot lost while the child ran (" + deleted.Error() + "): child stopped"},
+		{name: "slot lost past the deadline (D7b)", h: holding{res: unitrun.Result{Started: true, ExitStatus: 137, Signal: syscall.SIGKILL, Stopped: true}, cause: late}, status: exitSlotLost,
+			state: stateLost, line: "slot lost while the child ran (" + late.Error() + "): child killed at once, without the --kill-after grace"},
 		{name: "slot lost after the child ended", h: holding{res: started(4), cause: lost}, ran: true, status: 4},
 		{name: "runtime limit", h: holding{res: overran, limit: limit}, status: exitRuntimeMax,
 			state: stateReleased, line: "child ran past --runtime-max 1s: stopped"},
