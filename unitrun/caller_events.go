@@ -48,6 +48,10 @@ func (r *runner) follow(ctx context.Context) *runRecord {
 		case <-timerC(r.timers.runtimeMax):
 			r.timers.runtimeMax = nil
 			r.requestStop(rec, stopByRuntimeMax, false)
+		case <-r.spec.Deadline.changes():
+			if rec.facts.asked == notStopping { // once stopping, the guardian's own bound stands
+				r.sendDeadline()
+			}
 		case <-timerC(r.timers.takeOver):
 			r.timers.takeOver = nil
 			r.takeOver(rec)
@@ -146,6 +150,7 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 	case evExited: // the last event: the guardian only exits after it
 		rec.exited = true
 		rec.facts.reported, rec.facts.status, rec.facts.signal = true, ev.Status, syscall.Signal(ev.Signal)
+		rec.facts.guardianFenced = ev.Fenced
 		r.mode.record(rec, ev)
 		return true
 	case evError:

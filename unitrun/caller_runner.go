@@ -28,8 +28,16 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	if err := r.beforeGo(ctx); err != nil {
 		return Result{}, r.abort(err)
 	}
+	r.sendDeadline()    // D7b: the guardian knows the deadline before it starts anything
 	_ = r.g.send(ctlGo) // a dead guardian shows up as EOF below
 	return r.mode.end(r, r.follow(ctx))
+}
+
+// sendDeadline sends the guardian the caller's latest Deadline, if there is one (D7b).
+func (r *runner) sendDeadline() {
+	if w := r.spec.Deadline.word(); w != "" {
+		_ = r.g.send(w)
+	}
 }
 
 // beforeGo does what must precede the command's start once the guardian is ready: the scope

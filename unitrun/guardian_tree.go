@@ -33,6 +33,12 @@ type treeKeeper struct {
 	stoppedRun bool // the stop began while the command was still running
 	graceOver  <-chan time.Time
 	killTick   *time.Ticker
+
+	// D7b: the guardian's copy of the lease's deadline, and its own fence
+	clock     leaseClock
+	fenceStop *time.Timer // at clock.stopAt: begin the stop on our own
+	fenceKill *time.Timer // at clock.killBy: SIGKILL whatever stop is under way
+	fenced    bool        // the stop began at fenceStop, not at conch's word
 }
 
 // reapedChild is one child reaped by wait4.
@@ -47,10 +53,12 @@ type reapedChild struct {
 // exits (to stop what it left running).
 func (s *treeKeeper) run(sigs <-chan os.Signal, control <-chan string) (syscall.WaitStatus, bool) {
 	s.reaped = reapChildren()
+	s.armFence()
 	defer func() {
 		if s.killTick != nil {
 			s.killTick.Stop()
 		}
+		s.disarmFence()
 	}()
 	for !s.allGone {
 		select {
@@ -64,7 +72,16 @@ func (s *treeKeeper) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 				s.requestStop()
 			} else if word == ctlKill {
 				s.killNow()
+			} else if s.clock.parse(word) {
+				s.armFence()
 			}
+		case <-timerC(s.fenceStop):
+			s.fenceStop = nil
+			s.fenceOnOwn()
+		case <-timerC(s.fenceKill):
+			s.fenceKill = nil
+			s.fenceOnOwn()
+			s.escalate()
 		case c, ok := <-s.reaped:
 			if ok && c.pid == s.cmdPID {
 				s.mode.settle(s, c, sigs)
@@ -219,4 +236,34 @@ func reapChildren() <-chan reapedChild {
 		}
 	}()
 	return ch
+}
+
+// armFence (re)starts the fence timers from the clock, if conch sent a deadline (D7b).
+func (s *treeKeeper) armFence() {
+	if !s.clock.set() {
+		return
+	}
+	s.disarmFence()
+	s.fenceStop = time.NewTimer(time.Until(s.clock.stopAt))
+	s.fenceKill = time.NewTimer(time.Until(s.clock.killBy))
+}
+
+func (s *treeKeeper) disarmFence() {
+	for _, t := range []*time.Timer{s.fenceStop, s.fenceKill} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	s.fenceStop, s.fenceKill = nil, nil
+}
+
+// fenceOnOwn begins the stop at the guardian's copy of the deadline, conch having sent
+// neither a newer deadline nor a stop word (D7b): conch is stopped, frozen or stuck, and the
+// command must be gone before the server can hand the slot on. It is reported in evExited.
+func (s *treeKeeper) fenceOnOwn() {
+	if s.drainReaped(); s.stopping || s.allGone {
+		return
+	}
+	s.fenced = true
+	s.requestStop()
 }
