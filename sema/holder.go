@@ -52,7 +52,7 @@ type heldKey struct {
 // key's create revision: if it finds the key gone, the Holder's context
 // ends with ErrKeyDeleted, as for any deletion of a holder's key (D7).
 func (s *Semaphore) newHolder(ctx context.Context, l *lease, c heldKey) (*Holder, error) {
-	if err := l.startFencing(ctx, s.opts.FenceMargin); err != nil {
+	if err := l.startFencing(ctx, s.opts.FenceMargin, s.opts.OnRenew); err != nil {
 		return nil, err
 	}
 	s.emit(Event{Kind: Held, Rev: c.rev, Lease: l.id, TTL: l.ttl})

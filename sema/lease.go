@@ -26,11 +26,12 @@ type lease struct {
 	c   *clientv3.Client
 
 	mu        sync.Mutex
-	confirmed time.Time     // send time of the last confirmed keep-alive
-	margin    time.Duration // fence this long before the deadline; 0 while waiting (not holding)
-	fast      bool          // holding cadence (head of the queue, or holding)
-	waitEvery time.Duration // waiting cadence (setWaitInterval); 0: TTL/3
-	changed   chan struct{} // poked when the cadence or margin change
+	confirmed time.Time                       // send time of the last confirmed keep-alive
+	margin    time.Duration                   // fence this long before the deadline; 0 while waiting (not holding)
+	fast      bool                            // holding cadence (head of the queue, or holding)
+	waitEvery time.Duration                   // waiting cadence (setWaitInterval); 0: TTL/3
+	changed   chan struct{}                   // poked when the cadence or margin change
+	onRenew   func(fence, deadline time.Time) // Options.OnRenew, while holding
 
 	done   chan struct{} // closed when the lease is lost or stopped
 	cause  error
@@ -94,7 +95,10 @@ func (l *lease) useHoldCadence() {
 // keep-alive, so a healthy lease is never fenced at once. margin must be > 0
 // (0 means waiting). Errors: ErrLeaseLost if the server no longer knows the
 // lease, ErrFenced if no answer came in time.
-func (l *lease) startFencing(ctx context.Context, margin time.Duration) error {
+func (l *lease) startFencing(ctx context.Context, margin time.Duration, onRenew func(fence, deadline time.Time)) error {
+	l.mu.Lock()
+	l.onRenew = onRenew
+	l.mu.Unlock()
 	l.mu.Lock()
 	iv := keepAliveInterval(l.ttl, true)
 	stale := time.Until(l.confirmed.Add(fenceDelay(l.ttl, margin))) < iv
@@ -121,7 +125,20 @@ func (l *lease) startFencing(ctx context.Context, margin time.Duration) error {
 	l.fast, l.margin = true, margin
 	l.mu.Unlock()
 	l.poke()
+	l.renewed()
 	return nil
+}
+
+// renewed tells onRenew, while holding, the fence instant and the deadline of the last
+// confirmation (D7b: the child's guardian keeps a copy of them).
+func (l *lease) renewed() {
+	l.mu.Lock()
+	fn, holding := l.onRenew, l.margin > 0
+	fence, deadline := l.confirmed.Add(fenceDelay(l.ttl, l.margin)), l.confirmed.Add(l.ttl)
+	l.mu.Unlock()
+	if fn != nil && holding {
+		fn(fence, deadline)
+	}
 }
 
 func (l *lease) poke() {
@@ -201,6 +218,7 @@ func (l *lease) run(ctx context.Context) {
 				return
 			}
 			l.confirm(sent)
+			l.renewed()
 			fence.Reset(time.Until(l.fenceAt()))
 		}
 	}
