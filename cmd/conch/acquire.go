@@ -100,6 +100,7 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 		Stderr:     r.stdio.Stderr,
 		KillAfter:  r.killAfter,
 		RuntimeMax: r.c.RuntimeMax.d,
+		Deadline:   r.deadline,    // D7b
 		Started:    r.rep.started, // READY=1 (D10)
 		Warn:       func(msg string) { r.rep.warnf("%s", msg) },
 	}

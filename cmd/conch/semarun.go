@@ -23,6 +23,8 @@ type semaRun struct {
 	sigCtx    context.Context // cancelled with errSignal by SIGTERM, SIGINT or SIGHUP (D3)
 	waitCtx   context.Context // sigCtx bounded by --wait
 	closers   []func()
+
+	deadline *unitrun.Deadline // the held lease's deadline, for the guardian's own fence (D7b)
 }
 
 // reporter is the reporter of job j's run (newReporter); with -q it prints only warnings and
@@ -37,7 +39,7 @@ func (c *semaCmd) reporter(j job) *reporter {
 // prestarted guardian and the scope plan (D8: before any etcd call), then connect. It
 // returns the run, to be closed even when err is not nil, and the error that ends the run.
 func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
-	r := &semaRun{c: c, job: j, rep: c.reporter(j)}
+	r := &semaRun{c: c, job: j, rep: c.reporter(j), deadline: unitrun.NewDeadline()}
 	r.closers = append(r.closers, startWatchdog(r.rep.notify))
 	ctx, stopSignals := signalContext()
 	r.sigCtx = ctx
@@ -92,6 +94,7 @@ func (r *semaRun) connect() error {
 		TTL:            c.TTL.d,
 		ConnectTimeout: r.job.conn.DialTimeout,
 		FenceMargin:    r.killAfter + time.Second, // D7
+		OnRenew:        r.deadline.Set,            // D7b
 		Nonblock:       c.Nonblock || (r.job.waitSet && r.job.wait == 0),
 		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.plan.inScope()},
 		OnEvent:        func(e sema.Event) { r.rep.onEvent(e); r.pre.onEvent(e) },
