@@ -195,18 +195,21 @@ func (h *Holder) TTL() time.Duration { return h.l.ttl }
 func (h *Holder) Key() string { return h.key }
 
 // Release gives the slot back: it stops the supervisors and revokes the
-// lease, which deletes our key (D2: one request). It blocks on etcd at most
-// min(TTL, 5 s), or 1 s once the slot is already lost (etcd is then likely
-// unreachable), twice that when an operator's put detached our key from the
-// lease (then it is deleted too), and ignores ctx's cancellation (STYLE 6). If etcd does not
-// answer, the key goes at lease expiry and the error says so.
+// lease, which deletes our key (D2: one request). It ignores ctx's cancellation (STYLE 6).
+// Once the slot is lost (fenced while etcd did not answer), or when the revoke fails, it tries
+// again every releaseRetry, each try bounded by 1 s, until etcd answers or one TTL has passed
+// since the call (D7b: after an outage shorter than the TTL the slot is free again as soon as
+// etcd answers, instead of idle until the lease expires, which etcd's restart even postpones
+// by a whole TTL); a healthy etcd answers the first try in milliseconds. It blocks twice as
+// long at most when an operator's put detached our key from the lease (then it is deleted too).
+// If etcd does not answer in time, the key goes at lease expiry and the error says so.
 func (h *Holder) Release(ctx context.Context) error {
 	h.stop()
 	within := min(h.l.ttl, releaseTimeout)
 	if h.ctx.Err() != nil {
 		within = min(within, giveUpTimeout)
 	}
-	err := h.l.revoke(ctx, within)
+	err := h.l.revokeRetrying(ctx, within, h.l.ttl)
 	if h.overwritten.Load() {
 		// revoking no longer deletes a key detached from our lease; delete
 		// it ourselves, if it is still the one we created, or the slot
