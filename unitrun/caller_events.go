@@ -27,6 +27,9 @@ type runRecord struct {
 	takenOver  bool // the guardian did not stop the command in time: Run killed it
 	killAsked  bool // the guardian was told to SIGKILL at once (ErrNoGrace)
 	err        error
+
+	// goUnanswered: the guardian did not answer go within goTimeout and was killed (D7b)
+	goUnanswered bool
 }
 
 // follow consumes the guardian's events until evExited or its exit, turning ctx's end and
@@ -38,10 +41,18 @@ type runRecord struct {
 // is killed (takeOver). The timers it starts are stopped when it returns.
 func (r *runner) follow(ctx context.Context) *runRecord {
 	rec := &runRecord{}
+	r.timers.goAnswer = time.NewTimer(goTimeout)
+	check := time.NewTicker(guardianCheckInterval)
+	defer check.Stop()
 	defer r.timers.stop()
 	done := ctx.Done()
 	for {
 		select {
+		case <-check.C: // D7b: a stopped guardian would neither start nor reap the command
+			r.g.wakeIfStopped()
+		case <-timerC(r.timers.goAnswer):
+			r.timers.goAnswer = nil
+			r.goUnanswered(rec)
 		case <-done:
 			done = nil
 			r.requestStop(rec, stopByContext, errors.Is(context.Cause(ctx), ErrNoGrace))
@@ -67,10 +78,11 @@ func (r *runner) follow(ctx context.Context) *runRecord {
 type runTimers struct {
 	runtimeMax *time.Timer // Spec.RuntimeMax, from the start (runMode.runtimeFrom)
 	takeOver   *time.Timer // after a stop request, until Run takes over (runMode.stop)
+	goAnswer   *time.Timer // from go until the guardian says the command started (D7b)
 }
 
 func (t *runTimers) stop() {
-	for _, tm := range []*time.Timer{t.runtimeMax, t.takeOver} {
+	for _, tm := range []*time.Timer{t.runtimeMax, t.takeOver, t.goAnswer} {
 		if tm != nil {
 			tm.Stop()
 		}
@@ -134,6 +146,7 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 	switch ev.Event {
 	case evStarted:
 		rec.pid, rec.facts.started = ev.PID, true
+		r.stopGoAnswer()
 		if r.spec.RuntimeMax > 0 {
 			r.timers.runtimeMax = time.NewTimer(r.spec.RuntimeMax - time.Since(r.mode.runtimeFrom(time.Now())))
 		}
@@ -141,6 +154,7 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 			r.spec.Started(rec.pid)
 		}
 	case evExecError:
+		r.stopGoAnswer()
 		rec.facts.reported, rec.facts.status = true, ev.Status
 		rec.err = startFailureError(r.spec.Path, ev.Status, ev.Msg)
 	case evCmdExited:
@@ -157,6 +171,14 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 		rec.err = fmt.Errorf("%s: %w: %s", r.spec.Path, ErrGuardian, ev.Msg)
 	}
 	return false
+}
+
+// stopGoAnswer stops the go timer: the guardian answered.
+func (r *runner) stopGoAnswer() {
+	if r.timers.goAnswer != nil {
+		r.timers.goAnswer.Stop()
+		r.timers.goAnswer = nil
+	}
 }
 
 // finish checks, once the guardian has exited, that it reported what it had to. It returns

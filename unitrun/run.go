@@ -234,11 +234,34 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	r.g = p.g
 	res, err := r.run(ctx)
+	if errors.Is(err, errGoUnanswered) && r.mode.wire() == nil {
+		// D7b: the guardian did not answer go and was killed; the command did not start
+		// under it. A fresh guardian gets it, once (a scope is not made twice: that error
+		// is returned, the caller releases the slot).
+		res, err = p.rerun(ctx, spec, line)
+	}
 	if fg {
 		// Also after an exec failure: the child took the terminal before its execve failed.
 		_ = reclaimForeground(spec.Stdin)
 	}
 	return res, err
+}
+
+// rerun runs spec, whose spec line is line, with a fresh guardian in place of p's (D7b), in
+// direct mode.
+func (p *Prepared) rerun(ctx context.Context, spec Spec, line []byte) (Result, error) {
+	if err := p.replace(); err != nil {
+		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
+	}
+	if err := p.load(ctx, spec.Warn, line); err != nil {
+		_ = p.g.close()
+		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
+	}
+	if spec.Warn != nil {
+		spec.Warn("the guardian did not answer go within " + goTimeout.String() + " (hung or stopped): replaced by a fresh one")
+	}
+	r := &runner{spec: spec, g: p.g, mode: newRunMode(spec)}
+	return r.run(ctx)
 }
 
 // Close ends the prepared guardian and waits for it to exit: before Run, the guardian is
