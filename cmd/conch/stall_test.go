@@ -211,3 +211,60 @@ func TestStoppedConchWhileReleasing(t *testing.T) {
 		t.Errorf("holder after SIGCONT: %v, want the child's own status 0", r)
 	}
 }
+
+// D7b (4): the waiter next in line has its prestarted guardian SIGSTOPped just before the
+// slot comes. conch wakes it, so the child still starts and the slot is not held idle; the
+// delay from the holder's end is printed (the bound: guardianCheckInterval, 250 ms, on an idle
+// machine).
+func TestStoppedGuardianAtGo(t *testing.T) {
+	e := newEnv(t)
+	h := e.start("sema", "sg", "--max", "1", "--scope=never", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	ran := e.path("ran")
+	w := e.start("sema", "sg", "--max", "1", "--scope=never", "--", "touch", ran)
+	guardian, _ := e.nextInLine(t, w, "sg")
+	signalEach(t, syscall.SIGSTOP, guardian)
+	defer syscall.Kill(guardian, syscall.SIGCONT)
+	e.open("h")
+	if r := h.wait(t); r.status != 0 {
+		t.Fatalf("holder: %v", r)
+	}
+	ended := time.Now()
+	for !exists(ran) && time.Since(ended) < 10*time.Second {
+		time.Sleep(2 * time.Millisecond)
+	}
+	took := time.Since(ended)
+	t.Logf("the child of the waiter whose guardian was stopped started %v after the holder's end", took.Round(time.Millisecond))
+	if !exists(ran) {
+		t.Fatalf("no child 10 s after the holder's end: the slot sits held with nothing running (D7b)\nwaiter: %s", w.stderr.String())
+	}
+	if r := w.wait(t); r.status != 0 {
+		t.Errorf("waiter: %v", r)
+	}
+}
+
+// D7b (4): the guardian SIGSTOPped while the child runs, and the child then exits: conch wakes
+// the guardian, which reaps the child and reports; conch releases and exits with the child's
+// status instead of holding the slot with nothing running.
+func TestStoppedGuardianWhileChildRuns(t *testing.T) {
+	e := newEnv(t)
+	p := e.start("sema", "sr", "--max", "1", "--scope=never", "--", "sh", "-c", "echo $$ > "+e.path("child")+"; "+e.gated("c")+"; exit 3")
+	guardian := ppidOf(t, readPID(t, e.path("child")))
+	signalEach(t, syscall.SIGSTOP, guardian)
+	defer syscall.Kill(guardian, syscall.SIGCONT)
+	e.open("c")
+	opened := time.Now()
+	for !p.exited() && time.Since(opened) < 10*time.Second {
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("conch exited %v after its child was let go (guardian stopped)", time.Since(opened).Round(time.Millisecond))
+	if !p.exited() {
+		t.Fatalf("conch still holds 10 s after its child's end (D7b)\nstderr: %s", p.stderr.String())
+	}
+	if r := p.wait(t); r.status != 3 {
+		t.Errorf("conch: %v, want the child's status 3", r)
+	}
+	if n := e.keys(sema.NamePrefix("sr")); n != 0 {
+		t.Errorf("%d key(s) left: the slot was not released", n)
+	}
+}
