@@ -400,13 +400,13 @@ func (l *lease) revoke(ctx context.Context, within time.Duration) error {
 }
 
 // revokeRetrying is revoke, each try bounded by within, tried again every releaseRetry while
-// it fails and until total has passed since the call (Holder.Release, D7b). It returns the
-// last try's error.
+// it fails for want of an answer and until total has passed since the call (Holder.Release,
+// D7b); a refusal (permission denied...) is not tried again. It returns the last try's error.
 func (l *lease) revokeRetrying(ctx context.Context, within, total time.Duration) error {
 	end := time.Now().Add(total)
 	for {
 		err := l.revoke(ctx, min(within, time.Until(end)))
-		if err == nil || time.Until(end) < releaseRetry {
+		if err == nil || Refused(err) || time.Until(end) < releaseRetry {
 			return err
 		}
 		time.Sleep(releaseRetry)
