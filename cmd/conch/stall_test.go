@@ -182,11 +182,11 @@ func TestStoppedConchWhileReleasing(t *testing.T) {
 	left := e.path("left")
 	p := e.start("sema", "rel", "--max", "1", "--ttl", "3s", "--kill-after", "5s", "--scope=never", "--",
 		"sh", "-c", `(trap "" TERM; exec sleep 600) & echo $! > "$0.tmp"; mv "$0.tmp" "$0"`, left)
-	w := e.start("sema", "rel", "--max", "1", "--scope=never", "--", "touch", e.path("waiter-ran"))
 	leftover := readPID(t, left)
 	signalEach(t, syscall.SIGSTOP, p.cmd.Process.Pid)
 	defer syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT)
 	stopped := time.Now()
+	w := e.start("sema", "rel", "--max", "1", "--scope=never", "--", "touch", e.path("waiter-ran"))
 	waitFor(t, "the waiter's key", func() bool { return e.keys(sema.NamePrefix("rel")) >= 1 })
 	var leftGone time.Duration
 	for !exists(e.path("waiter-ran")) {
