@@ -22,12 +22,20 @@ const (
 	// silent this long (hung, or stopped again at once) is killed, anything it may have
 	// started is SIGKILLed, and in direct mode a fresh guardian gets the command. Generous for
 	// a loaded machine, where a start can take a second.
-	goTimeout = 3 * time.Second
+	goTimeout = 5 * time.Second
+	// readyTimeout is the same bound on the guardian's ready once Run sent it the command's
+	// spec (a guardian that was not preloaded decodes it then): longer, as a fresh guardian may
+	// still be starting on a loaded machine (see helloTimeout).
+	readyTimeout = 10 * time.Second
 )
 
 // errGoUnanswered: the guardian did not answer go within goTimeout and was killed; the
 // command did not start under it (Prepared.Run starts it with a fresh guardian once).
 var errGoUnanswered = fmt.Errorf("%w: did not answer go within %v (hung or stopped): killed", ErrGuardian, goTimeout)
+
+// errNotReady: the guardian did not say it was ready within readyTimeout of Run's call and was
+// killed; it had not been told to start anything (Prepared.Run starts afresh once).
+var errNotReady = fmt.Errorf("%w: not ready within %v (hung or stopped): killed", ErrGuardian, readyTimeout)
 
 // wakeIfStopped sends SIGCONT to the guardian when /proc says it is stopped (D7b). It
 // reports whether it did.

@@ -234,10 +234,11 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	r.g = p.g
 	res, err := r.run(ctx)
-	if errors.Is(err, errGoUnanswered) && r.mode.wire() == nil {
-		// D7b: the guardian did not answer go and was killed; the command did not start
-		// under it. A fresh guardian gets it, once (a scope is not made twice: that error
-		// is returned, the caller releases the slot).
+	if errors.Is(err, errNotReady) || errors.Is(err, errGoUnanswered) && r.mode.wire() == nil {
+		// D7b: the guardian was not ready, or did not answer go, in time and was killed; the
+		// command did not start under it. A fresh guardian gets it, once (in scope mode not
+		// after go: a scope is not made twice, that error is returned and the caller
+		// releases the slot).
 		res, err = p.rerun(ctx, spec, line)
 	}
 	if fg {
@@ -258,7 +259,7 @@ func (p *Prepared) rerun(ctx context.Context, spec Spec, line []byte) (Result, e
 		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 	}
 	if spec.Warn != nil {
-		spec.Warn("the guardian did not answer go within " + goTimeout.String() + " (hung or stopped): replaced by a fresh one")
+		spec.Warn("the guardian did not get ready for the command, or did not start it, in time (hung or stopped): replaced by a fresh one")
 	}
 	r := &runner{spec: spec, g: p.g, mode: newRunMode(spec)}
 	return r.run(ctx)
