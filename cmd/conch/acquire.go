@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"golang.org/x/sys/unix"
@@ -126,12 +127,12 @@ func (r *semaRun) waitFailed(err error) error {
 	case errors.As(err, &we) && !we.Unreachable:
 		return exitf(int(r.c.Conflict), stateTimeout, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:
-		return exitf(exitUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.where(), err)
-	case isNotEtcd(err): // it answered at once, in plain HTTP (issue 10)
-		return exitf(exitUnavailable, stateTimeout, "%s answers, but %v", j.conn.where(), err)
+		return exitf(exitUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.Where(), err)
+	case etcdconn.IsNotEtcd(err): // it answered at once, in plain HTTP (issue 10)
+		return exitf(exitUnavailable, stateTimeout, "%s answers, but %v", j.conn.Where(), err)
 	}
 	return exitf(exitUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %v",
-		j.conn.where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
+		j.conn.Where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
 }
 
 // signalWhileConnecting is the end of a run that got sig before etcd had answered its

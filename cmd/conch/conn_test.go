@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -46,7 +47,7 @@ func TestResolveConnPrecedence(t *testing.T) {
 		t.Fatalf("ETCDCTL_PASSWORD over the file's password file: %+v", s)
 	}
 	s, _ = resolveConn(connOptions{}, env(nil), filepath.Join(dir, "absent.conf"), false)
-	if strings.Join(s.Endpoints, ",") != defaultEndpoint || s.DialTimeout != defaultDialTimeout || s.User != "" {
+	if strings.Join(s.Endpoints, ",") != etcdconn.DefaultEndpoint || s.DialTimeout != etcdconn.DefaultDialTimeout || s.User != "" {
 		t.Fatalf("defaults: %+v", s)
 	}
 	for name, tc := range map[string]struct {
@@ -107,19 +108,6 @@ func TestParseDuration(t *testing.T) { // D4
 	for _, in := range []string{"-1", "-1s", "soon", ""} {
 		if _, err := parseDuration(in); err == nil {
 			t.Errorf("parseDuration(%q) accepted", in)
-		}
-	}
-}
-
-func TestCheckEndpoint(t *testing.T) { // D9: a bad endpoint is a usage error
-	for _, ok := range []string{"127.0.0.1:2379", "etcd.internal:2379", "http://10.0.0.1:2379", "https://[::1]:2379/", "unix:///run/etcd.sock"} {
-		if err := checkEndpoint(ok); err != nil {
-			t.Errorf("checkEndpoint(%q) = %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"notaurl::", "localhost", "ftp://x:1", "http://x", ":2379", "x:0", "x:99999", "unix://"} {
-		if err := checkEndpoint(bad); err == nil {
-			t.Errorf("checkEndpoint(%q) accepted", bad)
 		}
 	}
 }

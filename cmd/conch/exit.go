@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/conch-project/conch/internal/etcdconn"
 )
 
 // The one exit-status table (D3). Nothing below main exits.
@@ -87,7 +89,7 @@ func signalExit(sig syscall.Signal, state, format string, args ...any) error {
 
 // exitStatus maps the error a run ended with to conch's exit (D3): the exit status, or the
 // signal to re-raise. It is the one function that decides every exit status: nil is 0; an
-// *exitError says its own; etcd not answering a new client (errUnreachable) is 69; any
+// *exitError says its own; etcd not answering a new client (etcdconn.ErrUnreachable) is 69; any
 // other error is a setting conch cannot use (a usage error, bad TLS files, a refused login,
 // a name or capacity sema refuses): 64, nothing was written to etcd.
 func exitStatus(err error) (int, syscall.Signal) {
@@ -100,7 +102,7 @@ func exitStatus(err error) (int, syscall.Signal) {
 			return 0, xe.sig
 		}
 		return xe.status, 0
-	case errors.Is(err, errUnreachable):
+	case errors.Is(err, etcdconn.ErrUnreachable):
 		return exitUnavailable, 0
 	}
 	return exitUsage, 0

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,41 +12,6 @@ import (
 
 	"github.com/conch-project/conch/sema"
 )
-
-// Issue 9: files conch reads never block (FIFO), are bounded, and must be regular.
-func TestReadBounded(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big")
-	os.WriteFile(big, bytes.Repeat([]byte("x"), maxPasswordFile+1), 0o600)
-	ok := filepath.Join(dir, "ok")
-	os.WriteFile(ok, []byte("pw\n"), 0o640)
-	for _, tc := range []struct{ path, want string }{
-		{fifo, "not a regular file (it is a FIFO)"},
-		{"/dev/zero", "not a regular file (it is a character device)"},
-		{dir, "not a regular file (it is a directory)"},
-		{big, "4097 bytes, more than the 4096 allowed"},
-		{filepath.Join(dir, "absent"), "no such file"},
-	} {
-		done := make(chan error, 1)
-		go func() { _, _, err := readBounded(tc.path, "password file", maxPasswordFile); done <- err }()
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("readBounded(%s) = %v, want %q", tc.path, err, tc.want)
-			}
-		case <-time.After(testTimeout):
-			t.Fatalf("readBounded(%s) blocked", tc.path)
-		}
-	}
-	b, perm, err := readBounded(ok, "password file", maxPasswordFile)
-	if err != nil || string(b) != "pw\n" || perm != 0o640 {
-		t.Errorf("readBounded(ok) = %q, %o, %v", b, perm, err)
-	}
-}
 
 // confWriter returns a function that writes body to a fresh config file in a temporary
 // directory and returns its path.
@@ -245,23 +209,6 @@ func TestEveryFileIsBounded(t *testing.T) {
 		if _, err := resolveConn(tc.o, fixedEnv(nil), tc.conf, tc.conf != ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
-	}
-	for _, s := range []connSettings{{CACert: fifo}, {CACert: "/dev/zero"}, {Cert: fifo, Key: fifo}} {
-		if _, err := tlsConfig(s, time.Now()); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Errorf("tlsConfig(%+v) = %v, want a refusal", s, err)
-		}
-	}
-}
-
-// /dev/null reads as an empty file (`--config /dev/null` means no config, as the bench and
-// many operators write it); other devices stay refused (TestReadBounded).
-func TestReadBoundedNullDevice(t *testing.T) {
-	b, perm, err := readBounded("/dev/null", "config file", maxConfigFile)
-	if err != nil || len(b) != 0 || perm != 0 {
-		t.Fatalf("readBounded(/dev/null) = %q, %v, %v; want empty, no permission bits, nil", b, perm, err)
-	}
-	if _, _, err := readBounded("/dev/zero", "config file", maxConfigFile); !errors.Is(err, errNotRegular) {
-		t.Fatalf("readBounded(/dev/zero) = %v, want errNotRegular", err)
 	}
 }
 

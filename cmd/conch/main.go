@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/jessevdk/go-flags"
 	"golang.org/x/sys/unix"
@@ -25,7 +26,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == unitrun.GuardianArg {
 		os.Exit(unitrun.GuardianMain())
 	}
-	go warmProtobuf() // off the critical path: protowarm.go
+	go etcdconn.WarmProtobuf() // off the critical path: internal/etcdconn/protowarm.go
 	// A closed stderr pipe must not kill conch with SIGPIPE in the middle of
 	// its queue (its key would linger until expiry): with SIGPIPE caught,
 	// writes fail with EPIPE instead. Caught, not ignored, so the child

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/conch-project/conch/internal/etcdconn"
 )
 
 // The man page comes from the parser plus hand-written sections; it must
@@ -68,7 +70,7 @@ func TestDefaultsShown(t *testing.T) {
 		t.Fatalf("--help: status %d, stderr %s", status, errOut.String())
 	}
 	for _, want := range []string{`\fB\-\-node\fR \fINAME\fR <default: \fIthe kernel hostname\fR>`, `\fB\-\-dial-timeout\fR \fID\fR <default: \fI5s\fR>`,
-		`\fB\-\-endpoints\fR \fIURLS\fR <default: \fI` + defaultEndpoint + `\fR>`, `\fB\-\-config\fR \fIFILE\fR <default: \fI` + defaultConfigPath + `\fR>`,
+		`\fB\-\-endpoints\fR \fIURLS\fR <default: \fI` + etcdconn.DefaultEndpoint + `\fR>`, `\fB\-\-config\fR \fIFILE\fR <default: \fI` + defaultConfigPath + `\fR>`,
 		"(default: 5s)\n"} {
 		if !strings.Contains(man.String(), want) {
 			t.Errorf("man page lacks %q", want)
@@ -78,12 +80,12 @@ func TestDefaultsShown(t *testing.T) {
 		t.Errorf("man page shows a variable as a default: %q", man.String())
 	}
 	h := strings.Join(strings.Fields(help.String()), " ")
-	for _, want := range []string{"(default: the kernel hostname) [$CONCH_NODE]", "(default: 5s) [$CONCH_DIAL_TIMEOUT]", "(default: " + defaultEndpoint + ") [$CONCH_ENDPOINTS]"} {
+	for _, want := range []string{"(default: the kernel hostname) [$CONCH_NODE]", "(default: 5s) [$CONCH_DIAL_TIMEOUT]", "(default: " + etcdconn.DefaultEndpoint + ") [$CONCH_ENDPOINTS]"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("help lacks %q", want)
 		}
 	}
-	if defaultDialTimeout.String() != "5s" {
-		t.Errorf("default-mask says 5s, defaultDialTimeout is %v", defaultDialTimeout)
+	if etcdconn.DefaultDialTimeout.String() != "5s" {
+		t.Errorf("default-mask says 5s, etcdconn.DefaultDialTimeout is %v", etcdconn.DefaultDialTimeout)
 	}
 }

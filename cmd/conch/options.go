@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/jessevdk/go-flags"
 )
 
@@ -89,9 +90,9 @@ type endpointsValue string
 func (e *endpointsValue) UnmarshalFlag(s string) error {
 	if strings.TrimSpace(s) == "" {
 		if v, ok := os.LookupEnv("CONCH_ENDPOINTS"); ok && strings.TrimSpace(v) == "" {
-			return errors.New("CONCH_ENDPOINTS is set but empty: name at least one endpoint, or unset it for the default " + defaultEndpoint)
+			return errors.New("CONCH_ENDPOINTS is set but empty: name at least one endpoint, or unset it for the default " + etcdconn.DefaultEndpoint)
 		}
-		return errors.New("empty: name at least one endpoint (host:port or URL), or leave --endpoints out for the default " + defaultEndpoint)
+		return errors.New("empty: name at least one endpoint (host:port or URL), or leave --endpoints out for the default " + etcdconn.DefaultEndpoint)
 	}
 	*e = endpointsValue(s)
 	return nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
@@ -124,8 +125,8 @@ func TestExitStatus(t *testing.T) {
 		{"a signal", signalExit(syscall.SIGINT, "", ""), 0, syscall.SIGINT},
 		{"wrapped", fmt.Errorf("x: %w", exitf(exitSlotLost, stateLost, "lost")), exitSlotLost, 0},
 		{"usage", usagef("bad"), exitUsage, 0},
-		{"etcd unreachable at start", fmt.Errorf("%w: cannot reach etcd", errUnreachable), exitUnavailable, 0},
-		{"who: etcd unreachable", fmt.Errorf("n: %w", fmt.Errorf("%w: x", errUnreachable)), exitUnavailable, 0},
+		{"etcd unreachable at start", fmt.Errorf("%w: cannot reach etcd", etcdconn.ErrUnreachable), exitUnavailable, 0},
+		{"who: etcd unreachable", fmt.Errorf("n: %w", fmt.Errorf("%w: x", etcdconn.ErrUnreachable)), exitUnavailable, 0},
 		{"a refused login or bad TLS files", errors.New("cannot set up TLS"), exitUsage, 0},
 		{"a name sema refuses", sema.ErrBadName, exitUsage, 0},
 	} {
@@ -143,7 +144,7 @@ func TestWaitFailed(t *testing.T) {
 	sigCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	r := &semaRun{c: &semaCmd{Conflict: 9}, waitCtx: sigCtx, rep: newReporter(io.Discard, func(string) string { return "" }, false, "x", 2),
-		job: job{name: "x", max: 2, wait: time.Second, conn: connSettings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}}
+		job: job{name: "x", max: 2, wait: time.Second, conn: etcdconn.Settings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}}
 	refused := fmt.Errorf("%w: x: permission denied", sema.ErrRefused)
 	for _, tc := range []struct {
 		name   string

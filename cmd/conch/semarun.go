@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 )
@@ -66,7 +67,7 @@ func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
 // connect makes the etcd client and the semaphore, and warns when the child's stop grace
 // does not fit in the lease (D7).
 func (r *semaRun) connect() error {
-	client, err := newClient(r.sigCtx, r.job.conn)
+	client, err := etcdconn.New(r.sigCtx, r.job.conn)
 	if sig := signalOf(context.Cause(r.sigCtx)); sig != 0 { // D3: a signal while connecting
 		if client != nil {
 			client.Close()

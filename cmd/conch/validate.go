@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 )
@@ -16,7 +17,7 @@ import (
 type job struct {
 	name    string
 	max     int // 0 with --who and no --max
-	conn    connSettings
+	conn    etcdconn.Settings
 	path    string // resolved command
 	wait    time.Duration
 	waitSet bool
@@ -104,7 +105,7 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 		fmt.Fprintf(c.stderr, "conch: WARNING: %s\n", w)
 	}
 	if c.Verbose { // which cluster, and why that one (issue 10)
-		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.where(), conn.DialTimeout, conn.DialTimeoutFrom)
+		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.Where(), conn.DialTimeout, conn.DialTimeoutFrom)
 	}
 	if j.node, err = nodeName(c.Node, c.Spread); err != nil {
 		return j, err

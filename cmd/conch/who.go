@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -31,7 +32,7 @@ func (c *semaCmd) who(j job) error {
 	if what == "" {
 		what = "--who"
 	}
-	client, err := newClient(context.Background(), j.conn)
+	client, err := etcdconn.New(context.Background(), j.conn)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -45,10 +46,10 @@ func (c *semaCmd) who(j job) error {
 		all, err = sema.List(ctx, client, j.name)
 	}
 	if errors.Is(err, sema.ErrRefused) { // permissions or credentials: retrying cannot help (D3)
-		return exitf(exitUsage, "", "%s: %s refused the read: %v", what, j.conn.where(), err)
+		return exitf(exitUsage, "", "%s: %s refused the read: %v", what, j.conn.Where(), err)
 	}
 	if err != nil {
-		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.where(), err)
+		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.Where(), err)
 	}
 	warnWho(c.rep.warnf, all)
 	entries := all

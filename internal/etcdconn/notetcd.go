@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	"context"
@@ -48,8 +48,8 @@ func notEtcd(err error) error {
 // notEtcdPrefix starts the message of every error notEtcd makes.
 const notEtcdPrefix = "not an etcd: "
 
-// isNotEtcd reports whether err is (or wraps) an error notEtcd made.
-func isNotEtcd(err error) bool {
+// IsNotEtcd reports whether err is (or wraps) an error notEtcd made.
+func IsNotEtcd(err error) bool {
 	var se interface{ GRPCStatus() *status.Status }
 	return errors.As(err, &se) && strings.HasPrefix(se.GRPCStatus().Message(), notEtcdPrefix)
 }

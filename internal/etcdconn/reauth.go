@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func reauthInterceptor(pw, path string) grpc.UnaryClientInterceptor {
 		if !errors.Is(rpctypes.Error(err), rpctypes.ErrAuthFailed) {
 			return err
 		}
-		fresh, _, rerr := readPassword(path)
+		fresh, _, rerr := ReadPassword(path)
 		if rerr != nil || fresh == p {
 			return err
 		}
