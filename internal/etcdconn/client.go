@@ -15,31 +15,20 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ErrUnreachable marks a New failure that is etcd not answering (D3:
-// 69), as opposed to bad settings or a refused login (64).
-var ErrUnreachable = errors.New("etcd unavailable")
-
-// ErrTLS marks a permanent TLS misconfiguration (64, issue 9): a CA file
-// without certificates, a client certificate that is expired or does not
-// match its key, a server certificate that does not verify (wrong CA,
-// expired, wrong host name), or a server that rejects our client certificate
-// or sends none. Retrying cannot help, so conch does not wait for
-// --dial-timeout.
-var ErrTLS = errors.New("TLS misconfiguration")
-
 // New builds an etcd client from s. Beside clientv3's dial (and its login, with a user),
 // it probes the endpoints (probeEndpoints: one TCP connection, and the TLS handshake when TLS
-// is on, per endpoint in parallel, ending at the first that works; bounded by s.DialTimeout):
-// when none works it returns ErrUnreachable naming the kind of failure of each (refused, DNS,
-// timeout), or ErrTLS at once for a permanent TLS failure, and the dial is cancelled. The probe
-// runs beside the dial rather than before it (issue 11): with TLS, the two handshakes then
+// is on, per endpoint in parallel, ending at the first that works; bounded by s.DialTimeout).
+// The probe runs beside the dial rather than before it: with TLS, the two handshakes then
 // overlap instead of adding up. With a user set, clientv3 logs in within s.DialTimeout. A
 // password that came from a file is read again once when etcd rejects it
-// (reauthInterceptor), so rotating the password file does not stop a running holder. Errors:
-// ErrTLS and bad settings (64), a refused login (64), ErrUnreachable (69), also for a server
-// that answered the login with plain HTTP (IsNotEtcd): see exitStatus.
+// (reauthInterceptor), so rotating the password file does not stop a running holder.
 //
-// abort ends the attempt early (conch got a signal while connecting, D3): New then
+// Errors, each naming the endpoints and their source (Settings.Where): ErrTLS (at once, when
+// the TLS set-up fails for good), ErrRefused (etcd refused the login), ErrUnreachable (no
+// endpoint answered within s.DialTimeout, or what answered is not an etcd: IsNotEtcd), or
+// an unusable setting (a TLS file that cannot be read is ErrTLS too).
+//
+// abort ends the attempt early (the caller got a signal while connecting): New then
 // returns context.Cause(abort) at once, and leaves nothing behind. abort bounds the attempt
 // only: a client that was returned lives until it is closed.
 func New(abort context.Context, s Settings) (*clientv3.Client, error) {
@@ -75,7 +64,7 @@ func New(abort context.Context, s Settings) (*clientv3.Client, error) {
 	case perr != nil:
 		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", ErrUnreachable, s.Where(), s.DialTimeout, s.DialTimeoutFrom, perr)
 	case refused(d.err):
-		return nil, fmt.Errorf("%s refused the login of user %q: %w", s.Where(), s.User, d.err)
+		return nil, classed{ErrRefused, fmt.Errorf("%s refused the login of user %q: %w", s.Where(), s.User, d.err)}
 	case IsNotEtcd(d.err): // it answered at once: no dial timeout to speak of
 		return nil, fmt.Errorf("%w: %s answers, but %w", ErrUnreachable, s.Where(), d.err)
 	}
@@ -134,7 +123,7 @@ func clientConfig(s Settings, tc *tls.Config, life context.Context) clientv3.Con
 		Context:     life,
 	}
 	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = keepAliveTime, keepAliveTimeout // a dead member is noticed (keepalive.go)
-	// a server that answers plain HTTP is said to be "not an etcd" (issue 10)
+	// a server that answers plain HTTP is said to be "not an etcd", not "no answer"
 	interceptors := []grpc.UnaryClientInterceptor{notEtcdInterceptor()}
 	if s.PasswordFile != "" {
 		interceptors = append(interceptors, reauthInterceptor(s.Password, s.PasswordFile))

@@ -17,7 +17,7 @@ const (
 )
 
 // Settings are the resolved connection settings, each with where it came
-// from (issue 10: every message about a setting names its source).
+// from: every message about a setting names its source.
 type Settings struct {
 	Endpoints     []string
 	EndpointsFrom string // "--endpoints", "CONCH_ENDPOINTS", "ETCDCTL_ENDPOINTS", "FILE:LINE" or "the default"
@@ -28,7 +28,7 @@ type Settings struct {
 	Password      string
 	// PasswordFile is the file the password came from, "" when it came from
 	// ETCDCTL_PASSWORD or NAME:PASSWORD: it is read again once when etcd
-	// rejects the password (a rotated password file, issue 9).
+	// rejects the password (a rotated password file).
 	PasswordFile    string
 	DialTimeout     time.Duration
 	DialTimeoutFrom string
@@ -139,8 +139,8 @@ func ParseEndpoints(eps string) ([]string, error) {
 }
 
 // checkEndpoint accepts what clientv3 dials: host:port, or a URL with scheme
-// http, https, unix or unixs. Anything else is a usage error (64), not an
-// unreachable etcd (69). User-info in a URL is refused (clientv3 would not
+// http, https, unix or unixs. Anything else is a setting that can never work, not an
+// unreachable etcd. User-info in a URL is refused (clientv3 would not
 // use it) and never echoed.
 func checkEndpoint(e string) error {
 	shown := RedactEndpoint(e)
@@ -194,10 +194,10 @@ func RedactEndpoint(e string) string {
 	return e
 }
 
-// CheckPlaintext refuses TLS material with a plaintext endpoint (issue 9):
+// CheckPlaintext refuses TLS material with a plaintext endpoint:
 // an http:// or unix:// endpoint given with --cacert, --cert or --key would
 // otherwise run in plaintext, credentials included, while the operator
-// asked for TLS. Usage error (64).
+// asked for TLS. The error names the endpoint (redacted) and its source.
 func CheckPlaintext(s Settings) error {
 	if s.CACert == "" && s.Cert == "" {
 		return nil

@@ -1,7 +1,6 @@
 package etcdconn
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,26 +8,23 @@ import (
 	"syscall"
 )
 
-// Size bounds on the files conch reads (issue 9: a password or config file
-// that is /dev/zero must not grow conch without limit). A password is one
-// line; a config file a handful of settings; a TLS file one certificate
+// Size bounds on the files read here (a password or TLS file that is
+// /dev/zero must not grow conch without limit). A password is one
+// line; a TLS file one certificate
 // chain or CA bundle (the Debian system bundle is ~220 KiB).
 const (
 	MaxPasswordFile = 4 << 10 // 4 KiB
 	maxTLSFile      = 1 << 20 // 1 MiB
 )
 
-// ErrNotRegular: the path names a FIFO, device, socket or directory.
-var ErrNotRegular = errors.New("not a regular file")
-
 // ReadBounded reads the regular file at path, at most limit bytes. It never
 // blocks on a FIFO or device: the file is opened with O_NONBLOCK and checked
 // with fstat on the opened descriptor (so a file swapped after a stat cannot
 // slip through) before a byte is read. what names the file in errors ("password
-// file"). It returns the content and the file's permission bits. Errors (exit
-// 64 for the callers): the open's, ErrNotRegular, or a file larger than limit.
+// file"). It returns the content and the file's permission bits. Errors, none of
+// which retrying helps: the open's, ErrNotRegular, or a file larger than limit.
 // The null device is the one non-regular file accepted: it reads as empty, with no
-// permission bits to warn about (the bench and operators use --config /dev/null).
+// permission bits to warn about (a config file of /dev/null is a usual way to say "none").
 func ReadBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -39,7 +35,7 @@ func ReadBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read %s %s: %w", what, path, err)
 	}
-	if isNullDevice(fi) { // `--config /dev/null`: the usual way to say "no file", read as empty
+	if isNullDevice(fi) { // /dev/null: the usual way to say "no file", read as empty
 		return nil, 0, nil
 	}
 	if !fi.Mode().IsRegular() {

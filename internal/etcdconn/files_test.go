@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Issue 9: files conch reads never block (FIFO), are bounded, and must be regular.
+// Files read here never block (FIFO), are bounded, and must be regular.
 func TestReadBounded(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")

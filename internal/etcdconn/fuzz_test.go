@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Issue 9: an endpoint list is accepted only when each endpoint checks; a
+// An endpoint list is accepted only when each endpoint checks; a
 // URL's user-info never appears in an error.
 func FuzzEndpoints(f *testing.F) {
 	for _, s := range []string{"127.0.0.1:2379", "https://a:1,https://b:2", "http://u:hunter2@h:1", ",", "unix:///x", "[::1]:2379", "h:0", "h:65536"} {

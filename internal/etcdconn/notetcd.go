@@ -19,8 +19,8 @@ var httpStatusRE = regexp.MustCompile(`unexpected HTTP status code received from
 // the error of a call answered by something that speaks HTTP but is not
 // etcd's gRPC (a web server, a proxy's error page, another service on the
 // port) as "not an etcd: it answered HTTP 404 (Not Found) ...", keeping the
-// gRPC code, so retries and exit statuses stay as they were (issue 10: the
-// message said only "no answer within the dial timeout"). The server's
+// gRPC code, so retries and the caller's handling stay as they were: the
+// message says what answered, not only "no answer within the dial timeout". The server's
 // response body, which grpc-go quotes on lines of its own, is dropped.
 // Other errors pass through.
 func notEtcdInterceptor() grpc.UnaryClientInterceptor {

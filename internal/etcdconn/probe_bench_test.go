@@ -53,7 +53,7 @@ func startTLSBench(b *testing.B) (*etcdtest.Server, Settings) {
 }
 
 // BenchmarkFirstRequest times a start's connection up to its first answer, a LeaseGrant, as
-// conch does it (New: the probe beside clientv3's dial, issue 11, mode=overlapped) and as
+// conch does it (New: the probe beside clientv3's dial, mode=overlapped) and as
 // it did before (mode=sequential: the probe, then the dial), with TLS and a client certificate
 // and in plain TCP.
 func BenchmarkFirstRequest(b *testing.B) {

@@ -24,8 +24,8 @@ func tlsWanted(s Settings) bool {
 
 // tlsConfig builds the client TLS configuration from s's files, each read
 // bounded and without blocking (ReadBounded, maxTLSFile). It returns nil when
-// s does not ask for TLS. Errors are permanent misconfigurations (64,
-// ErrTLS): a file that cannot be read, a CA file with no certificate in it,
+// s does not ask for TLS. Errors are permanent misconfigurations, wrapping
+// ErrTLS: a file that cannot be read, a CA file with no certificate in it,
 // a key that does not match its certificate, a client certificate that
 // has expired or is not valid yet (now is the time checked against).
 func tlsConfig(s Settings, now time.Time) (*tls.Config, error) {
