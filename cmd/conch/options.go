@@ -59,7 +59,7 @@ type semaCmd struct {
 	// run is what Execute decided to do; it returns the error the run
 	// ended with (nil: exit 0; see exitStatus).
 	run func() error
-	// rep reports on the semaphore once run has made it; nil before.
+	// rep reports on the semaphore, set with run (setRun); nil before.
 	rep *reporter
 }
 

@@ -143,8 +143,8 @@ func TestExitStatus(t *testing.T) {
 func TestWaitFailed(t *testing.T) {
 	sigCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	r := &semaRun{c: &semaCmd{Conflict: 9}, waitCtx: sigCtx, rep: newReporter(io.Discard, func(string) string { return "" }, false, "x", 2),
-		job: job{name: "x", max: 2, wait: time.Second, conn: etcdconn.Settings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}}
+	r := &semaRun{waitCtx: sigCtx, rep: newReporter(io.Discard, func(string) string { return "" }, false, "x", 2),
+		job: job{name: "x", max: 2, wait: time.Second, run: runValues{conflict: 9}, conn: etcdconn.Settings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}}
 	refused := fmt.Errorf("%w: x: permission denied", sema.ErrRefused)
 	for _, tc := range []struct {
 		name   string
@@ -172,14 +172,14 @@ func TestWaitFailed(t *testing.T) {
 	}
 	cancel(errSignal{syscall.SIGHUP})
 	for _, tc := range []struct {
-		rev  int64 // our key's create revision: 0 before etcd answered the enqueue
-		line string
-	}{{0, "SIGHUP while connecting to etcd: nothing was queued"}, {7, "SIGHUP while waiting: left the queue"}} {
-		r.rep.rev = tc.rev
+		enqueued bool // etcd answered our enqueue
+		line     string
+	}{{false, "SIGHUP while connecting to etcd: nothing was queued"}, {true, "SIGHUP while waiting: left the queue"}} {
+		r.enqueued.Store(tc.enqueued)
 		err := r.waitFailed(&sema.WaitError{Name: "x", Max: 2})
 		var xe *exitError
 		if _, sig := exitStatus(err); sig != syscall.SIGHUP || !errors.As(err, &xe) || xe.msg != tc.line {
-			t.Fatalf("a signal, rev %d: %#v, want SIGHUP and %q", tc.rev, err, tc.line)
+			t.Fatalf("a signal, enqueued %v: %#v, want SIGHUP and %q", tc.enqueued, err, tc.line)
 		}
 	}
 }

@@ -26,7 +26,6 @@ const exitWhoOutput = 70
 // unreachable, 64 if it refuses the read (D3), exitWhoOutput if the listing
 // cannot be printed (see exitStatus); its lines go through c.rep.
 func (c *semaCmd) who(j job) error {
-	c.rep = c.reporter(j)
 	c.rep.bare = true // its lines name the semaphore their own way
 	what := j.name
 	if what == "" {
@@ -58,23 +57,23 @@ func (c *semaCmd) who(j job) error {
 			return e.Info.Kind.Counted() && e.Max != j.max
 		})
 	}
-	if err := c.printWho(what, entries); err != nil {
+	if err := c.printWho(what, entries, j.json); err != nil {
 		return err
 	}
 	if slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held }) {
 		return nil
 	}
-	if !c.JSON {
+	if !j.json {
 		return exitf(exitEmpty, "", "%s", emptyMessage(j, entries, all))
 	}
 	return exitCode(exitEmpty)
 }
 
-// printWho writes the listing to stdout in the chosen form; on failure it
+// printWho writes the listing to stdout, as one JSON document with asJSON, else as text; on failure it
 // returns the exitWhoOutput that says why.
-func (c *semaCmd) printWho(what string, entries []sema.Entry) error {
+func (c *semaCmd) printWho(what string, entries []sema.Entry, asJSON bool) error {
 	var out []byte
-	if c.JSON {
+	if asJSON {
 		b, err := renderJSON(entries)
 		if err != nil {
 			return exitf(exitWhoOutput, "", "%s: cannot render the listing as JSON: %v", what, err)
