@@ -116,21 +116,21 @@ func (r *semaRun) waitFailed(err error) error {
 	var we *sema.WaitError
 	switch {
 	case errors.Is(err, sema.ErrRefused):
-		return exitf(exitUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
+		return endf(errUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
 	case errors.As(err, &we) && !we.Unreachable && j.run.quiet: // -q: the status says it (issue 10)
-		return exitCode(j.run.conflict)
+		return noSlot(j.run.conflict, "")
 	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
-		return exitf(j.run.conflict, stateTimeout, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
+		return noSlot(j.run.conflict, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
-		return exitf(j.run.conflict, stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
+		return noSlot(j.run.conflict, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
 	case errors.As(err, &we) && !we.Unreachable:
-		return exitf(j.run.conflict, stateTimeout, "no slot within --wait %v", j.wait)
+		return noSlot(j.run.conflict, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:
-		return exitf(exitUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.Where(), err)
+		return endf(errUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.Where(), err)
 	case etcdconn.IsNotEtcd(err): // it answered at once, in plain HTTP (issue 10)
-		return exitf(exitUnavailable, stateTimeout, "%s answers, but %v", j.conn.Where(), err)
+		return endf(errUnavailable, stateTimeout, "%s answers, but %v", j.conn.Where(), err)
 	}
-	return exitf(exitUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %v",
+	return endf(errUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %v",
 		j.conn.Where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
 }
 

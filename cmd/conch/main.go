@@ -112,12 +112,12 @@ func (s *semaCmd) parseAndRun(before []string) error {
 		// A fresh parser: ParseArgs added help groups to p, which would
 		// print twice.
 		if err := writeManPage(s.stdout, newParser(&globalOptions{}, &semaCmd{})); err != nil {
-			return exitf(exitUnavailable, "", "%v", err)
+			return endf(errUnavailable, "", "%v", err)
 		}
 		return nil
 	case s.run == nil:
 		p.WriteHelp(s.stderr)
-		return exitCode(exitUsage)
+		return silent(errUsage)
 	}
 	return s.run()
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +30,7 @@ func TestManPage(t *testing.T) {
 		".SH NAME", ".SH SYNOPSIS", ".SH DESCRIPTION", ".SH OPTIONS", ".SH EXIT STATUS", ".SH ENVIRONMENT",
 		".SH FILES", ".SH EXAMPLES", ".SH SEE ALSO",
 		`\fB\-\-max\fR \fIN\fR`, `\fB\-\-conflict-exit-code\fR`, `\fB\-\-dial-timeout\fR`,
-		".B 75\n", ".B 64\n", ".B 69\n", ".B 70\n", ".B 124\n", ".B 126 / 127\n", ".B child's status\n", `.B \-\-who:`,
+		".B 75 (or \\-E N)\n", ".B 64\n", ".B 69\n", ".B 70\n", ".B 124\n", ".B 126 / 127\n", ".B child's status\n", ".B \\-\\-who\n",
 		".B CONCH_ENDPOINTS\n", ".B CONCH_PASSWORD_FILE\n", ".B CONCH_CONFIG\n", ".B CONCH_REV\n", ".B NOTIFY_SOCKET\n",
 		"/etc/conch/conch.conf",
 	} {
@@ -88,4 +91,50 @@ func TestDefaultsShown(t *testing.T) {
 	if etcdconn.DefaultDialTimeout.String() != "5s" {
 		t.Errorf("default-mask says 5s, etcdconn.DefaultDialTimeout is %v", etcdconn.DefaultDialTimeout)
 	}
+}
+
+// The exit-status table has one text, exitRows (D3): --help shows it (exitTable), the man
+// page is made from that, and README's table holds the same rows, word for word.
+func TestExitTableOneSource(t *testing.T) {
+	var page strings.Builder
+	if err := writeManPage(&page, newParser(&globalOptions{}, &semaCmd{})); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range exitRows {
+		entry := ".TP\n.B " + roffText(plainText(r.status)) + "\n" + roffText(plainText(r.meaning)) + "\n"
+		if !strings.Contains(page.String(), entry) {
+			t.Errorf("the man page lacks the exit status row %q as\n%s", r.status, entry)
+		}
+		if !strings.Contains(semaEpilog, "\n  "+plainText(r.status)+"  ") {
+			t.Errorf("--help lacks the exit status row %q", r.status)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Exit status\n")
+	var got []exitRow
+	for _, l := range strings.Split(section, "\n")[1:] {
+		if !strings.HasPrefix(l, "| ") {
+			if len(got) > 0 {
+				break
+			}
+			continue
+		}
+		status, meaning, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(l, "| "), " |"), " | ")
+		got = append(got, exitRow{status, meaning})
+	}
+	if len(got) < 2 || !slices.Equal(got[2:], exitRows) {
+		t.Errorf("README's exit status table differs from exitRows; its rows should read:\n%s", readmeRows(exitRows))
+	}
+}
+
+// readmeRows is rows as README's Markdown table rows.
+func readmeRows(rows []exitRow) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s |\n", r.status, r.meaning)
+	}
+	return b.String()
 }

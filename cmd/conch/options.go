@@ -133,7 +133,7 @@ The capacity is part of the name: nodes using different --max for the same <name
 
 // semaEpilog follows the generated help verbatim (go-flags reflows
 // descriptions, which would mangle the table and the examples).
-const semaEpilog = `Synopsis:
+var semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
              [--kill-after 5s] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
   conch sema <name> [--max N] --who [--json]

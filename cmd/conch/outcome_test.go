@@ -119,11 +119,18 @@ func TestExitStatus(t *testing.T) {
 		sig    syscall.Signal
 	}{
 		{"nil", nil, exitOK, 0},
-		{"the child's status", exitCode(3), 3, 0},
-		{"an exit with its line", exitf(exitConflict, stateTimeout, "no slot"), exitConflict, 0},
-		{"-E's status", exitf(9, stateTimeout, "no slot"), 9, 0},
+		{"the child's status", childExit(3), 3, 0},
+		{"no slot, with its line", noSlot(exitConflict, "no slot"), exitConflict, 0},
+		{"-E's status, silent", noSlot(9, ""), 9, 0},
 		{"a signal", signalExit(syscall.SIGINT, "", ""), 0, syscall.SIGINT},
-		{"wrapped", fmt.Errorf("x: %w", exitf(exitSlotLost, stateLost, "lost")), exitSlotLost, 0},
+		{"wrapped", fmt.Errorf("x: %w", endf(errSlotLost, stateLost, "lost")), exitSlotLost, 0},
+		{"no holder", silent(errEmpty), exitEmpty, 0},
+		{"listing not written", endf(errWhoOutput, "", "x"), exitSoftware, 0},
+		{"run-time limit", endf(errRuntimeMax, stateReleased, "x"), exitRuntimeMax, 0},
+		{"not found", endf(fmt.Errorf("x: %w", unitrun.ErrNotFound), "", "x"), exitNotFound, 0},
+		{"not executable", endf(fmt.Errorf("x: %w", unitrun.ErrNotExecutable), "", "x"), exitCannotExec, 0},
+		{"unavailable", endf(errUnavailable, "", "x"), exitUnavailable, 0},
+		{"help without a command", silent(errUsage), exitUsage, 0},
 		{"usage", usagef("bad"), exitUsage, 0},
 		{"etcd unreachable at start", fmt.Errorf("%w: cannot reach etcd", etcdconn.ErrUnreachable), exitUnavailable, 0},
 		{"who: etcd unreachable", fmt.Errorf("n: %w", fmt.Errorf("%w: x", etcdconn.ErrUnreachable)), exitUnavailable, 0},
@@ -165,7 +172,7 @@ func TestWaitFailed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := r.waitFailed(tc.err)
 			var xe *exitError
-			if !errors.As(err, &xe) || xe.status != tc.status || xe.msg != tc.line || xe.state != stateTimeout {
+			if status, _ := exitStatus(err); !errors.As(err, &xe) || status != tc.status || xe.msg != tc.line || xe.state != stateTimeout {
 				t.Fatalf("got %#v, want status %d line %q", err, tc.status, tc.line)
 			}
 		})
@@ -214,8 +221,8 @@ func TestReportOneLine(t *testing.T) {
 	var f fakeSinks
 	r, buf := f.reporter(false, true)
 	r.rev = 41
-	report(r, exitf(exitSlotLost, stateLost, "slot lost while the child ran (lease lost): child stopped"))
-	report(r, exitCode(3))
+	report(r, endf(errSlotLost, stateLost, "slot lost while the child ran (lease lost): child stopped"))
+	report(r, childExit(3))
 	report(r, nil)
 	if len(f.entries) != 1 || buf.Len() != 0 {
 		t.Fatalf("entries %+v, stderr %q: want one journal entry and no stderr", f.entries, buf.String())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -71,11 +70,7 @@ func (c *semaCmd) Execute(args []string) error {
 	}
 	path, err := unitrun.Resolve(c.command[0])
 	if err != nil {
-		status := exitNotFound
-		if errors.Is(err, unitrun.ErrNotExecutable) {
-			status = exitCannotExec
-		}
-		c.setRun(j, func() error { return exitf(status, "", "%v", err) })
+		c.setRun(j, func() error { return endf(err, "", "%v", err) }) // 127 or 126 (exitStatus)
 		return nil
 	}
 	j.path = path

@@ -162,7 +162,7 @@ func TestWhoOutputFailure(t *testing.T) {
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		cmd.Run()
-		if st := cmd.ProcessState.ExitCode(); st != exitWhoOutput || !strings.Contains(stderr.String(), "cannot write the listing") {
+		if st := cmd.ProcessState.ExitCode(); st != exitSoftware || !strings.Contains(stderr.String(), "cannot write the listing") {
 			t.Fatalf("%q to /dev/full: status %d, stderr %q", args, st, stderr.String())
 		}
 	}
@@ -179,7 +179,7 @@ func TestWhoOutputFailure(t *testing.T) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.Run()
-	if st := cmd.ProcessState.ExitCode(); st != exitWhoOutput || !strings.Contains(stderr.String(), "cannot write the listing") {
+	if st := cmd.ProcessState.ExitCode(); st != exitSoftware || !strings.Contains(stderr.String(), "cannot write the listing") {
 		t.Fatalf("--who to a closed pipe: status %d, stderr %q", st, stderr.String())
 	}
 	closed := exec.Command("bash", "-c", `"$0" sema full --who >&-`, conchBin)
