@@ -42,7 +42,7 @@ type Spec struct {
 	// In scope mode it is the scope's TimeoutStopSec, unless Scope.Properties set that.
 	KillAfter time.Duration
 	// RuntimeMax stops the command once it has run that long and sets Result.RuntimeExceeded
-	// (--runtime-max, exit 124, D7); 0 means unlimited. In scope mode it is also the scope's
+	// (D7); 0 means unlimited. In scope mode it is also the scope's
 	// RuntimeMaxSec and counts from the scope's start; a RuntimeMaxSec among Scope.Properties
 	// replaces it.
 	RuntimeMax time.Duration

@@ -117,7 +117,7 @@ func (r *semaRun) waitFailed(err error) error {
 	switch {
 	case errors.Is(err, sema.ErrRefused):
 		return endf(errUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
-	case errors.As(err, &we) && !we.Unreachable && j.run.quiet: // -q: the status says it (issue 10)
+	case errors.As(err, &we) && !we.Unreachable && j.run.quiet: // -q: the status says it, so cron mails nothing
 		return noSlot(j.run.conflict, "")
 	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
 		return noSlot(j.run.conflict, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
@@ -127,7 +127,7 @@ func (r *semaRun) waitFailed(err error) error {
 		return noSlot(j.run.conflict, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:
 		return endf(errUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.Where(), err)
-	case etcdconn.IsNotEtcd(err): // it answered at once, in plain HTTP (issue 10)
+	case etcdconn.IsNotEtcd(err): // it answered at once, in plain HTTP
 		return endf(errUnavailable, stateTimeout, "%s answers, but %v", j.conn.Where(), err)
 	}
 	return endf(errUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %v",

@@ -91,7 +91,7 @@ func readConfig(path string, explicit bool) (configFile, error) {
 		"user": sec.User, "password-file": sec.PasswordFile, "dial-timeout": sec.DialTimeout} {
 		cfg.values[k] = v
 	}
-	if n := cfg.lines["endpoints"]; n > 0 && strings.TrimSpace(sec.Endpoints) == "" { // as --endpoints "" is (issue 10)
+	if n := cfg.lines["endpoints"]; n > 0 && strings.TrimSpace(sec.Endpoints) == "" { // as --endpoints "" is: an empty list is a mistake, not the default
 		return cfg, fmt.Errorf("config file %s:%d: endpoints is empty: name at least one endpoint (host:port or URL), or remove the line for the default %s", path, n, etcdconn.DefaultEndpoint)
 	}
 	return cfg, nil
@@ -132,7 +132,7 @@ const configSection = "etcd"
 // than [etcd] (go-flags would say "could not find option group" without a
 // line), and a key set twice: refused, not the last one taken in silence,
 // because two endpoints lines are two clusters and conch cannot know which
-// one the operator meant (issue 10; README "Configuration").
+// one the operator meant (README "Configuration").
 func scanIni(path string, b []byte) (map[string]int, error) {
 	lines := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -172,7 +172,7 @@ func printable(s string) string {
 }
 
 // shortName is " [name]" for a section name short enough to be a typo of [etcd] (a config
-// error never echoes a whole line, which may hold a secret: issue 9), else "".
+// error never echoes a whole line, which may hold a secret), else "".
 func shortName(name string) string {
 	if len(name) > 9 {
 		return ""

@@ -116,8 +116,8 @@ func (r resolver) pick(flagged, key string) (value, source string) {
 // the default. An explicitly empty --endpoints is refused by its flag type
 // (endpointsValue), an empty one in the file by readConfig; a list with no
 // endpoint in it (",") is refused here. When the chosen source overrides
-// another that names other endpoints, warn names both (issue 10: a stale
-// ETCDCTL_ENDPOINTS over the config file sent two --max 1 holders to two
+// another that names other endpoints, warn names both (a stale
+// ETCDCTL_ENDPOINTS over the config file would send two --max 1 holders to two
 // clusters without a word); warn is "" otherwise.
 func (r resolver) endpoints() (list []string, from, warn string, err error) {
 	srcs := r.endpointSources()
@@ -171,6 +171,6 @@ func overrideWarning(srcs []setting) string {
 	if len(over) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("endpoints from %s (%s) override those of %s (D9: flags > CONCH_* > ETCDCTL_* > config file); unset or correct the one that is stale",
+	return fmt.Sprintf("endpoints from %s (%s) override those of %s (flags win over CONCH_*, which win over ETCDCTL_*, which win over the config file); unset or correct the one that is stale",
 		srcs[0].from, etcdconn.ShowEndpoints(srcs[0].value), strings.Join(over, " and "))
 }

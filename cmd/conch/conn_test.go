@@ -93,7 +93,7 @@ func TestEnvOnlyForConnection(t *testing.T) {
 
 func TestChildEnvUnit(t *testing.T) { // D5
 	got := childEnv([]string{"A=1", "CONCH_REV=9", "NOTIFY_SOCKET=/x", "WATCHDOG_USEC=5", "WATCHDOG_PID=3", "B=2"}, "n", 2, 42, 0xabc)
-	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=0000000000000abc" // issue 10: the padded spelling
+	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=0000000000000abc" // the padded spelling
 	if strings.Join(got, " ") != want {
 		t.Fatalf("childEnv = %q, want %q", got, want)
 	}
@@ -121,7 +121,7 @@ func TestMinTTL(t *testing.T) { // the TTL warning's advice must silence it
 	}
 }
 
-// Issue 10: a source that overrides endpoints another source also sets, to
+// A source that overrides endpoints another source also sets, to
 // other endpoints, is warned about in one line naming both (D9's order
 // stays); credentials in an overridden URL are never shown.
 func TestEndpointsOverrideWarning(t *testing.T) {
@@ -174,7 +174,7 @@ func TestEndpointsOverrideWarning(t *testing.T) {
 	}
 }
 
-// Issue 10: a stale ETCDCTL_ENDPOINTS over the config file's endpoints is
+// A stale ETCDCTL_ENDPOINTS over the config file's endpoints is
 // used (D9) but said on stderr, and -v names the endpoints used and their
 // source; the run itself goes on.
 func TestEndpointsOverrideSaid(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/conch-project/conch/sema"
 )
 
-// Fuzz targets for what conch takes from its caller (issue 9). `make fuzz`
+// Fuzz targets for what conch takes from its caller. `make fuzz`
 // runs each for a bounded time; the seed corpus is in testdata/fuzz.
 
 // D4: an accepted name matches [A-Za-z0-9][A-Za-z0-9._-]{0,127}, and its
@@ -48,7 +48,7 @@ func FuzzMax(f *testing.F) {
 	})
 }
 
-// Issue 9: no duration overflows or goes negative; the bound holds.
+// No duration overflows or goes negative; the bound holds.
 func FuzzDuration(f *testing.F) {
 	for _, s := range []string{"10", "1.5", ".5", "500ms", "1m30s", "-1", "NaN", "1e400", "876000h", "2562047h47m16.854775807s", "0x10", "1e-9"} {
 		f.Add(s)
@@ -73,7 +73,7 @@ func FuzzDuration(f *testing.F) {
 	})
 }
 
-// Issue 9: any config file is read without a panic, and an error never
+// Any config file is read without a panic, and an error never
 // echoes a line of it (it may hold a secret).
 func FuzzConfig(f *testing.F) {
 	for _, s := range []string{"[etcd]\nendpoints = https://a:1\ndial-timeout = 3s\n", "[etcd]\nhunter2-is-my-password\n", "[etcd]\nuser = \"unterminated\n",

@@ -123,7 +123,7 @@ func (s *semaCmd) parseAndRun(before []string) error {
 }
 
 // splitCommand splits argv at the first "--": the child's argv after it is
-// passed on untouched (STYLE 13).
+// passed on untouched: conch never reads the child's flags as its own.
 func splitCommand(args []string) (before, command []string, dashdash bool) {
 	i := slices.Index(args, "--")
 	if i < 0 {
@@ -136,7 +136,7 @@ func splitCommand(args []string) (before, command []string, dashdash bool) {
 // (D3). With group, sig goes to conch's whole process group, as the
 // terminal would have sent it had the child not had the foreground: a
 // calling script's shell, in that group, then gets it too and stops (the
-// shells' wait-and-cooperative-exit, issue 10). If the signal does not kill
+// shells' wait-and-cooperative-exit). If the signal does not kill
 // us (ignored by an inherited mask), exit with the shell's status for it.
 func reraise(sig syscall.Signal, group bool) {
 	signal.Reset(sig)

@@ -61,7 +61,7 @@ func TestManExitStatusParsesTable(t *testing.T) {
 	}
 }
 
-// Issue 10: help and man page show the real defaults of options that also come from the
+// Help and man page show the real defaults of options that also come from the
 // environment (go-flags' man page wrote "<default: $CONCH_NODE>"), and no made-up default
 // for those that have none.
 func TestDefaultsShown(t *testing.T) {

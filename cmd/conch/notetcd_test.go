@@ -24,7 +24,7 @@ func h2cNotFound(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// Issue 10: an endpoint that answers HTTP 404 at once is "not an etcd", said in one line
+// An endpoint that answers HTTP 404 at once is "not an etcd", said in one line
 // without the server's response body, still 69 (D3: no etcd answered), for a run, --who and
 // the login (where conch itself says it answers rather than "cannot reach").
 func TestNotAnEtcd(t *testing.T) {

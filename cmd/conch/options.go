@@ -50,7 +50,7 @@ type semaCmd struct {
 
 	Conn connOptions `group:"etcd connection"`
 
-	// command is everything after "--", untouched (STYLE 13).
+	// command is everything after "--", untouched (the child's argv is its own).
 	command  []string
 	dashdash bool
 	stdout   io.Writer
@@ -71,7 +71,7 @@ type scopeMode string
 var scopeModes = []string{"auto", "always", "never"}
 
 // Complete implements flags.Completer: the modes starting with match
-// (bash completion offered nothing for --scope, issue 10).
+// (without it bash completion offers nothing for --scope).
 func (scopeMode) Complete(match string) []flags.Completion {
 	var out []flags.Completion
 	for _, m := range scopeModes {
@@ -83,7 +83,7 @@ func (scopeMode) Complete(match string) []flags.Completion {
 }
 
 // endpointsValue is --endpoints: a flag (or CONCH_ENDPOINTS) given empty is
-// refused, not taken for the default (issue 10).
+// refused, not taken for the default: an empty list is a mistake.
 type endpointsValue string
 
 // UnmarshalFlag implements flags.Unmarshaler.
@@ -99,7 +99,7 @@ func (e *endpointsValue) UnmarshalFlag(s string) error {
 }
 
 // plainFlagError rewrites go-flags' "invalid argument for flag `--ttl'
-// (expected main.duration): ..." without the Go type name (issue 10); other
+// (expected main.duration): ..." without the Go type name, which tells an operator nothing; other
 // errors are returned as they are.
 func plainFlagError(err error) error {
 	var ferr *flags.Error
@@ -161,7 +161,7 @@ func (c *semaCmd) Usage() string {
 	return "<name> --max N [OPTIONS] -- <cmd...>"
 }
 
-// newParser builds the go-flags parser, fresh for each call (STYLE 13).
+// newParser builds the go-flags parser, fresh for each call (no state shared between tests).
 func newParser(g *globalOptions, s *semaCmd) *flags.Parser {
 	p := flags.NewNamedParser("conch", flags.HelpFlag|flags.PassDoubleDash)
 	p.ShortDescription = "cluster-wide counting semaphore on etcd, with systemd supervision"

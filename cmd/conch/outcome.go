@@ -42,7 +42,7 @@ type verdict struct {
 // has none (its guardian was lost), or the signal conch got just as the child ended on its own; or, when the child
 // had the terminal and died of SIGINT or SIGQUIT (Ctrl-C, Ctrl-\\), that signal, so that
 // conch dies of it too and the calling shell script stops, as with flock(1) and timeout(1)
-// (the shells' wait-and-cooperative-exit; issue 10).
+// (the shells' wait-and-cooperative-exit).
 func outcome(h holding) verdict {
 	sig := signalOf(h.cause)
 	lost := slotLost(h.cause)

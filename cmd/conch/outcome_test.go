@@ -46,7 +46,7 @@ func TestOutcome(t *testing.T) {
 		sig     syscall.Signal
 		state   string
 		line    string // "" for none
-		group   bool   // the signal goes to conch's process group (issue 10)
+		group   bool   // the signal goes to conch's process group
 	}{
 		{name: "exit 0", h: holding{res: started(0)}, ran: true},
 		{name: "exit 3", h: holding{res: started(3)}, ran: true, status: 3},
@@ -192,7 +192,7 @@ func TestWaitFailed(t *testing.T) {
 }
 
 // The exit 124 line names the limit that fired: -p RuntimeMaxSec= wins over --runtime-max in
-// a scope (issue 8: it said --runtime-max 10s when -p RuntimeMaxSec=5s fired).
+// a scope (it said --runtime-max 10s when -p RuntimeMaxSec=5s fired).
 func TestRuntimeLimitNamed(t *testing.T) {
 	for _, tc := range []struct {
 		props []string

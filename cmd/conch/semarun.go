@@ -28,7 +28,7 @@ type semaRun struct {
 }
 
 // reporter is the reporter of job j's run (newReporter); with -q it prints only warnings and
-// errors on stderr (issue 10: a cron job is mailed only when something is wrong).
+// errors on stderr, so a cron job is mailed only when something is wrong.
 func (c *semaCmd) reporter(j job) *reporter {
 	r := newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
 	r.warnOnly = c.Quiet
@@ -62,7 +62,7 @@ func newSemaRun(j job, rep *reporter) (*semaRun, error) {
 	if err := r.connect(); err != nil {
 		return r, err
 	}
-	r.pre.preloadWith(r.preloadSpec) // the key's spec, sent ahead of the slot (issue 11)
+	r.pre.preloadWith(r.preloadSpec) // the key's spec, sent ahead of the slot: off the hand-off's path
 	return r, nil
 }
 
@@ -129,8 +129,8 @@ func (r *semaRun) close() {
 
 // minTTL is the smallest --ttl that leaves room to fence a child with a
 // stop grace of killAfter (D7: fence at deadline - kill-after - 1 s, with two
-// keep-alive intervals before it), computed rather than searched (issue 9:
-// a long --kill-after must not spin). Keep-alives go every ttl/6, at most
+// keep-alive intervals before it), computed rather than searched (a long
+// --kill-after must not spin). Keep-alives go every ttl/6, at most
 // 1 s apart (sema): under 6 s that needs ttl - kill-after - 1 s >= ttl/3,
 // from 6 s on ttl >= kill-after + 3 s.
 func minTTL(killAfter time.Duration) time.Duration {

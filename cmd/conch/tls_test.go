@@ -33,7 +33,7 @@ func rawEnv(t *testing.T, srv *etcdtest.Server, root *clientv3.Client) *env {
 }
 
 // nothingHalfWritten fails t if any key under /conch/ or any lease is left
-// (read as root: issue 9's "nothing half-written").
+// (read as root: "nothing half-written").
 func (e *env) nothingHalfWritten(what string) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -51,7 +51,7 @@ func (e *env) nothingHalfWritten(what string) {
 	}
 }
 
-// Issue 9: a permanent TLS misconfiguration exits 64 with the x509 or
+// A permanent TLS misconfiguration exits 64 with the x509 or
 // handshake reason, without waiting for the dial timeout (30 s here), and
 // writes nothing; the right set-up works. Certificates are made here.
 func TestTLSMisconfiguration(t *testing.T) {

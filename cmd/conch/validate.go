@@ -86,7 +86,7 @@ func (c *semaCmd) setRun(j job, run func() error) {
 
 // parseJob checks the one <name>, --max and the connection settings (D4, D9).
 func (c *semaCmd) parseJob(args []string) (job, error) {
-	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore (issue 10)
+	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore
 		return job{}, usagef("missing <name>: conch sema <name> --max N -- <cmd...>")
 	}
 	if len(args) > 1 {
@@ -118,7 +118,7 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	for _, w := range conn.Warnings { // before anything else, whatever runs next
 		fmt.Fprintf(c.stderr, "conch: WARNING: %s\n", w)
 	}
-	if c.Verbose { // which cluster, and why that one (issue 10)
+	if c.Verbose { // which cluster, and why that one
 		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.Where(), conn.DialTimeout, conn.DialTimeoutFrom)
 	}
 	if j.node, err = nodeName(c.Node, c.Spread); err != nil {

@@ -82,7 +82,7 @@ func (c *semaCmd) printWho(what string, entries []sema.Entry, asJSON bool) error
 }
 
 // emptyMessage says that nothing holds, and when --max asked for a capacity
-// with no keys, names the capacities that have some (issue 10): "no holders
+// with no keys, names the capacities that have some: "no holders
 // or waiters for only2[3]; keys exist for --max 2". shown are the entries
 // listed (with no holder: foreign keys only), all those read.
 func emptyMessage(j job, shown, all []sema.Entry) string {
@@ -148,7 +148,7 @@ func warnWho(warn func(format string, args ...any), all []sema.Entry) {
 		}
 		for _, m := range caps[n] {
 			if k := kinds[capKey{n, m}]; k[0] > 0 && k[1] > 0 {
-				warn("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold (D11)",
+				warn("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold",
 					name, m, k[0], k[1])
 			}
 		}
