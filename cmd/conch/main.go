@@ -1,7 +1,8 @@
 // Command conch runs commands under cluster-wide limits kept in etcd:
 // `conch sema <name> --max N -- <cmd...>` (04_sema.md). This package is the
 // CLI only: flags, configuration, signals, the exit-status table and
-// logging; the recipe is in package sema and child supervision in unitrun.
+// logging; the connection to etcd is in internal/etcdconn, the recipe in
+// package sema and child supervision in unitrun.
 package main
 
 import (
