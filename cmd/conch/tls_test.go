@@ -60,11 +60,11 @@ func TestTLSMisconfiguration(t *testing.T) {
 	now := time.Now()
 	day := 24 * time.Hour
 	loop := []net.IP{net.ParseIP("127.0.0.1")}
-	srvCert, srvKey := ca.Leaf(t, dir, "server", now.Add(-time.Hour), now.Add(day), loop, nil)
-	cliCert, cliKey := ca.Leaf(t, dir, "client", now.Add(-time.Hour), now.Add(day), nil, nil)
-	oldCert, oldKey := ca.Leaf(t, dir, "expired-client", now.Add(-2*day), now.Add(-day), nil, nil)
-	forCert, forKey := other.Leaf(t, dir, "foreign-client", now.Add(-time.Hour), now.Add(day), nil, nil)
-	oldSrvCert, oldSrvKey := ca.Leaf(t, dir, "expired-server", now.Add(-2*day), now.Add(-day), loop, nil)
+	srvCert, srvKey := ca.Leaf(t, dir, "server", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(day), IPs: loop})
+	cliCert, cliKey := ca.Leaf(t, dir, "client", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(day)})
+	oldCert, oldKey := ca.Leaf(t, dir, "expired-client", etcdtest.Cert{NotBefore: now.Add(-2 * day), NotAfter: now.Add(-day)})
+	forCert, forKey := other.Leaf(t, dir, "foreign-client", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(day)})
+	oldSrvCert, oldSrvKey := ca.Leaf(t, dir, "expired-server", etcdtest.Cert{NotBefore: now.Add(-2 * day), NotAfter: now.Add(-day), IPs: loop})
 	noCA := filepath.Join(dir, "no-cert.pem")
 	os.WriteFile(noCA, []byte("-----BEGIN NOTHING-----\n-----END NOTHING-----\n"), 0o644)
 

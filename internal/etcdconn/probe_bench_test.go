@@ -46,8 +46,8 @@ func startTLSBench(b *testing.B) (*etcdtest.Server, Settings) {
 	dir := b.TempDir()
 	ca := etcdtest.NewCA(b, dir, "ca")
 	now := time.Now()
-	srvCert, srvKey := ca.Leaf(b, dir, "server", now.Add(-time.Hour), now.Add(time.Hour), []net.IP{net.ParseIP("127.0.0.1")}, nil)
-	cliCert, cliKey := ca.Leaf(b, dir, "client", now.Add(-time.Hour), now.Add(time.Hour), nil, nil)
+	srvCert, srvKey := ca.Leaf(b, dir, "server", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPs: []net.IP{net.ParseIP("127.0.0.1")}})
+	cliCert, cliKey := ca.Leaf(b, dir, "client", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
 	srv := etcdtest.StartConfig(b, etcdtest.Config{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: ca.File})
 	return srv, Settings{Endpoints: []string{srv.Endpoint}, CACert: ca.File, Cert: cliCert, Key: cliKey}
 }

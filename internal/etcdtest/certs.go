@@ -62,14 +62,21 @@ func sign(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.Private
 	return der, key
 }
 
+// Cert is what a leaf certificate says: its validity period, and for a server
+// certificate the IPs and DNS names it is for (none for a client certificate).
+type Cert struct {
+	NotBefore, NotAfter time.Time
+	IPs                 []net.IP
+	DNS                 []string
+}
+
 // Leaf writes a certificate signed by ca (and its key) as name.pem and
-// name-key.pem, valid from notBefore to notAfter, for the IPs and DNS names
-// given (a server certificate) or none (a client certificate).
-func (ca *CA) Leaf(t testing.TB, dir, name string, notBefore, notAfter time.Time, ips []net.IP, dns []string) (certFile, keyFile string) {
+// name-key.pem in dir, saying what c says.
+func (ca *CA) Leaf(t testing.TB, dir, name string, c Cert) (certFile, keyFile string) {
 	t.Helper()
 	der, key := sign(t, &x509.Certificate{
 		Subject:   pkix.Name{CommonName: name},
-		NotBefore: notBefore, NotAfter: notAfter, IPAddresses: ips, DNSNames: dns,
+		NotBefore: c.NotBefore, NotAfter: c.NotAfter, IPAddresses: c.IPs, DNSNames: c.DNS,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}, ca.cert, ca.key)
