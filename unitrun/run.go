@@ -114,7 +114,7 @@ type Prepared struct {
 // Prepare starts the guardian's locked forking thread and its status-pipe reader; Close ends
 // both.
 func Prepare(spec Spec) (*Prepared, error) {
-	spec = spec.withDefaults()
+	spec = spec.withTiming().withDefaults()
 	p := &Prepared{start: spec, guardian: spec.Guardian}
 	g, err := startGuardian(spec)
 	if err != nil && needsBuildCheck(p.guardian) { // D7a: the guardian program failed, re-exec

@@ -7,12 +7,14 @@ import (
 	"time"
 )
 
-// Defaults applied by Run to the zero values of Spec.
+// Defaults applied by Run to the zero values of Spec, in one place (EffectiveTiming); the
+// caller learns the values in use from EffectiveTiming too.
 const (
 	// DefaultStopSignal is the first signal sent to stop a command (D7).
 	DefaultStopSignal = syscall.SIGTERM
 
-	// DefaultKillAfter is the grace period between the stop signal and SIGKILL (--kill-after, D7).
+	// DefaultKillAfter is the grace period between the stop signal and SIGKILL (D7): the one
+	// place its value is written (conch's help shows it from here).
 	DefaultKillAfter = 5 * time.Second
 )
 
@@ -93,19 +95,14 @@ type Result struct {
 	ScopeStopped bool
 }
 
-// withDefaults returns a copy of s with the documented defaults filled in.
+// withDefaults returns a copy of s with the documented defaults filled in, but for the stop
+// timing, which withTiming decides (EffectiveTiming: the one place it is defaulted).
 func (s Spec) withDefaults() Spec {
 	if len(s.Args) == 0 {
 		s.Args = []string{s.Path}
 	}
 	if s.Env == nil {
 		s.Env = os.Environ()
-	}
-	if s.StopSignal == 0 {
-		s.StopSignal = DefaultStopSignal
-	}
-	if s.KillAfter <= 0 {
-		s.KillAfter = DefaultKillAfter
 	}
 	if len(s.Guardian) == 0 {
 		s.Guardian = defaultGuardian()

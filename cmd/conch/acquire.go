@@ -95,7 +95,7 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 		Stdin:      r.stdio.Stdin,
 		Stdout:     r.stdio.Stdout,
 		Stderr:     r.stdio.Stderr,
-		KillAfter:  r.job.run.killAfter,
+		KillAfter:  r.job.run.killAfterGiven, // unitrun decides the grace (D7)
 		RuntimeMax: r.job.run.runtimeMax,
 		Started:    r.rep.started, // READY=1 (D10)
 		Warn:       func(msg string) { r.rep.warnf("%s", msg) },

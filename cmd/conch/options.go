@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/unitrun"
 	"github.com/jessevdk/go-flags"
 )
 
@@ -34,7 +35,7 @@ type semaCmd struct {
 	Wait       duration  `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); a slot free at once is taken however short D; default: wait forever"`
 	Nonblock   bool      `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
 	Conflict   decimal   `short:"E" long:"conflict-exit-code" value-name:"N" default:"75" description:"exit status when no slot was had (for commands whose own status may be 75)"`
-	KillAfter  duration  `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
+	KillAfter  duration  `long:"kill-after" value-name:"D" description:"grace between the stop signal and SIGKILL when the child must stop"` // default: unitrun's (newParser)
 	RuntimeMax duration  `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
 	Spread     bool      `long:"spread" description:"at most one slot per node: the key is named after the node (--node), so a second job on a node that holds or waits finds no slot (it waits for the node's key to go, or exits 75 with --nonblock)"`
 	Node       string    `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread and the host in the holder record; set it where nodes share one hostname, as containers may"`
@@ -135,7 +136,7 @@ The capacity is part of the name: nodes using different --max for the same <name
 // descriptions, which would mangle the table and the examples).
 var semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
-             [--kill-after 5s] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
+             [--kill-after ` + unitrun.DefaultKillAfter.String() + `] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
   conch sema <name> [--max N] --who [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
 
@@ -174,5 +175,8 @@ func newParser(g *globalOptions, s *semaCmd) *flags.Parser {
 		panic(err)
 	}
 	c.ArgsRequired = false
+	// --kill-after's default is unitrun's, which decides the child's stop timing: shown here,
+	// applied there (an unset --kill-after reaches unitrun as 0)
+	c.FindOptionByLongName("kill-after").DefaultMask = unitrun.DefaultKillAfter.String()
 	return p
 }

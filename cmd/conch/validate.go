@@ -37,7 +37,11 @@ type runValues struct {
 	quiet      bool          // -q: no "no free slot" line, the status says it
 	keepCreds  bool          // --keep-credentials-env
 	runtimeMax time.Duration // --runtime-max; 0: none
-	// killAfter is the child's stop grace: -p TimeoutStopSec= or --kill-after (D7)
+	// killAfterGiven is --kill-after as given, 0 when unset: unitrun decides the stop grace
+	// from it and the scope's properties (its default when neither sets one)
+	killAfterGiven time.Duration
+	// killAfter is the stop grace unitrun will use (-p TimeoutStopSec=, --kill-after or its
+	// default, D7), as unitrun.EffectiveTiming reports it: for the fence margin and messages
 	killAfter time.Duration
 }
 
@@ -172,13 +176,14 @@ func (c *semaCmd) runJob(j job) (job, error) {
 	}
 	j.command = c.command
 	j.run = runValues{
-		ttl:        c.TTL.d,
-		nonblock:   c.Nonblock || (c.Wait.set && c.Wait.d == 0),
-		conflict:   int(c.Conflict),
-		quiet:      c.Quiet,
-		keepCreds:  c.KeepCreds,
-		runtimeMax: c.RuntimeMax.d,
-		killAfter:  j.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter, // -p TimeoutStopSec= wins in a scope
+		ttl:            c.TTL.d,
+		nonblock:       c.Nonblock || (c.Wait.set && c.Wait.d == 0),
+		conflict:       int(c.Conflict),
+		quiet:          c.Quiet,
+		keepCreds:      c.KeepCreds,
+		runtimeMax:     c.RuntimeMax.d,
+		killAfterGiven: c.KillAfter.d,
+		killAfter:      j.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter,
 	}
 	return j, nil
 }
