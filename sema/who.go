@@ -33,7 +33,18 @@ type Entry struct {
 	// 0 for none: the real one, whatever the key's name spells.
 	Lease  int64
 	Record ReadRecord
+	// NodeWait marks a --spread process waiting for its node's key (D11):
+	// Key is its marker under NodeWaitRoot, it has no rank (-1) and is
+	// never Held. Info.Kind is KeySpread for a marker whose key parses,
+	// KeyForeign for one that does not.
+	NodeWait bool
+	// TTL is the lease's time to live as LeaseTTLs read it, for holders:
+	// Known false when it was not read.
+	TTL LeaseTTL
 }
+
+// Counted reports whether the entry takes a rank in its capacity's queue.
+func (e Entry) Counted() bool { return e.Info.Kind.Counted() && !e.NodeWait }
 
 // Flags name what is odd about the entry, for --who to mark (issue 9), in a
 // fixed order: "foreign" (counted by no acquisition), "unexpected" (an
@@ -53,6 +64,9 @@ func (e Entry) Flags() []string {
 		f = append(f, "no-lease")
 	} else if e.Info.Kind == KeyLease && e.Info.NameLease != e.Lease {
 		f = append(f, "lease-mismatch")
+	}
+	if e.TTL.Expiring() {
+		f = append(f, "expiring")
 	}
 	r := e.Record
 	if r.Err != nil {
@@ -82,13 +96,16 @@ func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error)
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	kvs, err := readPrefix(ctx, c, NamePrefix(name))
+	kvs, waits, err := readPrefix(ctx, c, NamePrefix(name), NodeWaitRoot+name+"/")
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Entry, 0, len(kvs))
+	out := make([]Entry, 0, len(kvs)+len(waits))
 	for _, kv := range kvs {
 		out = append(out, newEntry(name, kv))
+	}
+	for _, kv := range waits {
+		out = append(out, newNodeWaitEntry(kv))
 	}
 	return rankEntries(out), nil
 }
@@ -99,11 +116,21 @@ func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error)
 // no "/" after it) is listed as foreign, with Name the raw segment. Errors
 // as List's, without ErrBadName.
 func ListAll(ctx context.Context, c *clientv3.Client) ([]Entry, error) {
-	kvs, err := readPrefix(ctx, c, KeyRoot)
+	kvs, waits, err := readPrefix(ctx, c, KeyRoot, NodeWaitRoot)
 	if err != nil {
 		return nil, err
 	}
+	return groupAll(kvs, waits), nil
+}
+
+// groupAll is ListAll's classification of the keys read under KeyRoot
+// (kvs) and NodeWaitRoot (waits).
+func groupAll(kvs, waits []*mvccpb.KeyValue) []Entry {
 	byName := map[string][]Entry{}
+	for _, kv := range waits {
+		e := newNodeWaitEntry(kv)
+		byName[e.Name] = append(byName[e.Name], e)
+	}
 	for _, kv := range kvs {
 		seg, _, slash := strings.Cut(strings.TrimPrefix(string(kv.Key), KeyRoot), "/")
 		e := newEntry(seg, kv)
@@ -122,18 +149,34 @@ func ListAll(ctx context.Context, c *clientv3.Client) ([]Entry, error) {
 	for _, n := range names {
 		out = append(out, rankEntries(byName[n])...)
 	}
-	return out, nil
+	return out
 }
 
-func readPrefix(ctx context.Context, c *clientv3.Client, prefix string) ([]*mvccpb.KeyValue, error) {
-	resp, err := c.Get(ctx, prefix, clientv3.WithPrefix(), byCreateAsc)
+// readPrefix reads the keys under prefix and under the node-wait prefix
+// waits in one Txn, so both are of one revision.
+func readPrefix(ctx context.Context, c *clientv3.Client, prefix, waits string) (kvs, wkvs []*mvccpb.KeyValue, err error) {
+	resp, err := c.Txn(ctx).Then(
+		clientv3.OpGet(prefix, clientv3.WithPrefix(), byCreateAsc),
+		clientv3.OpGet(waits, clientv3.WithPrefix(), byCreateAsc),
+	).Commit()
 	if Refused(err) {
-		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrRefused, prefix, err)
+		return nil, nil, fmt.Errorf("%w: cannot list %s: %w", ErrRefused, prefix, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrUnavailable, prefix, err)
+		return nil, nil, fmt.Errorf("%w: cannot list %s: %w", ErrUnavailable, prefix, err)
 	}
-	return resp.Kvs, nil
+	return resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, nil
+}
+
+// newNodeWaitEntry is the Entry of a marker read under NodeWaitRoot.
+func newNodeWaitEntry(kv *mvccpb.KeyValue) Entry {
+	in := ParseNodeWaitKey(string(kv.Key))
+	info := KeyInfo{Kind: KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), NodeWaitRoot)}
+	if in.Sound {
+		info = KeyInfo{Kind: KeySpread, Max: in.Max, Suffix: in.Node}
+	}
+	return Entry{Name: in.Name, Key: string(kv.Key), Max: info.Max, Info: info, Rank: -1,
+		Rev: kv.CreateRevision, Lease: kv.Lease, Record: DecodeRecord(kv.Value), NodeWait: true}
 }
 
 func newEntry(name string, kv *mvccpb.KeyValue) Entry {
@@ -143,7 +186,8 @@ func newEntry(name string, kv *mvccpb.KeyValue) Entry {
 }
 
 // rankEntries sorts one name's entries (counted by capacity then create
-// revision, foreign ones last) and sets Rank and Held on the counted ones.
+// revision, each capacity's node waiters after its queue, foreign ones
+// last) and sets Rank and Held on the counted ones.
 func rankEntries(es []Entry) []Entry {
 	sort.SliceStable(es, func(i, j int) bool {
 		a, b := es[i], es[j]
@@ -153,6 +197,9 @@ func rankEntries(es []Entry) []Entry {
 		if a.Max != b.Max {
 			return a.Max < b.Max
 		}
+		if a.NodeWait != b.NodeWait { // after the queue they will join
+			return b.NodeWait
+		}
 		if a.Rev != b.Rev {
 			return a.Rev < b.Rev
 		}
@@ -161,7 +208,7 @@ func rankEntries(es []Entry) []Entry {
 	rank := map[int]int{}
 	for i := range es {
 		e := &es[i]
-		if !e.Info.Kind.Counted() {
+		if !e.Counted() {
 			continue
 		}
 		e.Rank = rank[e.Max]

@@ -50,6 +50,7 @@ func (c *semaCmd) who(j job) error {
 	if err != nil {
 		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.where(), err)
 	}
+	sema.LeaseTTLs(ctx, client, all)
 	warnWho(c.rep.warnf, all)
 	entries := all
 	if j.max != 0 { // a foreign key is in no capacity: it stays, flagged
@@ -132,13 +133,14 @@ func warnWho(warn func(format string, args ...any), all []sema.Entry) {
 			names = append(names, e.Name)
 			caps[e.Name] = nil
 		}
-		switch e.Info.Kind {
-		case sema.KeyForeign:
+		switch {
+		case e.NodeWait && e.Info.Kind.Counted(): // no key in the queue yet
+		case e.Info.Kind == sema.KeyForeign:
 			odd[e.Name]++
 			continue // in no capacity's queue
-		case sema.KeyUnexpected:
+		case e.Info.Kind == sema.KeyUnexpected:
 			odd[e.Name]++
-		case sema.KeyLease, sema.KeySpread:
+		default: // lease and node keys
 			k := kinds[capKey{e.Name, e.Max}]
 			k[boolIndex(e.Info.Kind == sema.KeySpread)]++
 			kinds[capKey{e.Name, e.Max}] = k

@@ -1,0 +1,54 @@
+package sema
+
+import (
+	"context"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// LeaseTTL is a lease's time to live as etcd reported it, in whole
+// seconds.
+type LeaseTTL struct {
+	Known   bool  // the lease was read
+	Left    int64 // seconds left; -1 when the lease no longer exists
+	Granted int64 // the TTL it was granted
+}
+
+// Expiring reports whether a read lease is not being kept alive: it is
+// gone, or less than half its granted TTL is left. A live conch renews its
+// lease every TTL/6, at least once a second (D7), so a lease that low has
+// missed keep-alives: its conch died, is stalled or is cut from etcd. A
+// lease of 1 s cannot be told apart this way and never reads as expiring
+// until it is gone.
+func (t LeaseTTL) Expiring() bool {
+	return t.Known && (t.Left < 0 || t.Granted > 1 && 2*t.Left < t.Granted)
+}
+
+// LeaseTTLs reads the time to live of the lease of each holder in entries
+// (Held, bound to a lease), one request per distinct lease, and sets their
+// TTL. It is best effort: a lease it cannot read (etcd fails or refuses the
+// request, ctx ends) leaves TTL unknown. It blocks until the reads are done
+// or ctx ends.
+func LeaseTTLs(ctx context.Context, c *clientv3.Client, entries []Entry) {
+	seen := map[int64]LeaseTTL{}
+	for i := range entries {
+		e := &entries[i]
+		if !e.Held || e.Lease == 0 {
+			continue
+		}
+		t, ok := seen[e.Lease]
+		if !ok {
+			t = readTTL(ctx, c, e.Lease)
+			seen[e.Lease] = t
+		}
+		e.TTL = t
+	}
+}
+
+func readTTL(ctx context.Context, c *clientv3.Client, id int64) LeaseTTL {
+	resp, err := c.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		return LeaseTTL{}
+	}
+	return LeaseTTL{Known: true, Left: resp.TTL, Granted: resp.GrantedTTL}
+}
