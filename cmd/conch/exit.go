@@ -45,7 +45,9 @@ const exitTable = `Exit status:
                   stops after Ctrl-C (after Ctrl-\ it goes on: bash's rule)
   --who:          0 if any holder, 1 if empty, 69 if etcd is unreachable,
                   64 if it refuses the read, 70 if the listing cannot be
-                  written (/dev/full, a closed pipe)`
+                  written (/dev/full, a closed pipe)
+  --held:         0 if the slot is held, 70 if not (with the reason), 64
+                  outside a command run by conch, 69 if etcd is unreachable`
 
 // exitError is how a stage of a run says how conch must end (restic's ExitError is the
 // model): the exit status of the table above, or a signal to re-raise (D3), with the one

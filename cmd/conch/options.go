@@ -39,6 +39,7 @@ type semaCmd struct {
 	Node       string    `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread and the host in the holder record; set it where nodes share one hostname, as containers may"`
 	Who        bool      `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool      `long:"json" description:"with --who: print one JSON document"`
+	Held       bool      `long:"held" description:"inside a command run by conch: exit 0 if its slot is still held (one linearizable read), 70 with the reason if not; the slot comes from CONCH_SEMA, CONCH_MAX, CONCH_LEASE and CONCH_REV, as in: conch sema --held && STEP"`
 	Quiet      bool      `short:"q" long:"quiet" description:"print only warnings and errors: no \"waiting for\" line, no \"no free slot\" line (its exit status stays 75, or -E N); for cron and timers; the journal and sd_notify get the same as without -q"`
 	KeepCreds  bool      `long:"keep-credentials-env" description:"let the child inherit conch's credential variables (ETCDCTL_PASSWORD, CONCH_PASSWORD_FILE, the password in ETCDCTL_USER/CONCH_USER), which are removed by default"`
 	Verbose    bool      `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
@@ -137,6 +138,7 @@ const semaEpilog = `Synopsis:
              [--kill-after 5s] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
   conch sema <name> [--max N] --who [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
+  conch sema [<name> --max N] --held       (inside a command run by conch)
 
 ` + exitTable + `
 

@@ -38,6 +38,13 @@ func (c *semaCmd) Execute(args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.Held {
+		if err := c.checkHeldFlags(); err != nil {
+			return err
+		}
+		c.run = func() error { return c.held(j) }
+		return nil
+	}
 	if c.Who {
 		if err := c.checkWho(); err != nil {
 			return err
@@ -71,7 +78,7 @@ func (c *semaCmd) Execute(args []string) error {
 
 // parseJob checks the one <name>, --max and the connection settings (D4, D9).
 func (c *semaCmd) parseJob(args []string) (job, error) {
-	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore (issue 10)
+	if len(args) == 0 && !c.Who && !c.Held { // --who with no name lists every semaphore; --held reads CONCH_SEMA
 		return job{}, usagef("missing <name>: conch sema <name> --max N -- <cmd...>")
 	}
 	if len(args) > 1 {
