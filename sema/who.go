@@ -2,7 +2,6 @@ package sema
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -84,43 +83,31 @@ func (e Entry) Flags() []string {
 	return f
 }
 
-// List reads every key under NamePrefix(name), all capacities, in one range
-// request, and returns each of them (none is skipped, issue 9) classified by
-// ParseKey: counted keys sorted by capacity then create revision, with rank
-// and state derived per capacity as acquisition derives them (D6), then
-// the foreign keys by create revision. Values are decoded by DecodeRecord.
-// It returns an error wrapping ErrBadName for a bad name, ErrRefused when
-// etcd rejects the read (permissions, credentials: D3's 64), else
-// ErrUnavailable when it fails.
+// List reads every key under NamePrefix(name), all capacities, and the
+// node-wait markers of name (D11) in one Txn (Snapshot), and returns each
+// of them (none is skipped, issue 9) classified by ParseKey: counted keys
+// sorted by capacity then create revision, with rank and state derived per
+// capacity as acquisition derives them (D6), each capacity's node waiters
+// after them, then the foreign keys by create revision. Values are decoded
+// by DecodeRecord. It returns an error wrapping ErrBadName for a bad name,
+// ErrRefused when etcd rejects the read (permissions, credentials: D3's
+// 64), else ErrUnavailable when it fails.
 func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	kvs, waits, err := readPrefix(ctx, c, NamePrefix(name), NodeWaitRoot+name+"/")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Entry, 0, len(kvs)+len(waits))
-	for _, kv := range kvs {
-		out = append(out, newEntry(name, kv))
-	}
-	for _, kv := range waits {
-		out = append(out, newNodeWaitEntry(kv))
-	}
-	return rankEntries(out), nil
+	l, err := Snapshot(ctx, c, name)
+	return l.Entries, err
 }
 
-// ListAll reads every key under KeyRoot in one range request and returns
-// them as List does, grouped by name in byte order (`conch sema --who` with
-// no name, issue 10). A key whose name segment is not a valid name (or has
-// no "/" after it) is listed as foreign, with Name the raw segment. Errors
-// as List's, without ErrBadName.
+// ListAll reads every key under KeyRoot and NodeWaitRoot in one Txn and
+// returns them as List does, grouped by name in byte order (`conch sema
+// --who` with no name, issue 10). A key whose name segment is not a valid
+// name (or has no "/" after it) is listed as foreign, with Name the raw
+// segment. Errors as List's, without ErrBadName.
 func ListAll(ctx context.Context, c *clientv3.Client) ([]Entry, error) {
-	kvs, waits, err := readPrefix(ctx, c, KeyRoot, NodeWaitRoot)
-	if err != nil {
-		return nil, err
-	}
-	return groupAll(kvs, waits), nil
+	l, err := Snapshot(ctx, c, "")
+	return l.Entries, err
 }
 
 // groupAll is ListAll's classification of the keys read under KeyRoot
@@ -150,22 +137,6 @@ func groupAll(kvs, waits []*mvccpb.KeyValue) []Entry {
 		out = append(out, rankEntries(byName[n])...)
 	}
 	return out
-}
-
-// readPrefix reads the keys under prefix and under the node-wait prefix
-// waits in one Txn, so both are of one revision.
-func readPrefix(ctx context.Context, c *clientv3.Client, prefix, waits string) (kvs, wkvs []*mvccpb.KeyValue, err error) {
-	resp, err := c.Txn(ctx).Then(
-		clientv3.OpGet(prefix, clientv3.WithPrefix(), byCreateAsc),
-		clientv3.OpGet(waits, clientv3.WithPrefix(), byCreateAsc),
-	).Commit()
-	if Refused(err) {
-		return nil, nil, fmt.Errorf("%w: cannot list %s: %w", ErrRefused, prefix, err)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: cannot list %s: %w", ErrUnavailable, prefix, err)
-	}
-	return resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, nil
 }
 
 // newNodeWaitEntry is the Entry of a marker read under NodeWaitRoot.

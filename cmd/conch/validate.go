@@ -131,6 +131,18 @@ func (c *semaCmd) checkWho() error {
 			return usagef("%s goes with running a command, not with --who", flag)
 		}
 	}
+	return c.checkFormat()
+}
+
+// checkFormat refuses --format and --textfile combinations that say two
+// things, or where nothing would use them.
+func (c *semaCmd) checkFormat() error {
+	switch {
+	case c.JSON && c.Format != "" && c.Format != "json":
+		return usagef("--json and --format %s exclude each other", c.Format)
+	case c.Textfile != "" && c.Format != "prometheus":
+		return usagef("--textfile goes with --format prometheus")
+	}
 	return nil
 }
 
@@ -139,6 +151,8 @@ func (c *semaCmd) checkRun(j job) error {
 	switch {
 	case c.JSON:
 		return usagef("--json goes with --who")
+	case c.Format != "" || c.Textfile != "":
+		return usagef("--format and --textfile go with --who")
 	case j.max == 0:
 		return usagef("--max N is required: the capacity is part of the semaphore's name")
 	case !c.dashdash || len(c.command) == 0:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/conch-project/conch/sema"
 )
@@ -38,50 +39,78 @@ func (c *semaCmd) who(j job) error {
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
 	defer cancel()
-	var all []sema.Entry
-	if j.name == "" {
-		all, err = sema.ListAll(ctx, client)
-	} else {
-		all, err = sema.List(ctx, client, j.name)
-	}
+	l, err := sema.Snapshot(ctx, client, j.name)
 	if errors.Is(err, sema.ErrRefused) { // permissions or credentials: retrying cannot help (D3)
 		return exitf(exitUsage, "", "%s: %s refused the read: %v", what, j.conn.where(), err)
 	}
 	if err != nil {
 		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.where(), err)
 	}
-	sema.LeaseTTLs(ctx, client, all)
+	sema.LeaseTTLs(ctx, client, l.Entries)
+	all := l.Entries
 	warnWho(c.rep.warnf, all)
-	entries := all
-	if j.max != 0 { // a foreign key is in no capacity: it stays, flagged
-		entries = slices.DeleteFunc(slices.Clone(all), func(e sema.Entry) bool {
-			return e.Info.Kind.Counted() && e.Max != j.max
-		})
-	}
-	if err := c.printWho(what, entries); err != nil {
+	l = filterMax(l, j.max)
+	entries := l.Entries
+	if err := c.printWho(what, l); err != nil {
 		return err
 	}
 	if slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held }) {
 		return nil
 	}
-	if !c.JSON {
+	if c.format() == "text" {
 		return exitf(exitEmpty, "", "%s", emptyMessage(j, entries, all))
 	}
 	return exitCode(exitEmpty)
 }
 
-// printWho writes the listing to stdout in the chosen form; on failure it
-// returns the exitWhoOutput that says why.
-func (c *semaCmd) printWho(what string, entries []sema.Entry) error {
-	var out []byte
+// filterMax keeps, with max set (--max), the entries and pauses of that
+// capacity; a foreign key is in no capacity: it stays, flagged.
+func filterMax(l sema.Listing, max int) sema.Listing {
+	if max == 0 {
+		return l
+	}
+	l.Entries = slices.DeleteFunc(slices.Clone(l.Entries), func(e sema.Entry) bool {
+		return e.Info.Kind.Counted() && e.Max != max
+	})
+	l.Pauses = slices.DeleteFunc(slices.Clone(l.Pauses), func(p sema.Pause) bool { return p.Max != 0 && p.Max != max })
+	return l
+}
+
+// format is --who's output form: text, json or prometheus.
+func (c *semaCmd) format() string {
 	if c.JSON {
-		b, err := renderJSON(entries)
-		if err != nil {
-			return exitf(exitWhoOutput, "", "%s: cannot render the listing as JSON: %v", what, err)
+		return "json"
+	}
+	if c.Format == "" {
+		return "text"
+	}
+	return c.Format
+}
+
+// renderWho renders the listing in the chosen form, at time now.
+func (c *semaCmd) renderWho(l sema.Listing, now time.Time) ([]byte, error) {
+	switch c.format() {
+	case "json":
+		return renderJSON(l.Entries)
+	case "prometheus":
+		return renderPrometheus(l, now)
+	}
+	return renderText(l.Entries), nil
+}
+
+// printWho writes the listing to stdout in the chosen form, or with
+// --textfile to that file; on failure it returns the exitWhoOutput that
+// says why.
+func (c *semaCmd) printWho(what string, l sema.Listing) error {
+	out, err := c.renderWho(l, time.Now())
+	if err != nil {
+		return exitf(exitWhoOutput, "", "%s: cannot render the listing as %s: %v", what, c.format(), err)
+	}
+	if c.Textfile != "" {
+		if err := writeFileAtomic(c.Textfile, out); err != nil {
+			return exitf(exitWhoOutput, "", "%s: cannot write the metrics file: %v", what, err)
 		}
-		out = b
-	} else {
-		out = renderText(entries)
+		return nil
 	}
 	if _, err := c.stdout.Write(out); err != nil {
 		return exitf(exitWhoOutput, "", "%s: cannot write the listing: %v", what, err)
