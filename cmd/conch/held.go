@@ -110,7 +110,8 @@ func (c *semaCmd) checkHeldFlags() error {
 	if c.dashdash {
 		return usagef("--held takes no command: run it before the step, as in: conch sema --held && STEP")
 	}
-	for flag, set := range map[string]bool{"--who": c.Who, "--json": c.JSON, "--wait": c.Wait.set, "--nonblock": c.Nonblock,
+	for flag, set := range map[string]bool{"--who": c.Who, "--json": c.JSON, "--format": c.Format != "", "--textfile": c.Textfile != "",
+		"--watch": c.Watch, "--wait": c.Wait.set, "--nonblock": c.Nonblock,
 		"--spread": c.Spread, "--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != ""} {
 		if set {
 			return usagef("%s does not go with --held", flag)

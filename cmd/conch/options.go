@@ -40,6 +40,7 @@ type semaCmd struct {
 	Who        bool      `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool      `long:"json" description:"with --who: print one JSON document"`
 	Format     string    `long:"format" value-name:"FORMAT" choice:"text" choice:"json" choice:"prometheus" default-mask:"text" description:"with --who: text, json (as --json) or prometheus (the Prometheus text format: per semaphore capacity, holders, waiters, held-after slots, paused, oldest holder and waiter ages)"`
+	Watch      bool      `long:"watch" description:"with --who: after the listing, print it again at each change (a timestamped block; with --json one JSON document per line), until Ctrl-C"`
 	Textfile   string    `long:"textfile" value-name:"PATH" description:"with --who --format prometheus: write the metrics to PATH atomically (a temporary file in its folder, then rename), for node_exporter's textfile collector"`
 	Held       bool      `long:"held" description:"inside a command run by conch: exit 0 if its slot is still held (one linearizable read), 70 with the reason if not; the slot comes from CONCH_SEMA, CONCH_MAX, CONCH_LEASE and CONCH_REV, as in: conch sema --held && STEP"`
 	Quiet      bool      `short:"q" long:"quiet" description:"print only warnings and errors: no \"waiting for\" line, no \"no free slot\" line (its exit status stays 75, or -E N); for cron and timers; the journal and sd_notify get the same as without -q"`
@@ -139,6 +140,7 @@ const semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
              [--kill-after 5s] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
   conch sema <name> [--max N] --who [--json | --format prometheus [--textfile PATH]]
+  conch sema [<name>] [--max N] --who --watch [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
   conch sema [<name> --max N] --held       (inside a command run by conch)
 

@@ -142,6 +142,8 @@ func (c *semaCmd) checkFormat() error {
 		return usagef("--json and --format %s exclude each other", c.Format)
 	case c.Textfile != "" && c.Format != "prometheus":
 		return usagef("--textfile goes with --format prometheus")
+	case c.Watch && c.Format == "prometheus":
+		return usagef("--watch and --format prometheus exclude each other: scrape or write the metrics periodically instead")
 	}
 	return nil
 }
@@ -151,8 +153,8 @@ func (c *semaCmd) checkRun(j job) error {
 	switch {
 	case c.JSON:
 		return usagef("--json goes with --who")
-	case c.Format != "" || c.Textfile != "":
-		return usagef("--format and --textfile go with --who")
+	case c.Format != "" || c.Textfile != "" || c.Watch:
+		return usagef("--format, --textfile and --watch go with --who")
 	case j.max == 0:
 		return usagef("--max N is required: the capacity is part of the semaphore's name")
 	case !c.dashdash || len(c.command) == 0:

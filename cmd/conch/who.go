@@ -37,6 +37,9 @@ func (c *semaCmd) who(j job) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer client.Close()
+	if c.Watch {
+		return c.watchWho(j, what, client)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
 	defer cancel()
 	l, err := sema.Snapshot(ctx, client, j.name)
