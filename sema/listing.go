@@ -8,11 +8,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// PauseRoot is the prefix of the pause keys of D16:
-// PauseRoot + <name> + "/" + <max>, no lease, holding who, when and why.
+// PauseRoot is the prefix of the pause keys, PauseRoot + <name> + "/" +
+// <max>, bound to no lease and holding who, when and why: while one
+// exists, its semaphore starts no new holder.
 const PauseRoot = "/conch/v1/pause/"
 
-// Pause is a key read under PauseRoot (D16). Everything in it is hostile
+// Pause is a key read under PauseRoot. Everything in it is hostile
 // input: Max is 0 when the key's name does not parse as <name>/<max>.
 type Pause struct {
 	Name  string // the name segment, as stored
@@ -31,7 +32,7 @@ type Listing struct {
 
 // Snapshot reads, in one Txn, the keys of the semaphore name (every
 // semaphore when name is ""), their node-wait markers (D11) and their
-// pause keys (D16), and returns them as one Listing. It does not check
+// pause keys, and returns them as one Listing. It does not check
 // name (List does). It blocks until etcd answers or ctx ends. Errors wrap
 // ErrRefused when etcd rejects the read (permissions, credentials), else
 // ErrUnavailable.

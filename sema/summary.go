@@ -18,12 +18,12 @@ type Summary struct {
 	// processes waiting for their own node's key (D11).
 	Waiters int
 	// HeldAfter counts the holders whose slot is kept after their run
-	// ended (D13); see heldAfter.
+	// ended (its key rebound to a lease nobody keeps alive); see heldAfter.
 	HeldAfter int
 	// Expiring counts the holders whose lease is not being kept alive
 	// (LeaseTTL.Expiring; only when the caller read the TTLs).
 	Expiring int
-	// Paused is set when the semaphore's pause key exists (D16).
+	// Paused is set when the semaphore's pause key exists (PauseRoot).
 	Paused bool
 	// OldestHolder is when the longest-running holder got its slot
 	// (held_since, else since), OldestWaiter when the longest waiter
@@ -32,7 +32,7 @@ type Summary struct {
 	OldestWaiter time.Time
 }
 
-// heldAfter reports whether e is a slot kept after its run (D13). Records
+// heldAfter reports whether e is a slot kept after its run. Records
 // do not yet carry that state, so it is false for now: this is the one
 // place to read it from the record once they do.
 func heldAfter(e Entry) bool { return false }

@@ -47,7 +47,10 @@ const exitTable = `Exit status:
                   64 if it refuses the read, 70 if the listing cannot be
                   written (/dev/full, a closed pipe)
   --held:         0 if the slot is held, 70 if not (with the reason), 64
-                  outside a command run by conch, 69 if etcd is unreachable`
+                  outside a command run by conch, 69 if etcd is unreachable
+  --who --watch:  killed by the signal that ends it (Ctrl-C: SIGINT); 0 when
+                  its reader goes away; 69/64 if the first read fails; 70 if
+                  the listing cannot be written`
 
 // exitError is how a stage of a run says how conch must end (restic's ExitError is the
 // model): the exit status of the table above, or a signal to re-raise (D3), with the one

@@ -87,7 +87,7 @@ func (c *semaCmd) format() string {
 	if c.Format == "" {
 		return "text"
 	}
-	return c.Format
+	return string(c.Format)
 }
 
 // renderWho renders the listing in the chosen form, at time now.
@@ -110,7 +110,7 @@ func (c *semaCmd) printWho(what string, l sema.Listing) error {
 		return exitf(exitWhoOutput, "", "%s: cannot render the listing as %s: %v", what, c.format(), err)
 	}
 	if c.Textfile != "" {
-		if err := writeFileAtomic(c.Textfile, out); err != nil {
+		if err := writeFileAtomic(string(c.Textfile), out); err != nil {
 			return exitf(exitWhoOutput, "", "%s: cannot write the metrics file: %v", what, err)
 		}
 		return nil

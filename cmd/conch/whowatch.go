@@ -22,7 +22,7 @@ type watchChange struct {
 	Paused  []watchPause `json:"paused"`  // the pause keys found, [] for none
 }
 
-// watchPause is a pause key (D16) as the watch shows it: its record is
+// watchPause is a pause key (--pause) as the watch shows it: its record is
 // the stored value as a string, whatever it holds.
 type watchPause struct {
 	Name   string `json:"name"`
