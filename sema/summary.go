@@ -18,10 +18,11 @@ type Summary struct {
 	// processes waiting for their own node's key (D11).
 	Waiters int
 	// HeldAfter counts the holders whose slot is kept after their run
-	// ended (its key rebound to a lease nobody keeps alive); see heldAfter.
+	// ended (Entry.HeldAfter).
 	HeldAfter int
 	// Expiring counts the holders whose lease is not being kept alive
-	// (LeaseTTL.Expiring; only when the caller read the TTLs).
+	// (LeaseTTL.Expiring; only when the caller read the TTLs), slots held
+	// after a run left out: nobody keeps their lease alive by design.
 	Expiring int
 	// Paused is set when the semaphore's pause key exists (PauseRoot).
 	Paused bool
@@ -31,11 +32,6 @@ type Summary struct {
 	OldestHolder time.Time
 	OldestWaiter time.Time
 }
-
-// heldAfter reports whether e is a slot kept after its run. Records
-// do not yet carry that state, so it is false for now: this is the one
-// place to read it from the record once they do.
-func heldAfter(e Entry) bool { return false }
 
 // Summarize returns one Summary per (name, max) that has a counted key, a
 // node waiter or a pause, sorted by name then max. Foreign keys, and pause
@@ -61,10 +57,10 @@ func Summarize(l Listing) []Summary {
 			continue
 		}
 		s.Holders++
-		if heldAfter(e) {
+		if e.HeldAfter {
 			s.HeldAfter++
 		}
-		if e.TTL.Expiring() {
+		if e.TTL.Expiring() && !e.HeldAfter {
 			s.Expiring++
 		}
 		since := e.Record.Since

@@ -64,6 +64,10 @@ func TestRenderPrometheusScripted(t *testing.T) {
 		counted("enc", 2, 2, now.Add(-20*time.Second)),
 		{Name: "enc", Max: 2, Info: sema.KeyInfo{Kind: sema.KeySpread, Max: 2}, Rank: -1, NodeWait: true, Record: rec(now.Add(-40 * time.Second))},
 		counted("lock", 1, 0, time.Time{}), // a record without since
+		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 0, Held: true, HeldAfter: true,
+			TTL: sema.LeaseTTL{Known: true, Left: 100, Granted: 3600}}, // kept after its run: its lease runs out by design
+		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 1, Held: true,
+			TTL: sema.LeaseTTL{Known: true, Left: 2, Granted: 10}}, // its conch died
 	}, Pauses: []sema.Pause{{Name: "lock", Max: 1}, {Name: "idle", Max: 3}}}
 	for _, n := range hostile {
 		l.Entries = append(l.Entries, sema.Entry{Name: n, Info: sema.KeyInfo{Kind: sema.KeyForeign}, Rank: -1})
@@ -82,6 +86,7 @@ func TestRenderPrometheusScripted(t *testing.T) {
 		{"conch_sema_paused", "enc", "2", 0}, {"conch_sema_held_after", "enc", "2", 0},
 		{"conch_sema_holders", "lock", "1", 1}, {"conch_sema_paused", "lock", "1", 1}, {"conch_sema_oldest_holder_seconds", "lock", "1", 0},
 		{"conch_sema_paused", "idle", "3", 1}, {"conch_sema_holders", "idle", "3", 0}, {"conch_sema_capacity", "idle", "3", 3},
+		{"conch_sema_holders", "boot", "2", 2}, {"conch_sema_held_after", "boot", "2", 1}, {"conch_sema_expiring_holders", "boot", "2", 1},
 	}
 	for _, w := range want {
 		if got := promValue(fams, w.metric, "name", w.name, "max", w.max); got != w.v {
@@ -89,7 +94,7 @@ func TestRenderPrometheusScripted(t *testing.T) {
 		}
 	}
 	for _, g := range semaGauges {
-		if mf := fams[g.name]; mf == nil || mf.GetHelp() == "" || mf.GetType() != dto.MetricType_GAUGE || len(mf.Metric) != 3 {
+		if mf := fams[g.name]; mf == nil || mf.GetHelp() == "" || mf.GetType() != dto.MetricType_GAUGE || len(mf.Metric) != 4 {
 			t.Errorf("family %s: %v", g.name, mf)
 		}
 	}

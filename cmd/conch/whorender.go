@@ -80,7 +80,7 @@ func toWhoRecord(e sema.Entry) whoRecord {
 		w.Flags = []string{}
 	}
 	if t := e.TTL; t.Known {
-		w.TTL, w.GrantedTTL, w.Expiring = &t.Left, &t.Granted, t.Expiring()
+		w.TTL, w.GrantedTTL, w.Expiring = &t.Left, &t.Granted, t.Expiring() && !e.HeldAfter
 	}
 	if e.NodeWait && w.State == "WAIT" {
 		k := sema.NodeKey(sema.Prefix(e.Name, e.Max), e.Info.Suffix)
