@@ -81,9 +81,23 @@ func Follow(ctx context.Context, c *clientv3.Client, name string, h FollowHandle
 	if err != nil {
 		return err
 	}
+	var backoff time.Duration
 	for {
+		began := time.Now()
 		if rev, err = f.watch(ctx, rev); err != nil {
 			return err
+		}
+		if time.Since(began) >= followRetryMax {
+			backoff = 0
+			continue
+		}
+		// a watch that ends as soon as it starts (and a read that
+		// succeeds each time) must not make a loop: back off
+		backoff = min(max(2*backoff, followRetryMin), followRetryMax)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
 		}
 	}
 }
