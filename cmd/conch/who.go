@@ -22,7 +22,8 @@ const exitWhoOutput = 70
 // (issue 10): every capacity found under the name unless --max filters, with
 // loud stderr lines when several capacities exist for a name, when one
 // (name, max) mixes lease and node keys (D11), and when keys are not
-// conch's. It returns nil if any holder, an exit 1 if none, 69 if etcd is
+// conch's. It returns nil if any holder, an exit 1 if none (with a line
+// that says so unless -q), 69 if etcd is
 // unreachable, 64 if it refuses the read (D3), exitWhoOutput if the listing
 // cannot be printed (see exitStatus); its lines go through c.rep.
 func (c *semaCmd) who(j job) error {
@@ -60,10 +61,10 @@ func (c *semaCmd) who(j job) error {
 	if slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held }) {
 		return nil
 	}
-	if c.format() == "text" {
-		return exitf(exitEmpty, "", "%s", emptyMessage(j, entries, all))
+	if c.Quiet { // -q: the status alone says it, as for a timer's metrics
+		return exitCode(exitEmpty)
 	}
-	return exitCode(exitEmpty)
+	return exitf(exitEmpty, "", "%s", emptyMessage(j, entries, all)) // every form (D3): stderr, not stdout
 }
 
 // filterMax keeps, with max set (--max), the entries and pauses of that

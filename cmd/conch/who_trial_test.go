@@ -93,3 +93,18 @@ func TestWhoHolderTTLExpiring(t *testing.T) {
 	live.cmd.Process.Signal(syscall.SIGTERM)
 	live.wait(t)
 }
+
+// Every listing exits as D3 and D6 say, whatever its form: 1 with a line on
+// stderr when nothing holds (stdout stays the document), silent with -q.
+func TestWhoEmptyExitsEveryForm(t *testing.T) {
+	e := newEnv(t)
+	for _, form := range [][]string{nil, {"--json"}, {"--format", "json"}, {"--format", "prometheus"}} {
+		r := e.run(append([]string{"sema", "idle", "--who"}, form...)...)
+		if r.status != 1 || !strings.Contains(r.stderr, "no holders or waiters for idle") {
+			t.Fatalf("--who %v on an empty semaphore: %v", form, r)
+		}
+		if r = e.run(append([]string{"sema", "idle", "--who", "-q"}, form...)...); r.status != 1 || r.stderr != "" {
+			t.Fatalf("--who -q %v on an empty semaphore: %v", form, r)
+		}
+	}
+}

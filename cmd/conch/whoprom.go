@@ -49,7 +49,7 @@ const foreignKeysHelp = "Keys under conch's prefixes that are in no semaphore (w
 // renderPrometheus returns the Prometheus text exposition (version 0.0.4)
 // of the listing l at time now: every metric of semaGauges per semaphore
 // (labels name and max), and conch_sema_foreign_keys per name segment that
-// holds keys in no semaphore. The text is written by prometheus/common's
+// holds keys in no semaphore; empty when there is none of either. The text is written by prometheus/common's
 // encoder, which escapes label values; names read from etcd that are not
 // valid UTF-8 have their bad bytes replaced (U+FFFD), as label values must
 // be UTF-8. Its error is the encoder's (none is expected).
@@ -57,6 +57,9 @@ func renderPrometheus(l sema.Listing, now time.Time) ([]byte, error) {
 	sums := sema.Summarize(l)
 	var fams []*dto.MetricFamily
 	for _, g := range semaGauges {
+		if len(sums) == 0 { // the encoder refuses a family without samples
+			break
+		}
 		mf := gaugeFamily(g.name, g.help)
 		for _, s := range sums {
 			mf.Metric = append(mf.Metric, gauge(g.value(s, now), "name", s.Name, "max", strconv.Itoa(s.Max)))
