@@ -2,6 +2,7 @@ package sema
 
 import (
 	"context"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -24,24 +25,45 @@ func (t LeaseTTL) Expiring() bool {
 	return t.Known && (t.Left < 0 || t.Granted > 1 && 2*t.Left < t.Granted)
 }
 
+// ttlReaders bounds the TimeToLive requests LeaseTTLs has in flight: a
+// listing of many semaphores has one holder lease per slot, read in
+// parallel without flooding etcd.
+const ttlReaders = 16
+
 // LeaseTTLs reads the time to live of the lease of each holder in entries
-// (Held, bound to a lease), one request per distinct lease, and sets their
-// TTL. It is best effort: a lease it cannot read (etcd fails or refuses the
-// request, ctx ends) leaves TTL unknown. It blocks until the reads are done
-// or ctx ends.
+// (Held, bound to a lease), one request per distinct lease, at most
+// ttlReaders at a time, and sets their TTL. It is best effort: a lease it
+// cannot read (etcd fails or refuses the request, ctx ends) leaves TTL
+// unknown. It blocks until the reads are done or ctx ends; the goroutines
+// it starts are joined before it returns.
 func LeaseTTLs(ctx context.Context, c *clientv3.Client, entries []Entry) {
-	seen := map[int64]LeaseTTL{}
+	var ids []int64
+	ttls := map[int64]LeaseTTL{}
+	for _, e := range entries {
+		if _, seen := ttls[e.Lease]; e.Held && e.Lease != 0 && !seen {
+			ids = append(ids, e.Lease)
+			ttls[e.Lease] = LeaseTTL{}
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, ttlReaders)
+	for _, id := range ids {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			t := readTTL(ctx, c, id)
+			mu.Lock()
+			ttls[id] = t
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
 	for i := range entries {
-		e := &entries[i]
-		if !e.Held || e.Lease == 0 {
-			continue
+		if e := &entries[i]; e.Held && e.Lease != 0 {
+			e.TTL = ttls[e.Lease]
 		}
-		t, ok := seen[e.Lease]
-		if !ok {
-			t = readTTL(ctx, c, e.Lease)
-			seen[e.Lease] = t
-		}
-		e.TTL = t
 	}
 }
 
