@@ -62,7 +62,7 @@ func renderPrometheus(l sema.Listing, now time.Time) ([]byte, error) {
 		}
 		mf := gaugeFamily(g.name, g.help)
 		for _, s := range sums {
-			mf.Metric = append(mf.Metric, gauge(g.value(s, now), "name", s.Name, "max", strconv.Itoa(s.Max)))
+			mf.Metric = append(mf.Metric, gauge(g.value(s, now), "name", labelValue(s.Name), "max", strconv.Itoa(s.Max)))
 		}
 		fams = append(fams, mf)
 	}
@@ -70,7 +70,7 @@ func renderPrometheus(l sema.Listing, now time.Time) ([]byte, error) {
 	if len(foreign) > 0 {
 		mf := gaugeFamily("conch_sema_foreign_keys", foreignKeysHelp)
 		for _, n := range sortedKeys(foreign) {
-			mf.Metric = append(mf.Metric, gauge(float64(foreign[n]), "name", strings.ToValidUTF8(n, "\uFFFD")))
+			mf.Metric = append(mf.Metric, gauge(float64(foreign[n]), "name", labelValue(n)))
 		}
 		fams = append(fams, mf)
 	}
@@ -82,6 +82,10 @@ func renderPrometheus(l sema.Listing, now time.Time) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// labelValue is s as a label value must be: UTF-8, its invalid bytes
+// replaced by U+FFFD (the encoder escapes the rest).
+func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 func gaugeFamily(name, help string) *dto.MetricFamily {
 	return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_GAUGE.Enum()}
