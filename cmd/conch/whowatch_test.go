@@ -14,6 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/syncbuf"
 	"github.com/conch-project/conch/sema"
 )
@@ -316,4 +317,54 @@ func TestWhoWatchHostile(t *testing.T) {
 			t.Fatalf("--watch: %v", r)
 		}
 	}
+}
+
+// The death of each member of a 3-member cluster in turn (quorum kept):
+// the watch, given every endpoint, shows the change made while the member
+// is down, whichever member its stream was on; the client moves it to a
+// live member and resumes it from its revision, nothing to say. Then two
+// members die: no quorum, which the watch says, and says when the cluster
+// answers again, showing the change made meanwhile.
+func TestWhoWatchMemberDeath(t *testing.T) {
+	ms := etcdtest.StartCluster(t, 3)
+	e := newEnvOn(t, ms[0])
+	e.vars = append(e.vars, "CONCH_ENDPOINTS="+etcdtest.Endpoints(ms)) // the last one counts
+	c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(etcdtest.Endpoints(ms), ","), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := e.start("sema", "md", "--who", "--watch")
+	lastBlock(t, w, "the first listing", func(b string) bool { return b == "(no holders or waiters)\n" })
+	for i, m := range ms {
+		m.Kill()
+		key := fmt.Sprintf("%sk%d", sema.Prefix("md", 1), i)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		_, err := c.Put(ctx, key, "{}")
+		cancel()
+		if err != nil {
+			t.Fatalf("put with member %d dead: %v", i, err)
+		}
+		_, d := lastBlock(t, w, key, func(b string) bool { return strings.Contains(b, "key="+key) })
+		t.Logf("member %d dead: the change showed after %v", i, d.Round(time.Millisecond))
+		m.Revive(t)
+	}
+	ms[0].Kill()
+	ms[1].Kill()
+	waitFor(t, "the lost quorum said", func() bool { return strings.Contains(w.stderr.String(), "lost etcd") })
+	ms[0].Revive(t)
+	key := sema.Prefix("md", 1) + "after"
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := c.Put(ctx, key, "{}"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cluster answering again said", func() bool { return strings.Contains(w.stderr.String(), "answers again") })
+	lastBlock(t, w, key, func(b string) bool { return strings.Contains(b, "key="+key) })
+	ms[1].Revive(t)
+	w.cmd.Process.Signal(syscall.SIGINT)
+	if r := w.wait(t); r.signal != syscall.SIGINT {
+		t.Fatalf("--watch after SIGINT: %v", r)
+	}
+	t.Logf("stderr: %q", w.stderr.String())
 }
