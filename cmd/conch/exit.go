@@ -40,6 +40,9 @@ var (
 	// said, with EX_SOFTWARE's 70, so that a script never takes an empty or cut document
 	// for "no holder"; --who holds no slot, so it cannot mean D3's "slot lost"
 	errWhoOutput = errors.New("listing not written")
+	// errNotHeld: --held found that the slot this process was given is not held at its
+	// read: the same 70 as a slot lost while the child runs (D3)
+	errNotHeld = errors.New("slot not held")
 )
 
 // exitRow is one row of the exit-status table: the status as shown, and what it means, in
@@ -59,6 +62,8 @@ var exitRows = []exitRow{
 	{"126 / 127", "the command cannot be executed / is not found"},
 	{"killed by signal n", `conch got SIGTERM, SIGINT or SIGHUP: it stopped the child (or left the queue), released the slot and re-raised the signal; or, in a terminal, the child died of Ctrl-C's SIGINT or Ctrl-\\'s SIGQUIT: conch released and died of it too, with its process group; a calling bash script stops after Ctrl-C (after Ctrl-\\ it goes on: bash's rule)`},
 	{"`--who`", "0 if any holder, 1 if empty, 69 if etcd is unreachable, 64 if it refuses the read, 70 if the listing cannot be written (`/dev/full`, a closed pipe)"},
+	{"`--held`", "0 if the slot is held, 70 if not (with the reason), 64 outside a command run by conch, 69 if etcd is unreachable"},
+	{"`--who --watch`", "killed by the signal that ends it (Ctrl-C: SIGINT); 0 when its reader goes away; 69 or 64 if the first read fails; 70 if the listing cannot be written"},
 }
 
 // exitTable is exitRows as --help shows it (and the man page reads it, manExitStatus): a
@@ -174,7 +179,7 @@ func exitStatus(err error) (int, syscall.Signal) {
 		return xe.own, 0
 	case errors.Is(err, errEmpty):
 		return exitEmpty, 0
-	case errors.Is(err, errSlotLost):
+	case errors.Is(err, errSlotLost), errors.Is(err, errNotHeld):
 		return exitSlotLost, 0
 	case errors.Is(err, errWhoOutput):
 		return exitSoftware, 0

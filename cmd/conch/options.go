@@ -41,6 +41,10 @@ type semaCmd struct {
 	Node       string    `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread and the host in the holder record; set it where nodes share one hostname, as containers may"`
 	Who        bool      `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool      `long:"json" description:"with --who: print one JSON document"`
+	Format     whoFormat `long:"format" value-name:"FORMAT" choice:"text" choice:"json" choice:"prometheus" default-mask:"text" description:"with --who: text, json (as --json) or prometheus (the Prometheus text format: per semaphore capacity, holders, waiters, held-after slots, paused, oldest holder and waiter ages)"`
+	Watch      bool      `long:"watch" description:"with --who: after the listing, print it again at each change (a timestamped block; with --json one JSON document per line), until Ctrl-C"`
+	Textfile   filePath  `long:"textfile" value-name:"PATH" description:"with --who --format prometheus: write the metrics to PATH atomically (a temporary file in its folder, then rename), for node_exporter's textfile collector"`
+	Held       bool      `long:"held" description:"inside a command run by conch: exit 0 if its slot is still held (one linearizable read), 70 with the reason if not; the slot comes from CONCH_SEMA, CONCH_MAX, CONCH_LEASE and CONCH_REV, as in: conch sema --held && STEP"`
 	Quiet      bool      `short:"q" long:"quiet" description:"print only warnings and errors: no \"waiting for\" line, no \"no free slot\" line (its exit status stays 75, or -E N); for cron and timers; the journal and sd_notify get the same as without -q"`
 	KeepCreds  bool      `long:"keep-credentials-env" description:"let the child inherit conch's credential variables (ETCDCTL_PASSWORD, CONCH_PASSWORD_FILE, the password in ETCDCTL_USER/CONCH_USER), which are removed by default"`
 	Verbose    bool      `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
@@ -137,8 +141,10 @@ The capacity is part of the name: nodes using different --max for the same <name
 var semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
              [--kill-after ` + unitrun.DefaultKillAfter.String() + `] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
-  conch sema <name> [--max N] --who [--json]
+  conch sema <name> [--max N] --who [--json | --format prometheus [--textfile PATH]]
+  conch sema [<name>] [--max N] --who --watch [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
+  conch sema [<name> --max N] --held       (inside a command run by conch)
 
 ` + exitTable + `
 
@@ -155,6 +161,15 @@ Examples:
   # inspect
   conch sema heavy-jobs --max 2 --who
   conch sema --who --json       # every semaphore, one JSON document
+
+  # the queue live, a block at each change, until Ctrl-C
+  conch sema heavy-jobs --who --watch
+
+  # metrics for node_exporter's textfile collector
+  conch sema --who --format prometheus --textfile /var/lib/prometheus/node-exporter/conch.prom
+
+  # inside the job: the irreversible step only while the slot is held
+  conch sema deploy --max 1 -- sh -c './prepare.sh && conch sema --held && ./switch-traffic.sh'
 `
 
 // Usage implements go-flags' Usage interface: the command's synopsis line.

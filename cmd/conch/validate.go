@@ -26,7 +26,15 @@ type job struct {
 	spread  bool       // --spread: one slot per node (D11)
 	node    string     // --node / CONCH_NODE, or with --spread the kernel hostname
 	run     runValues  // what running a command needs beyond the semaphore's name
-	json    bool       // --who --json
+	who     whoValues  // what --who needs beyond the semaphore's name
+}
+
+// whoValues are the values of --who (checkWho), decided at validation.
+type whoValues struct {
+	format   string // the listing's form: text, json (--json or --format json) or prometheus
+	textfile string // --textfile: write the metrics to this file; "" for stdout
+	watch    bool   // --watch: the listing again at each change
+	quiet    bool   // -q: no "no holders" line, the status says it
 }
 
 // runValues are the values of running a command (checkRun), decided at validation.
@@ -58,11 +66,18 @@ func (c *semaCmd) Execute(args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.Held {
+		if err := c.checkHeldFlags(); err != nil {
+			return err
+		}
+		c.setRun(j, func() error { return c.held(j) })
+		return nil
+	}
 	if c.Who {
 		if err := c.checkWho(); err != nil {
 			return err
 		}
-		j.json = c.JSON
+		j.who = c.whoJob()
 		c.setRun(j, func() error { return c.who(j) })
 		return nil
 	}
@@ -90,7 +105,7 @@ func (c *semaCmd) setRun(j job, run func() error) {
 
 // parseJob checks the one <name>, --max and the connection settings (D4, D9).
 func (c *semaCmd) parseJob(args []string) (job, error) {
-	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore
+	if len(args) == 0 && !c.Who && !c.Held { // --who with no name lists every semaphore; --held reads CONCH_SEMA
 		return job{}, usagef("missing <name>: conch sema <name> --max N -- <cmd...>")
 	}
 	if len(args) > 1 {
@@ -143,7 +158,30 @@ func (c *semaCmd) checkWho() error {
 			return usagef("%s goes with running a command, not with --who", flag)
 		}
 	}
+	return c.checkFormat()
+}
+
+// checkFormat refuses --format and --textfile combinations that say two
+// things, or where nothing would use them.
+func (c *semaCmd) checkFormat() error {
+	switch {
+	case c.JSON && c.Format != "" && c.Format != "json":
+		return usagef("--json and --format %s exclude each other", c.Format)
+	case c.Textfile != "" && c.Format != "prometheus":
+		return usagef("--textfile goes with --format prometheus")
+	case c.Watch && c.Format == "prometheus":
+		return usagef("--watch and --format prometheus exclude each other: scrape or write the metrics periodically instead")
+	}
 	return nil
+}
+
+// whoJob is the values of --who, from the flags checkWho passed.
+func (c *semaCmd) whoJob() whoValues {
+	v := whoValues{format: cmp.Or(string(c.Format), "text"), textfile: string(c.Textfile), watch: c.Watch, quiet: c.Quiet}
+	if c.JSON {
+		v.format = "json"
+	}
+	return v
 }
 
 // checkRun checks the flags of running a command.
@@ -151,6 +189,8 @@ func (c *semaCmd) checkRun(j job) error {
 	switch {
 	case c.JSON:
 		return usagef("--json goes with --who")
+	case c.Format != "" || c.Textfile != "" || c.Watch:
+		return usagef("--format, --textfile and --watch go with --who")
 	case j.max == 0:
 		return usagef("--max N is required: the capacity is part of the semaphore's name")
 	case !c.dashdash || len(c.command) == 0:

@@ -25,6 +25,8 @@ var commonFiles = []string{
 	"/usr/share/doc/conch/examples/conch-worker.service",
 	"/usr/share/doc/conch/examples/conch-maintenance.service",
 	"/usr/share/doc/conch/examples/conch-maintenance.timer",
+	"/usr/share/doc/conch/examples/conch-metrics.service",
+	"/usr/share/doc/conch/examples/conch-metrics.timer",
 	"/usr/share/doc/conch/examples/conch-job@.service",
 	"/usr/share/doc/conch/examples/conch-etcd.conf",
 	"/usr/share/doc/conch/examples/etcd.env",
