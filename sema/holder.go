@@ -45,7 +45,7 @@ type heldKey struct {
 // lease to be lost, one rewrites our key as HELD if c.held says so, then
 // watches it for DELETE (watchKey). Both stop in Release.
 //
-// The rewrite is not on the hand-off's path (issue 11): a holder DELETE
+// The rewrite is not on the hand-off's path: a holder DELETE
 // seen by the head already proves its promotion (D1), so the Holder is
 // returned at once and its caller starts its work while the rewrite, which
 // wakes the next waiter, is in flight. The rewrite is conditional on our
@@ -195,7 +195,8 @@ func (h *Holder) TTL() time.Duration { return h.l.ttl }
 func (h *Holder) Key() string { return h.key }
 
 // Release gives the slot back: it stops the supervisors and revokes the
-// lease, which deletes our key (D2: one request). It ignores ctx's cancellation (STYLE 6).
+// lease, which deletes our key (D2: one request). It ignores ctx's cancellation (a fresh
+// bounded context: the release must happen after the caller's context ended).
 // Once the slot is lost (fenced while etcd did not answer), or when the revoke fails, it tries
 // again every releaseRetry, each try bounded by 1 s, until etcd answers or one TTL has passed
 // since the call (D7b: after an outage shorter than the TTL the slot is free again as soon as

@@ -38,17 +38,19 @@ var (
 // enqueue writes our key and ranks it in one Txn (D2): put-if-absent bound to
 // the lease, the count of keys (ours is the newest, so rank = count-1), the
 // first max keys, the two newest keys (ours and our predecessor) and the count
-// under the whole name. It returns O(max) keys, never the whole queue.
+// under the whole name. It returns O(max) keys, never the whole queue. With
+// Spread it also keeps the node-wait marker (nodeWaitOps).
 func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value string) (myRev int64, r ranking, err error) {
+	waitThen, waitElse := s.nodeWaitOps(l, value) // --spread: list a waiter for its node's key
 	resp, err := s.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-	).Then(
+	).Then(append([]clientv3.Op{
 		clientv3.OpPut(key, value, clientv3.WithLease(l.id)),
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max))),
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(2)),
 		clientv3.OpGet(NamePrefix(s.name), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-	).Commit()
+	}, waitThen...)...).Else(waitElse...).Commit()
 	if err != nil {
 		return 0, r, fmt.Errorf("%w: cannot enqueue %s: %w", errEtcd, key, err)
 	}
@@ -105,7 +107,7 @@ func (s *Semaphore) otherKind(key string, kvs ...[]*mvccpb.KeyValue) int {
 // sorted read is the ranking; otherwise a second Txn reads the first max+1 keys and our
 // predecessor at one revision (rerankDeep). etcd reads and sorts the whole queue for each
 // sorted read (it has no index by create revision), so the head's re-read costs it one such
-// read instead of two (issue 11). Errors: ErrKeyDeleted, or an etcd error.
+// read instead of two. Errors: ErrKeyDeleted, or an etcd error.
 func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (ranking, error) {
 	resp, err := s.whileOurs(ctx, key, myRev, s.firstKeys())
 	if err != nil {

@@ -2,7 +2,6 @@ package sema
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -10,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Entry is one key of a semaphore as --who shows it (D6). Everything in it
-// was read from etcd and is hostile input (issue 9): callers escape it
+// Entry is one key of a semaphore as List reads it (D6). Everything in it
+// was read from etcd and is hostile input: callers escape it
 // before printing.
 type Entry struct {
 	// Name is the semaphore's name; for a key under KeyRoot whose name
@@ -33,9 +32,29 @@ type Entry struct {
 	// 0 for none: the real one, whatever the key's name spells.
 	Lease  int64
 	Record ReadRecord
+	// NodeWait marks a --spread process waiting for its node's key (D11):
+	// Key is its marker under NodeWaitRoot, it has no rank (-1) and is
+	// never Held. Info.Kind is KeySpread for a marker whose key parses,
+	// KeyForeign for one that does not.
+	NodeWait bool
+	// TTL is the lease's time to live as LeaseTTLs read it, for holders:
+	// Known false when it was not read.
+	TTL LeaseTTL
+	// HeldAfter marks a slot kept after its run ended: its key was rebound
+	// to a lease nobody keeps alive, and the slot frees when that lease
+	// runs out (see heldAfterRecord).
+	HeldAfter bool
 }
 
-// Flags name what is odd about the entry, for --who to mark (issue 9), in a
+// heldAfterRecord reports whether a record says its slot is held after
+// the run. Records do not carry that state yet, so it is false for now:
+// this is the one place to read it once they do.
+func heldAfterRecord(r ReadRecord) bool { return false }
+
+// Counted reports whether the entry takes a rank in its capacity's queue.
+func (e Entry) Counted() bool { return e.Info.Kind.Counted() && !e.NodeWait }
+
+// Flags name what is odd about the entry, for a listing to mark, in a
 // fixed order: "foreign" (counted by no acquisition), "unexpected" (an
 // unexpected suffix: counted), "no-lease" (the key is bound to no lease and
 // never expires), "lease-mismatch" (the name spells another lease than
@@ -54,6 +73,9 @@ func (e Entry) Flags() []string {
 	} else if e.Info.Kind == KeyLease && e.Info.NameLease != e.Lease {
 		f = append(f, "lease-mismatch")
 	}
+	if e.TTL.Expiring() && !e.HeldAfter { // a held-after slot's lease runs out by design
+		f = append(f, "expiring")
+	}
 	r := e.Record
 	if r.Err != nil {
 		return append(f, "unreadable")
@@ -70,40 +92,41 @@ func (e Entry) Flags() []string {
 	return f
 }
 
-// List reads every key under NamePrefix(name), all capacities, in one range
-// request, and returns each of them (none is skipped, issue 9) classified by
-// ParseKey: counted keys sorted by capacity then create revision, with rank
-// and state derived per capacity as acquisition derives them (D6), then
-// the foreign keys by create revision. Values are decoded by DecodeRecord.
-// It returns an error wrapping ErrBadName for a bad name, ErrRefused when
-// etcd rejects the read (permissions, credentials: D3's 64), else
-// ErrUnavailable when it fails.
+// List reads every key under NamePrefix(name), all capacities, and the
+// node-wait markers of name (D11) in one Txn (Snapshot), and returns each
+// of them (none is skipped, however odd) classified by ParseKey: counted keys
+// sorted by capacity then create revision, with rank and state derived per
+// capacity as acquisition derives them (D6), each capacity's node waiters
+// after them, then the foreign keys by create revision. Values are decoded
+// by DecodeRecord. It returns an error wrapping ErrBadName for a bad name,
+// ErrRefused when etcd rejects the read (permissions, credentials: D3's
+// 64), else ErrUnavailable when it fails.
 func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	kvs, err := readPrefix(ctx, c, NamePrefix(name))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Entry, 0, len(kvs))
-	for _, kv := range kvs {
-		out = append(out, newEntry(name, kv))
-	}
-	return rankEntries(out), nil
+	l, err := Snapshot(ctx, c, name)
+	return l.Entries, err
 }
 
-// ListAll reads every key under KeyRoot in one range request and returns
-// them as List does, grouped by name in byte order (`conch sema --who` with
-// no name, issue 10). A key whose name segment is not a valid name (or has
-// no "/" after it) is listed as foreign, with Name the raw segment. Errors
-// as List's, without ErrBadName.
+// ListAll reads every key under KeyRoot and NodeWaitRoot in one Txn and
+// returns them as List does, grouped by name in byte order (a listing of
+// every semaphore). A key whose name segment is not a valid
+// name (or has no "/" after it) is listed as foreign, with Name the raw
+// segment. Errors as List's, without ErrBadName.
 func ListAll(ctx context.Context, c *clientv3.Client) ([]Entry, error) {
-	kvs, err := readPrefix(ctx, c, KeyRoot)
-	if err != nil {
-		return nil, err
-	}
+	l, err := Snapshot(ctx, c, "")
+	return l.Entries, err
+}
+
+// groupAll is ListAll's classification of the keys read under KeyRoot
+// (kvs) and NodeWaitRoot (waits).
+func groupAll(kvs, waits []*mvccpb.KeyValue) []Entry {
 	byName := map[string][]Entry{}
+	for _, kv := range waits {
+		e := newNodeWaitEntry(kv)
+		byName[e.Name] = append(byName[e.Name], e)
+	}
 	for _, kv := range kvs {
 		seg, _, slash := strings.Cut(strings.TrimPrefix(string(kv.Key), KeyRoot), "/")
 		e := newEntry(seg, kv)
@@ -122,28 +145,30 @@ func ListAll(ctx context.Context, c *clientv3.Client) ([]Entry, error) {
 	for _, n := range names {
 		out = append(out, rankEntries(byName[n])...)
 	}
-	return out, nil
+	return out
 }
 
-func readPrefix(ctx context.Context, c *clientv3.Client, prefix string) ([]*mvccpb.KeyValue, error) {
-	resp, err := c.Get(ctx, prefix, clientv3.WithPrefix(), byCreateAsc)
-	if Refused(err) {
-		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrRefused, prefix, err)
+// newNodeWaitEntry is the Entry of a marker read under NodeWaitRoot.
+func newNodeWaitEntry(kv *mvccpb.KeyValue) Entry {
+	in := ParseNodeWaitKey(string(kv.Key))
+	info := KeyInfo{Kind: KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), NodeWaitRoot)}
+	if in.Sound {
+		info = KeyInfo{Kind: KeySpread, Max: in.Max, Suffix: in.Node}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot list %s: %w", ErrUnavailable, prefix, err)
-	}
-	return resp.Kvs, nil
+	return Entry{Name: in.Name, Key: string(kv.Key), Max: info.Max, Info: info, Rank: -1,
+		Rev: kv.CreateRevision, Lease: kv.Lease, Record: DecodeRecord(kv.Value), NodeWait: true}
 }
 
 func newEntry(name string, kv *mvccpb.KeyValue) Entry {
 	info := ParseKey(name, string(kv.Key))
+	rec := DecodeRecord(kv.Value)
 	return Entry{Name: name, Key: string(kv.Key), Max: info.Max, Info: info, Rank: -1,
-		Rev: kv.CreateRevision, Lease: kv.Lease, Record: DecodeRecord(kv.Value)}
+		Rev: kv.CreateRevision, Lease: kv.Lease, Record: rec, HeldAfter: heldAfterRecord(rec)}
 }
 
 // rankEntries sorts one name's entries (counted by capacity then create
-// revision, foreign ones last) and sets Rank and Held on the counted ones.
+// revision, each capacity's node waiters after its queue, foreign ones
+// last) and sets Rank and Held on the counted ones.
 func rankEntries(es []Entry) []Entry {
 	sort.SliceStable(es, func(i, j int) bool {
 		a, b := es[i], es[j]
@@ -153,6 +178,9 @@ func rankEntries(es []Entry) []Entry {
 		if a.Max != b.Max {
 			return a.Max < b.Max
 		}
+		if a.NodeWait != b.NodeWait { // after the queue they will join
+			return b.NodeWait
+		}
 		if a.Rev != b.Rev {
 			return a.Rev < b.Rev
 		}
@@ -161,7 +189,7 @@ func rankEntries(es []Entry) []Entry {
 	rank := map[int]int{}
 	for i := range es {
 		e := &es[i]
-		if !e.Info.Kind.Counted() {
+		if !e.Counted() {
 			continue
 		}
 		e.Rank = rank[e.Max]

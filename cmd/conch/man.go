@@ -49,6 +49,9 @@ const manSynopsis = `.nf
            [\fIOPTIONS\fP] \fB\-\-\fP \fIcommand\fP [\fIarg\fP...]
 \fBconch sema\fP \fIname\fP [\fB\-\-max\fP \fIN\fP] \fB\-\-who\fP [\fB\-\-json\fP]
 \fBconch sema\fP \fB\-\-who\fP [\fB\-\-max\fP \fIN\fP] [\fB\-\-json\fP]
+\fBconch sema\fP [\fIname\fP] [\fB\-\-max\fP \fIN\fP] \fB\-\-who\fP \fB\-\-watch\fP [\fB\-\-json\fP]
+\fBconch sema\fP [\fIname\fP] [\fB\-\-max\fP \fIN\fP] \fB\-\-who\fP \fB\-\-format prometheus\fP [\fB\-\-textfile\fP \fIPATH\fP]
+\fBconch sema\fP [\fIname\fP \fB\-\-max\fP \fIN\fP] \fB\-\-held\fP
 \fBconch \-\-version\fP
 .fi
 `
@@ -116,7 +119,7 @@ func eachOption(g *flags.Group, f func(*flags.Option)) {
 
 // manDefaults puts each option's real default (its default-mask: the
 // kernel hostname, 5s) where go-flags' man page writes "<default:
-// $CONCH_X>" for an option with an env tag and no default tag (issue 10),
+// $CONCH_X>" for an option with an env tag and no default tag (go-flags' own text would be wrong),
 // and drops it where there is none (default-mask "-"). Help already uses
 // the masks.
 func manDefaults(page string, sema *flags.Command) string {
@@ -241,6 +244,30 @@ Every semaphore, as one JSON document:
 .RS
 .nf
 conch sema \-\-who \-\-json
+.fi
+.RE
+.PP
+The queue live, a block at each change, until Ctrl\-C:
+.PP
+.RS
+.nf
+conch sema heavy\-jobs \-\-who \-\-watch
+.fi
+.RE
+.PP
+Every semaphore's metrics for node_exporter's textfile collector:
+.PP
+.RS
+.nf
+conch sema \-\-who \-\-format prometheus \-\-textfile /var/lib/prometheus/node\-exporter/conch.prom
+.fi
+.RE
+.PP
+A job's irreversible last step runs only while its slot is still held:
+.PP
+.RS
+.nf
+conch sema deploy \-\-max 1 \-\- sh \-c './prepare.sh && conch sema \-\-held && ./switch\-traffic.sh'
 .fi
 .RE
 .PP

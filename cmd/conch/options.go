@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/unitrun"
 	"github.com/jessevdk/go-flags"
 )
 
@@ -33,12 +35,16 @@ type semaCmd struct {
 	Wait       duration  `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); a slot free at once is taken however short D; default: wait forever"`
 	Nonblock   bool      `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
 	Conflict   decimal   `short:"E" long:"conflict-exit-code" value-name:"N" default:"75" description:"exit status when no slot was had (for commands whose own status may be 75)"`
-	KillAfter  duration  `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
+	KillAfter  duration  `long:"kill-after" value-name:"D" description:"grace between the stop signal and SIGKILL when the child must stop"` // default: unitrun's (newParser)
 	RuntimeMax duration  `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
 	Spread     bool      `long:"spread" description:"at most one slot per node: the key is named after the node (--node), so a second job on a node that holds or waits finds no slot (it waits for the node's key to go, or exits 75 with --nonblock)"`
 	Node       string    `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread and the host in the holder record; set it where nodes share one hostname, as containers may"`
 	Who        bool      `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool      `long:"json" description:"with --who: print one JSON document"`
+	Format     whoFormat `long:"format" value-name:"FORMAT" choice:"text" choice:"json" choice:"prometheus" default-mask:"text" description:"with --who: text, json (as --json) or prometheus (the Prometheus text format: per semaphore capacity, holders, waiters, held-after slots, paused, oldest holder and waiter ages)"`
+	Watch      bool      `long:"watch" description:"with --who: after the listing, print it again at each change (a timestamped block; with --json one JSON document per line), until Ctrl-C"`
+	Textfile   filePath  `long:"textfile" value-name:"PATH" description:"with --who --format prometheus: write the metrics to PATH atomically (a temporary file in its folder, then rename), for node_exporter's textfile collector"`
+	Held       bool      `long:"held" description:"inside a command run by conch: exit 0 if its slot is still held (one linearizable read), 70 with the reason if not; the slot comes from CONCH_SEMA, CONCH_MAX, CONCH_LEASE and CONCH_REV, as in: conch sema --held && STEP"`
 	Quiet      bool      `short:"q" long:"quiet" description:"print only warnings and errors: no \"waiting for\" line, no \"no free slot\" line (its exit status stays 75, or -E N); for cron and timers; the journal and sd_notify get the same as without -q"`
 	KeepCreds  bool      `long:"keep-credentials-env" description:"let the child inherit conch's credential variables (ETCDCTL_PASSWORD, CONCH_PASSWORD_FILE, the password in ETCDCTL_USER/CONCH_USER), which are removed by default"`
 	Verbose    bool      `short:"v" long:"verbose" description:"log every transition (HELD, RELEASED, lease TTL granted)"`
@@ -49,7 +55,7 @@ type semaCmd struct {
 
 	Conn connOptions `group:"etcd connection"`
 
-	// command is everything after "--", untouched (STYLE 13).
+	// command is everything after "--", untouched (the child's argv is its own).
 	command  []string
 	dashdash bool
 	stdout   io.Writer
@@ -58,7 +64,7 @@ type semaCmd struct {
 	// run is what Execute decided to do; it returns the error the run
 	// ended with (nil: exit 0; see exitStatus).
 	run func() error
-	// rep reports on the semaphore once run has made it; nil before.
+	// rep reports on the semaphore, set with run (setRun); nil before.
 	rep *reporter
 }
 
@@ -70,7 +76,7 @@ type scopeMode string
 var scopeModes = []string{"auto", "always", "never"}
 
 // Complete implements flags.Completer: the modes starting with match
-// (bash completion offered nothing for --scope, issue 10).
+// (without it bash completion offers nothing for --scope).
 func (scopeMode) Complete(match string) []flags.Completion {
 	var out []flags.Completion
 	for _, m := range scopeModes {
@@ -82,23 +88,23 @@ func (scopeMode) Complete(match string) []flags.Completion {
 }
 
 // endpointsValue is --endpoints: a flag (or CONCH_ENDPOINTS) given empty is
-// refused, not taken for the default (issue 10).
+// refused, not taken for the default: an empty list is a mistake.
 type endpointsValue string
 
 // UnmarshalFlag implements flags.Unmarshaler.
 func (e *endpointsValue) UnmarshalFlag(s string) error {
 	if strings.TrimSpace(s) == "" {
 		if v, ok := os.LookupEnv("CONCH_ENDPOINTS"); ok && strings.TrimSpace(v) == "" {
-			return errors.New("CONCH_ENDPOINTS is set but empty: name at least one endpoint, or unset it for the default " + defaultEndpoint)
+			return errors.New("CONCH_ENDPOINTS is set but empty: name at least one endpoint, or unset it for the default " + etcdconn.DefaultEndpoint)
 		}
-		return errors.New("empty: name at least one endpoint (host:port or URL), or leave --endpoints out for the default " + defaultEndpoint)
+		return errors.New("empty: name at least one endpoint (host:port or URL), or leave --endpoints out for the default " + etcdconn.DefaultEndpoint)
 	}
 	*e = endpointsValue(s)
 	return nil
 }
 
 // plainFlagError rewrites go-flags' "invalid argument for flag `--ttl'
-// (expected main.duration): ..." without the Go type name (issue 10); other
+// (expected main.duration): ..." without the Go type name, which tells an operator nothing; other
 // errors are returned as they are.
 func plainFlagError(err error) error {
 	var ferr *flags.Error
@@ -132,11 +138,13 @@ The capacity is part of the name: nodes using different --max for the same <name
 
 // semaEpilog follows the generated help verbatim (go-flags reflows
 // descriptions, which would mangle the table and the examples).
-const semaEpilog = `Synopsis:
+var semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
-             [--kill-after 5s] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
-  conch sema <name> [--max N] --who [--json]
+             [--kill-after ` + unitrun.DefaultKillAfter.String() + `] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
+  conch sema <name> [--max N] --who [--json | --format prometheus [--textfile PATH]]
+  conch sema [<name>] [--max N] --who --watch [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
+  conch sema [<name> --max N] --held       (inside a command run by conch)
 
 ` + exitTable + `
 
@@ -153,6 +161,15 @@ Examples:
   # inspect
   conch sema heavy-jobs --max 2 --who
   conch sema --who --json       # every semaphore, one JSON document
+
+  # the queue live, a block at each change, until Ctrl-C
+  conch sema heavy-jobs --who --watch
+
+  # metrics for node_exporter's textfile collector
+  conch sema --who --format prometheus --textfile /var/lib/prometheus/node-exporter/conch.prom
+
+  # inside the job: the irreversible step only while the slot is held
+  conch sema deploy --max 1 -- sh -c './prepare.sh && conch sema --held && ./switch-traffic.sh'
 `
 
 // Usage implements go-flags' Usage interface: the command's synopsis line.
@@ -160,7 +177,7 @@ func (c *semaCmd) Usage() string {
 	return "<name> --max N [OPTIONS] -- <cmd...>"
 }
 
-// newParser builds the go-flags parser, fresh for each call (STYLE 13).
+// newParser builds the go-flags parser, fresh for each call (no state shared between tests).
 func newParser(g *globalOptions, s *semaCmd) *flags.Parser {
 	p := flags.NewNamedParser("conch", flags.HelpFlag|flags.PassDoubleDash)
 	p.ShortDescription = "cluster-wide counting semaphore on etcd, with systemd supervision"
@@ -173,5 +190,8 @@ func newParser(g *globalOptions, s *semaCmd) *flags.Parser {
 		panic(err)
 	}
 	c.ArgsRequired = false
+	// --kill-after's default is unitrun's, which decides the child's stop timing: shown here,
+	// applied there (an unset --kill-after reaches unitrun as 0)
+	c.FindOptionByLongName("kill-after").DefaultMask = unitrun.DefaultKillAfter.String()
 	return p
 }

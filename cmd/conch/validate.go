@@ -2,27 +2,55 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 )
 
-// job is a validated `conch sema` invocation.
+// job is a validated `conch sema` invocation: every value the run needs, decided once by
+// Execute; nothing reads the flags after it.
 type job struct {
 	name    string
 	max     int // 0 with --who and no --max
-	conn    connSettings
-	path    string // resolved command
+	conn    etcdconn.Settings
+	path    string   // resolved command
+	command []string // the child's argv, as given after "--"
 	wait    time.Duration
 	waitSet bool
 	scope   scopeFlags // --scope, -p, --slice (D8)
 	spread  bool       // --spread: one slot per node (D11)
 	node    string     // --node / CONCH_NODE, or with --spread the kernel hostname
+	run     runValues  // what running a command needs beyond the semaphore's name
+	who     whoValues  // what --who needs beyond the semaphore's name
+}
+
+// whoValues are the values of --who (checkWho), decided at validation.
+type whoValues struct {
+	format   string // the listing's form: text, json (--json or --format json) or prometheus
+	textfile string // --textfile: write the metrics to this file; "" for stdout
+	watch    bool   // --watch: the listing again at each change
+	quiet    bool   // -q: no "no holders" line, the status says it
+}
+
+// runValues are the values of running a command (checkRun), decided at validation.
+type runValues struct {
+	ttl        time.Duration // the lease's TTL asked for (--ttl)
+	nonblock   bool          // --nonblock, or --wait 0: never wait
+	conflict   int           // the status of "no slot" (-E, default 75)
+	quiet      bool          // -q: no "no free slot" line, the status says it
+	keepCreds  bool          // --keep-credentials-env
+	runtimeMax time.Duration // --runtime-max; 0: none
+	// killAfterGiven is --kill-after as given, 0 when unset: unitrun decides the stop grace
+	// from it and the scope's properties (its default when neither sets one)
+	killAfterGiven time.Duration
+	// killAfter is the stop grace unitrun will use (-p TimeoutStopSec=, --kill-after or its
+	// default, D7), as unitrun.EffectiveTiming reports it: for the fence margin and messages
+	killAfter time.Duration
 }
 
 // Execute validates the invocation (go-flags calls it after parsing) and
@@ -38,40 +66,46 @@ func (c *semaCmd) Execute(args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.Held {
+		if err := c.checkHeldFlags(); err != nil {
+			return err
+		}
+		c.setRun(j, func() error { return c.held(j) })
+		return nil
+	}
 	if c.Who {
 		if err := c.checkWho(); err != nil {
 			return err
 		}
-		c.run = func() error { return c.who(j) }
+		j.who = c.whoJob()
+		c.setRun(j, func() error { return c.who(j) })
 		return nil
 	}
 	if err := c.checkRun(j); err != nil {
 		return err
 	}
-	j.wait, j.waitSet = c.Wait.d, c.Wait.set
-	if j.scope, err = parseScopeFlags(string(c.Scope), c.Property, c.Slice); err != nil {
+	if j, err = c.runJob(j); err != nil {
 		return err
 	}
 	path, err := unitrun.Resolve(c.command[0])
 	if err != nil {
-		status := exitNotFound
-		if errors.Is(err, unitrun.ErrNotExecutable) {
-			status = exitCannotExec
-		}
-		c.run = func() error {
-			c.rep = c.reporter(j)
-			return exitf(status, "", "%v", err)
-		}
+		c.setRun(j, func() error { return endf(err, "", "%v", err) }) // 127 or 126 (exitStatus)
 		return nil
 	}
 	j.path = path
-	c.run = func() error { return c.acquire(j) }
+	c.setRun(j, func() error { return c.acquire(j) })
 	return nil
+}
+
+// setRun sets what Execute decided to run for job j, and the one reporter of its lines (the
+// line that says why it ended included): everything Execute refuses before is said bare.
+func (c *semaCmd) setRun(j job, run func() error) {
+	c.rep, c.run = c.reporter(j), run
 }
 
 // parseJob checks the one <name>, --max and the connection settings (D4, D9).
 func (c *semaCmd) parseJob(args []string) (job, error) {
-	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore (issue 10)
+	if len(args) == 0 && !c.Who && !c.Held { // --who with no name lists every semaphore; --held reads CONCH_SEMA
 		return job{}, usagef("missing <name>: conch sema <name> --max N -- <cmd...>")
 	}
 	if len(args) > 1 {
@@ -103,8 +137,8 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	for _, w := range conn.Warnings { // before anything else, whatever runs next
 		fmt.Fprintf(c.stderr, "conch: WARNING: %s\n", w)
 	}
-	if c.Verbose { // which cluster, and why that one (issue 10)
-		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.where(), conn.DialTimeout, conn.DialTimeoutFrom)
+	if c.Verbose { // which cluster, and why that one
+		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.Where(), conn.DialTimeout, conn.DialTimeoutFrom)
 	}
 	if j.node, err = nodeName(c.Node, c.Spread); err != nil {
 		return j, err
@@ -124,7 +158,30 @@ func (c *semaCmd) checkWho() error {
 			return usagef("%s goes with running a command, not with --who", flag)
 		}
 	}
+	return c.checkFormat()
+}
+
+// checkFormat refuses --format and --textfile combinations that say two
+// things, or where nothing would use them.
+func (c *semaCmd) checkFormat() error {
+	switch {
+	case c.JSON && c.Format != "" && c.Format != "json":
+		return usagef("--json and --format %s exclude each other", c.Format)
+	case c.Textfile != "" && c.Format != "prometheus":
+		return usagef("--textfile goes with --format prometheus")
+	case c.Watch && c.Format == "prometheus":
+		return usagef("--watch and --format prometheus exclude each other: scrape or write the metrics periodically instead")
+	}
 	return nil
+}
+
+// whoJob is the values of --who, from the flags checkWho passed.
+func (c *semaCmd) whoJob() whoValues {
+	v := whoValues{format: cmp.Or(string(c.Format), "text"), textfile: string(c.Textfile), watch: c.Watch, quiet: c.Quiet}
+	if c.JSON {
+		v.format = "json"
+	}
+	return v
 }
 
 // checkRun checks the flags of running a command.
@@ -132,6 +189,8 @@ func (c *semaCmd) checkRun(j job) error {
 	switch {
 	case c.JSON:
 		return usagef("--json goes with --who")
+	case c.Format != "" || c.Textfile != "" || c.Watch:
+		return usagef("--format, --textfile and --watch go with --who")
 	case j.max == 0:
 		return usagef("--max N is required: the capacity is part of the semaphore's name")
 	case !c.dashdash || len(c.command) == 0:
@@ -146,6 +205,27 @@ func (c *semaCmd) checkRun(j job) error {
 		return usagef("--ttl must be at least 1s (etcd leases are whole seconds)")
 	}
 	return nil
+}
+
+// runJob completes j with the values of running a command, from the flags checkRun passed.
+func (c *semaCmd) runJob(j job) (job, error) {
+	var err error
+	j.wait, j.waitSet = c.Wait.d, c.Wait.set
+	if j.scope, err = parseScopeFlags(string(c.Scope), c.Property, c.Slice); err != nil {
+		return j, err
+	}
+	j.command = c.command
+	j.run = runValues{
+		ttl:            c.TTL.d,
+		nonblock:       c.Nonblock || (c.Wait.set && c.Wait.d == 0),
+		conflict:       int(c.Conflict),
+		quiet:          c.Quiet,
+		keepCreds:      c.KeepCreds,
+		runtimeMax:     c.RuntimeMax.d,
+		killAfterGiven: c.KillAfter.d,
+		killAfter:      j.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter,
+	}
+	return j, nil
 }
 
 // nodeName returns this node's name (D11): --node / CONCH_NODE if set, else

@@ -7,89 +7,104 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 )
 
-// exitWhoOutput is --who's status when the listing cannot be rendered or
-// written (stdout closed, disk full): EX_SOFTWARE's 70, after a message, so
-// a script never takes an empty or cut document with 0 or 1 for "no holder"
-// (issue 9). --who holds no slot, so it cannot mean D3's "slot lost".
-const exitWhoOutput = 70
-
-// who lists the semaphore's keys (D6), or with no name every semaphore's
-// (issue 10): every capacity found under the name unless --max filters, with
-// loud stderr lines when several capacities exist for a name, when one
-// (name, max) mixes lease and node keys (D11), and when keys are not
-// conch's. It returns nil if any holder, an exit 1 if none, 69 if etcd is
-// unreachable, 64 if it refuses the read (D3), exitWhoOutput if the listing
-// cannot be printed (see exitStatus); its lines go through c.rep.
+// who lists the semaphore's keys (D6), or with no name every semaphore's: every capacity
+// found under the name unless --max filters, with loud stderr lines when several
+// capacities exist for a name, when one (name, max) mixes lease and node keys (D11), and
+// when keys are not conch's. It returns nil if any holder, errEmpty if none (with a line
+// that says so unless -q), errUnavailable if etcd does not answer, errUsage if it refuses
+// the read, errWhoOutput if the listing cannot be printed (exitStatus maps them, D3); its
+// lines go through c.rep.
 func (c *semaCmd) who(j job) error {
-	c.rep = c.reporter(j)
 	c.rep.bare = true // its lines name the semaphore their own way
 	what := j.name
 	if what == "" {
 		what = "--who"
 	}
-	client, err := newClient(context.Background(), j.conn)
+	client, err := etcdconn.New(context.Background(), j.conn)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer client.Close()
+	if j.who.watch {
+		return c.watchWho(j, what, client)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
 	defer cancel()
-	var all []sema.Entry
-	if j.name == "" {
-		all, err = sema.ListAll(ctx, client)
-	} else {
-		all, err = sema.List(ctx, client, j.name)
-	}
+	l, err := sema.Snapshot(ctx, client, j.name)
 	if errors.Is(err, sema.ErrRefused) { // permissions or credentials: retrying cannot help (D3)
-		return exitf(exitUsage, "", "%s: %s refused the read: %v", what, j.conn.where(), err)
+		return endf(errUsage, "", "%s: %s refused the read: %v", what, j.conn.Where(), err)
 	}
 	if err != nil {
-		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.where(), err)
+		return endf(errUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.Where(), err)
 	}
+	sema.LeaseTTLs(ctx, client, l.Entries)
+	all := l.Entries
 	warnWho(c.rep.warnf, all)
-	entries := all
-	if j.max != 0 { // a foreign key is in no capacity: it stays, flagged
-		entries = slices.DeleteFunc(slices.Clone(all), func(e sema.Entry) bool {
-			return e.Info.Kind.Counted() && e.Max != j.max
-		})
-	}
-	if err := c.printWho(what, entries); err != nil {
+	l = filterMax(l, j.max)
+	entries := l.Entries
+	if err := c.printWho(what, l, j.who); err != nil {
 		return err
 	}
 	if slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held }) {
 		return nil
 	}
-	if !c.JSON {
-		return exitf(exitEmpty, "", "%s", emptyMessage(j, entries, all))
+	if j.who.quiet { // -q: the status alone says it, as for a timer's metrics
+		return silent(errEmpty)
 	}
-	return exitCode(exitEmpty)
+	return endf(errEmpty, "", "%s", emptyMessage(j, entries, all)) // every form (D3): stderr, not stdout
 }
 
-// printWho writes the listing to stdout in the chosen form; on failure it
-// returns the exitWhoOutput that says why.
-func (c *semaCmd) printWho(what string, entries []sema.Entry) error {
-	var out []byte
-	if c.JSON {
-		b, err := renderJSON(entries)
-		if err != nil {
-			return exitf(exitWhoOutput, "", "%s: cannot render the listing as JSON: %v", what, err)
+// filterMax keeps, with max set (--max), the entries and pauses of that
+// capacity; a foreign key is in no capacity: it stays, flagged.
+func filterMax(l sema.Listing, max int) sema.Listing {
+	if max == 0 {
+		return l
+	}
+	l.Entries = slices.DeleteFunc(slices.Clone(l.Entries), func(e sema.Entry) bool {
+		return e.Info.Kind.Counted() && e.Max != max
+	})
+	l.Pauses = slices.DeleteFunc(slices.Clone(l.Pauses), func(p sema.Pause) bool { return p.Max != 0 && p.Max != max })
+	return l
+}
+
+// renderWho renders the listing in the form v.format says, at time now.
+func renderWho(l sema.Listing, v whoValues, now time.Time) ([]byte, error) {
+	switch v.format {
+	case "json":
+		return renderJSON(l.Entries)
+	case "prometheus":
+		return renderPrometheus(l, now)
+	}
+	return renderText(l.Entries), nil
+}
+
+// printWho writes the listing to stdout in the form v.format says, or with v.textfile to
+// that file; on failure it returns the errWhoOutput that says why.
+func (c *semaCmd) printWho(what string, l sema.Listing, v whoValues) error {
+	out, err := renderWho(l, v, time.Now())
+	if err != nil {
+		return endf(errWhoOutput, "", "%s: cannot render the listing as %s: %v", what, v.format, err)
+	}
+	if v.textfile != "" {
+		if err := writeFileAtomic(v.textfile, out); err != nil {
+			return endf(errWhoOutput, "", "%s: cannot write the metrics file: %v", what, err)
 		}
-		out = b
-	} else {
-		out = renderText(entries)
+		return nil
 	}
 	if _, err := c.stdout.Write(out); err != nil {
-		return exitf(exitWhoOutput, "", "%s: cannot write the listing: %v", what, err)
+		return endf(errWhoOutput, "", "%s: cannot write the listing: %v", what, err)
 	}
 	return nil
 }
 
 // emptyMessage says that nothing holds, and when --max asked for a capacity
-// with no keys, names the capacities that have some (issue 10): "no holders
+// with no keys, names the capacities that have some: "no holders
 // or waiters for only2[3]; keys exist for --max 2". shown are the entries
 // listed (with no holder: foreign keys only), all those read.
 func emptyMessage(j job, shown, all []sema.Entry) string {
@@ -132,13 +147,14 @@ func warnWho(warn func(format string, args ...any), all []sema.Entry) {
 			names = append(names, e.Name)
 			caps[e.Name] = nil
 		}
-		switch e.Info.Kind {
-		case sema.KeyForeign:
+		switch {
+		case e.NodeWait && e.Info.Kind.Counted(): // no key in the queue yet
+		case e.Info.Kind == sema.KeyForeign:
 			odd[e.Name]++
 			continue // in no capacity's queue
-		case sema.KeyUnexpected:
+		case e.Info.Kind == sema.KeyUnexpected:
 			odd[e.Name]++
-		case sema.KeyLease, sema.KeySpread:
+		default: // lease and node keys
 			k := kinds[capKey{e.Name, e.Max}]
 			k[boolIndex(e.Info.Kind == sema.KeySpread)]++
 			kinds[capKey{e.Name, e.Max}] = k
@@ -155,7 +171,7 @@ func warnWho(warn func(format string, args ...any), all []sema.Entry) {
 		}
 		for _, m := range caps[n] {
 			if k := kinds[capKey{n, m}]; k[0] > 0 && k[1] > 0 {
-				warn("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold (D11)",
+				warn("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold",
 					name, m, k[0], k[1])
 			}
 		}

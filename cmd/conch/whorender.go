@@ -14,7 +14,7 @@ import (
 )
 
 // Everything --who prints was read from etcd, where any client with write
-// access to /conch/v1/ may have put it: hostile input (issue 9). The text
+// access to /conch/v1/ may have put it: hostile input. The text
 // form escapes it and bounds its width; the JSON form is exact, and always
 // one valid document (renderJSON cannot produce an invalid one).
 
@@ -26,7 +26,7 @@ const (
 	nameWidth = 128 // D4; only ListAll can meet a longer raw name segment
 )
 
-// whoRecord is one element of `--who --json` (D6, issue 9): every key under
+// whoRecord is one element of `--who --json` (D6): every key under
 // the prefix, with its real key, the lease etcd binds it to, and flags.
 // Fields the stored record lacks or spells wrongly are null.
 type whoRecord struct {
@@ -46,12 +46,24 @@ type whoRecord struct {
 	Unit      string   `json:"unit"`  // "" when conch ran outside any unit
 	Version   *int     `json:"record_version"`
 	Flags     []string `json:"flags"` // sema.Entry.Flags; [] for a sound key
+	// TTL is a holder's lease's time to live in seconds (-1: the lease is
+	// gone), GrantedTTL its granted TTL; null for waiters and when unread.
+	TTL        *int64 `json:"ttl"`
+	GrantedTTL *int64 `json:"granted_ttl"`
+	// Expiring: the holder's lease is not being kept alive (its conch died,
+	// is stalled or cut off): the slot frees when the lease runs out.
+	Expiring bool `json:"expiring"`
+	// WaitsFor is, for a --spread process waiting for its own node's key
+	// (D11), that key; null otherwise. Such a process has no rank yet.
+	WaitsFor *string `json:"waits_for"`
 }
 
 // state is HELD, WAIT or FOREIGN (a key no acquisition counts).
 func state(e sema.Entry) string {
 	switch {
-	case !e.Info.Kind.Counted():
+	case e.NodeWait && e.Info.Kind.Counted():
+		return "WAIT"
+	case !e.Counted():
 		return "FOREIGN"
 	case e.Held:
 		return "HELD"
@@ -66,6 +78,13 @@ func toWhoRecord(e sema.Entry) whoRecord {
 		Unit: recordUnit(e), Flags: e.Flags()}
 	if w.Flags == nil {
 		w.Flags = []string{}
+	}
+	if t := e.TTL; t.Known {
+		w.TTL, w.GrantedTTL, w.Expiring = &t.Left, &t.Granted, t.Expiring() && !e.HeldAfter
+	}
+	if e.NodeWait && w.State == "WAIT" {
+		k := sema.NodeKey(sema.Prefix(e.Name, e.Max), e.Info.Suffix)
+		w.WaitsFor = &k
 	}
 	if e.Lease != 0 {
 		l := sema.FormatLeaseID(e.Lease)
@@ -150,8 +169,11 @@ type capKey struct {
 //
 //	video-encode[2/2] HELD  node2 pid=4242 since=2026-06-12T10:15:00Z rev=8812 lease=694d7a1b2c3d4e5f
 //
-// then unit= when known, key= when the key is not a plain lease key, and
-// flags= (sema.Entry.Flags) when anything is odd. Unknown fields print "?".
+// then for a holder ttl=LEFT/GRANTED (its lease's time to live, "gone"
+// once expired), unit= when known, waits-for= for a --spread process
+// waiting for its node's key, else key= when the key is not a plain lease
+// key, and flags= (sema.Entry.Flags, "expiring" among them) when anything
+// is odd. Unknown fields print "?".
 // A foreign key's bracket is [-]: it is in no capacity's queue.
 func renderText(entries []sema.Entry) []byte {
 	holders := map[capKey]int{}
@@ -180,10 +202,15 @@ func renderText(entries []sema.Entry) []byte {
 		fmt.Fprintf(&b, "%s%s %-4s  %-*s pid=%-*s since=%s rev=%d lease=%s",
 			textField(e.Name, nameWidth), bracket, r.State, hostW, textField(deref(r.Host, "?"), hostWidth),
 			pidW, pidText(r.PID), since, e.Rev, deref(r.Lease, "none"))
+		if r.TTL != nil {
+			fmt.Fprintf(&b, " ttl=%s/%ds", ttlText(*r.TTL), *r.GrantedTTL)
+		}
 		if r.Unit != "" {
 			b.WriteString(" unit=" + textField(r.Unit, unitWidth))
 		}
-		if e.Info.Kind != sema.KeyLease {
+		if r.WaitsFor != nil {
+			b.WriteString(" waits-for=" + textField(*r.WaitsFor, keyWidth))
+		} else if e.Info.Kind != sema.KeyLease {
 			b.WriteString(" key=" + textField(e.Key, keyWidth))
 		}
 		if len(r.Flags) > 0 {
@@ -192,6 +219,14 @@ func renderText(entries []sema.Entry) []byte {
 		b.WriteByte('\n')
 	}
 	return b.Bytes()
+}
+
+// ttlText is a lease's seconds left, "gone" for an expired lease.
+func ttlText(left int64) string {
+	if left < 0 {
+		return "gone"
+	}
+	return strconv.FormatInt(left, 10) + "s"
 }
 
 func deref(s *string, unknown string) string {

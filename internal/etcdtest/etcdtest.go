@@ -42,6 +42,7 @@ type Server struct {
 	// Username, Password: Client logs in with them when set (auth enabled).
 	Username, Password string
 	etcd               *embed.Etcd
+	cfg                *embed.Config // what started etcd: Restart starts it again
 	stop               sync.Once
 }
 
@@ -155,7 +156,7 @@ func start(dir string, tweak func(*embed.Config)) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcd not ready after %v", readyWait)
 	}
-	return &Server{Endpoint: cfg.AdvertiseClientUrls[0].String(), Metrics: mu.String() + "/metrics", etcd: e}, nil
+	return &Server{Endpoint: cfg.AdvertiseClientUrls[0].String(), Metrics: mu.String() + "/metrics", etcd: e, cfg: cfg}, nil
 }
 
 // Stop stops the server at once (HardStop, no leadership transfer) and

@@ -25,6 +25,8 @@ var commonFiles = []string{
 	"/usr/share/doc/conch/examples/conch-worker.service",
 	"/usr/share/doc/conch/examples/conch-maintenance.service",
 	"/usr/share/doc/conch/examples/conch-maintenance.timer",
+	"/usr/share/doc/conch/examples/conch-metrics.service",
+	"/usr/share/doc/conch/examples/conch-metrics.timer",
 	"/usr/share/doc/conch/examples/conch-job@.service",
 	"/usr/share/doc/conch/examples/conch-etcd.conf",
 	"/usr/share/doc/conch/examples/etcd.env",
@@ -324,8 +326,8 @@ t "conch sema jobs --scope=n"
 		"conch se=>sema\n",
 		"conch sema jobs --max 2 --ki=>--kill-after\n",
 		"conch sema jobs --r=>--runtime-max\n",
-		"conch sema jobs --scope =>always auto never\n", // issue 10
-		"conch sema jobs --scope=n=>never\n",            // what follows "=" (COMP_WORDBREAKS)
+		"conch sema jobs --scope =>always auto never\n",
+		"conch sema jobs --scope=n=>never\n", // what follows "=" (COMP_WORDBREAKS)
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bash completion output lacks %q", want)

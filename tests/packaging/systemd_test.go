@@ -175,6 +175,7 @@ func (n *node) installExamples() {
 	n.sh(`cd /usr/share/doc/conch/examples && cp conch-worker.service conch-maintenance.service conch-maintenance.timer conch-job@.service /etc/systemd/system/`)
 	n.must("systemctl", "daemon-reload")
 	n.must("systemd-analyze", "verify", "--man=no", "conch-worker.service", "conch-maintenance.service", "conch-maintenance.timer")
+	n.must("systemd-analyze", "verify", "--man=no", "/usr/share/doc/conch/examples/conch-metrics.service", "/usr/share/doc/conch/examples/conch-metrics.timer")
 	n.must("systemctl", "enable", "--now", "conch-maintenance.timer")
 	if st := n.show("conch-maintenance.timer", "ActiveState", "UnitFileState", "Triggers"); st["ActiveState"] != "active" || st["UnitFileState"] != "enabled" || st["Triggers"] != "conch-maintenance.service" {
 		n.t.Fatalf("node %s: timer %v", n.Name(), st)
@@ -213,7 +214,8 @@ func TestDebOnSystemdNodes(t *testing.T) {
 	_ = t.Run("maintenance", func(t *testing.T) { testMaintenance(t, nodes) }) &&
 		t.Run("timer", func(t *testing.T) { testTimerFires(t, nodes[2]) }) &&
 		t.Run("template", func(t *testing.T) { testTemplate(t, nodes[0]) }) &&
-		t.Run("worker", func(t *testing.T) { testWorker(t, nodes) })
+		t.Run("worker", func(t *testing.T) { testWorker(t, nodes) }) &&
+		t.Run("metrics", func(t *testing.T) { testMetrics(t, nodes[0], client) })
 	for _, n := range nodes {
 		n.t = t
 	}
@@ -486,4 +488,29 @@ func testWorker(t *testing.T, nodes []*node) {
 		t.Errorf("journalctl -o verbose: %v", err)
 	}
 	t.Logf("journalctl -o verbose CONCH_SEMA=batch-worker on %s:\n%s", n3.Name(), out.Stdout)
+}
+
+// testMetrics runs the example conch-metrics.service once, as its timer would: it writes the
+// Prometheus text file where node_exporter's textfile collector reads it (a pause key put by
+// hand shows as conch_sema_paused 1), and an idle cluster (exit 1) is a success; the timer
+// enables.
+func testMetrics(t *testing.T, n *node, client *clientv3.Client) {
+	n.t = t
+	ctx := testContext(t, time.Minute)
+	if _, err := client.Put(ctx, "/conch/v1/pause/fleet/2", `{"who":"test"}`); err != nil {
+		t.Fatal(err)
+	}
+	defer client.Delete(context.Background(), "/conch/v1/pause/fleet/2")
+	n.sh(`cd /usr/share/doc/conch/examples && cp conch-metrics.service conch-metrics.timer /etc/systemd/system/ && mkdir -p /var/lib/prometheus/node-exporter`)
+	n.must("systemctl", "daemon-reload")
+	n.must("systemctl", "start", "conch-metrics.service")
+	st := n.show("conch-metrics.service", "Result", "ExecMainStatus")
+	prom := n.sh("cat /var/lib/prometheus/node-exporter/conch.prom; ls -a /var/lib/prometheus/node-exporter")
+	if st["Result"] != "success" || !strings.Contains(prom, `conch_sema_paused{name="fleet",max="2"} 1`) || strings.Contains(prom, ".tmp") {
+		t.Fatalf("conch-metrics.service: %v; the file and its folder:\n%s", st, prom)
+	}
+	n.must("systemctl", "enable", "--now", "conch-metrics.timer")
+	if st := n.show("conch-metrics.timer", "ActiveState"); st["ActiveState"] != "active" {
+		t.Fatalf("conch-metrics.timer: %v", st)
+	}
 }

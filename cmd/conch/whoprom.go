@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/conch-project/conch/sema"
+)
+
+// semaGauge is one per-semaphore metric of `--who --format prometheus`,
+// labelled name and max.
+type semaGauge struct {
+	name, help string
+	value      func(s sema.Summary, now time.Time) float64
+}
+
+// semaGauges are the metrics of each semaphore, in the order written. The
+// names and meanings are an interface: dashboards and alerts use them.
+var semaGauges = []semaGauge{
+	{"conch_sema_capacity", "Capacity of the semaphore (--max): at most this many holders.",
+		func(s sema.Summary, _ time.Time) float64 { return float64(s.Max) }},
+	{"conch_sema_holders", "Keys holding a slot (rank below the capacity), slots held after a run included.",
+		func(s sema.Summary, _ time.Time) float64 { return float64(s.Holders) }},
+	{"conch_sema_waiters", "Processes waiting for a slot, --spread ones waiting for their node's key included.",
+		func(s sema.Summary, _ time.Time) float64 { return float64(s.Waiters) }},
+	{"conch_sema_held_after", "Slots kept after their run ended (--hold-after).",
+		func(s sema.Summary, _ time.Time) float64 { return float64(s.HeldAfter) }},
+	{"conch_sema_expiring_holders", "Holders whose lease is not being kept alive (their conch died, is stalled or cut off).",
+		func(s sema.Summary, _ time.Time) float64 { return float64(s.Expiring) }},
+	{"conch_sema_paused", "1 while the semaphore is paused (no new holder starts), else 0.",
+		func(s sema.Summary, _ time.Time) float64 { return boolFloat(s.Paused) }},
+	{"conch_sema_oldest_holder_seconds", "Seconds since the longest-running holder got its slot; 0 with no holder.",
+		func(s sema.Summary, now time.Time) float64 { return ageSeconds(s.OldestHolder, now) }},
+	{"conch_sema_oldest_waiter_seconds", "Seconds since the longest waiter joined the queue; 0 with no waiter.",
+		func(s sema.Summary, now time.Time) float64 { return ageSeconds(s.OldestWaiter, now) }},
+}
+
+const foreignKeysHelp = "Keys under conch's prefixes that are in no semaphore (written by hand or by another program), per name segment as stored."
+
+// renderPrometheus returns the Prometheus text exposition (version 0.0.4)
+// of the listing l at time now: every metric of semaGauges per semaphore
+// (labels name and max), and conch_sema_foreign_keys per name segment that
+// holds keys in no semaphore; empty when there is none of either. The text is written by prometheus/common's
+// encoder, which escapes label values; names read from etcd that are not
+// valid UTF-8 have their bad bytes replaced (U+FFFD), as label values must
+// be UTF-8. Its error is the encoder's (none is expected).
+func renderPrometheus(l sema.Listing, now time.Time) ([]byte, error) {
+	sums := sema.Summarize(l)
+	var fams []*dto.MetricFamily
+	for _, g := range semaGauges {
+		if len(sums) == 0 { // the encoder refuses a family without samples
+			break
+		}
+		mf := gaugeFamily(g.name, g.help)
+		for _, s := range sums {
+			mf.Metric = append(mf.Metric, gauge(g.value(s, now), "name", labelValue(s.Name), "max", strconv.Itoa(s.Max)))
+		}
+		fams = append(fams, mf)
+	}
+	foreign := sema.ForeignKeys(l)
+	if len(foreign) > 0 {
+		mf := gaugeFamily("conch_sema_foreign_keys", foreignKeysHelp)
+		for _, n := range sortedKeys(foreign) {
+			mf.Metric = append(mf.Metric, gauge(float64(foreign[n]), "name", labelValue(n)))
+		}
+		fams = append(fams, mf)
+	}
+	var b bytes.Buffer
+	for _, mf := range fams {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bytes(), nil
+}
+
+// labelValue is s as a label value must be: UTF-8, its invalid bytes
+// replaced by U+FFFD (the encoder escapes the rest).
+func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// gaugeFamily is an empty gauge family named name, with its help text. (Its fields are
+// pointers: new takes their values, so the CLI needs no protobuf import of its own.)
+func gaugeFamily(name, help string) *dto.MetricFamily {
+	return &dto.MetricFamily{Name: new(name), Help: new(help), Type: dto.MetricType_GAUGE.Enum()}
+}
+
+// gauge is one sample of value with the label pairs kv (name, value, ...).
+func gauge(value float64, kv ...string) *dto.Metric {
+	m := &dto.Metric{Gauge: &dto.Gauge{Value: new(value)}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m.Label = append(m.Label, &dto.LabelPair{Name: new(kv[i]), Value: new(kv[i+1])})
+	}
+	return m
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ageSeconds is the whole seconds from t to now, 0 for a zero t (none) or
+// a t in the future (another node's clock ahead of ours).
+func ageSeconds(t, now time.Time) float64 {
+	if t.IsZero() || t.After(now) {
+		return 0
+	}
+	return float64(now.Sub(t) / time.Second)
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// writeFileAtomic writes b to path for node_exporter's textfile collector:
+// to a temporary file in the same folder (whose name does not end in
+// .prom, so the collector never reads it half-written), flushed to disk,
+// mode 0644, then renamed over path. The temporary file is removed on
+// failure.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}

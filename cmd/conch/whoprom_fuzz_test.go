@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+)
+
+// FuzzWhoPrometheus: whatever keys etcd holds under the queue, the
+// node-wait markers and the pause keys (any name segment, any record),
+// the metrics parse back with prometheus/common's own parser, one sample
+// per semaphore and metric, and the --watch text block stays printable.
+func FuzzWhoPrometheus(f *testing.F) {
+	for _, s := range []struct{ seg, rest, value string }{
+		{"enc", "2/0123456789abcdef", `{"v":1,"host":"h","pid":1,"since":"2026-06-12T10:15:00Z"}`},
+		{`q"uote\`, "1/x", "\x1b[2J"},
+		{"new\nline", "01/x", `{"since":"yesterday"}`},
+		{"ünï😀", "1/n1", `{"held_since":"2026-06-12T10:15:00Z"}`},
+		{"bad\xffutf8", "", ""},
+	} {
+		f.Add(s.seg, s.rest, []byte(s.value), int64(7), 1)
+	}
+	f.Fuzz(func(t *testing.T, seg, rest string, value []byte, rev int64, rank int) {
+		now := time.Date(2026, 6, 12, 10, 20, 0, 0, time.UTC)
+		key := sema.KeyRoot + seg + "/" + rest
+		info := sema.ParseKey(seg, key)
+		e := sema.Entry{Name: seg, Key: key, Max: info.Max, Info: info, Rank: -1, Rev: rev, Record: sema.DecodeRecord(value)}
+		if info.Kind.Counted() {
+			e.Rank = max(rank, 0) % (2 * info.Max)
+			e.Held = e.Rank < e.Max
+		}
+		if sema.ValidateName(seg) != nil {
+			e.Info, e.Max, e.Rank = sema.KeyInfo{Kind: sema.KeyForeign}, 0, -1
+		}
+		l := sema.Listing{Entries: []sema.Entry{e}, Pauses: []sema.Pause{{Name: seg, Max: info.Max, Key: sema.PauseRoot + seg + "/" + rest, Value: value}}}
+		if sema.ValidateName(seg) != nil { // as sema reads a pause key
+			l.Pauses[0].Max = 0
+		}
+		out, err := renderPrometheus(l, now)
+		if err != nil {
+			t.Fatalf("renderPrometheus: %v", err)
+		}
+		fams := parseProm(t, string(out))
+		if e.Counted() {
+			if got := promValue(fams, "conch_sema_capacity", "name", seg, "max", strconv.Itoa(e.Max)); got != float64(e.Max) {
+				t.Fatalf("capacity of %q = %v\n%s", seg, got, out)
+			}
+		} else if got := promValue(fams, "conch_sema_foreign_keys", "name", strings.ToValidUTF8(seg, "\uFFFD")); got < 1 {
+			t.Fatalf("foreign keys of %q = %v\n%s", seg, got, out)
+		}
+		w := whoWatch{c: &semaCmd{}}
+		body, err := w.body(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range string(w.stamp(body, rev, now)) {
+			if c != '\n' && (c < 0x20 || c > 0x7e) {
+				t.Fatalf("raw %U in the --watch block:\n%q", c, body)
+			}
+		}
+	})
+}

@@ -1,0 +1,120 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Reasons CheckHeld gives for a slot that is not held; each is wrapped
+// together with ErrNotHeld.
+var (
+	// ErrNotHeld: the slot named is not held by its owner at the read.
+	ErrNotHeld = errors.New("slot not held")
+	// ErrHeldKeyGone: no key of the semaphore was created at the revision,
+	// and none is bound to the lease: it was deleted (or never existed).
+	ErrHeldKeyGone = errors.New("key deleted")
+	// ErrHeldLeaseGone: etcd reports the lease expired or revoked.
+	ErrHeldLeaseGone = errors.New("lease expired or revoked")
+	// ErrHeldOtherRev: the lease's key has another create revision than
+	// the one given, or the key created at that revision is bound to
+	// another lease.
+	ErrHeldOtherRev = errors.New("another revision")
+	// ErrHeldNotWithin: the key exists, but max or more keys are ahead of
+	// it: it waits, it does not hold.
+	ErrHeldNotWithin = errors.New("not within the first max keys")
+)
+
+// Slot names a slot as the process that holds it knows it: its
+// semaphore, capacity, the lease its key is bound to and the key's create
+// revision (the fencing token, D5).
+type Slot struct {
+	Name  string
+	Max   int
+	Lease int64
+	Rev   int64
+}
+
+// HeldSlot is what CheckHeld read about a held slot.
+type HeldSlot struct {
+	Key     string   // the key, as stored
+	Rank    int      // 0-based rank by create revision, < Max
+	TTL     LeaseTTL // the lease's time to live after the read
+	ReadRev int64    // the revision of the read
+}
+
+// CheckHeld reports whether s is held, from one linearizable read (a Txn:
+// the key created at s.Rev under Prefix(s.Name, s.Max), and the first
+// s.Max keys by create revision) and the lease's time to live read after
+// it. The slot is held when that key exists, is bound to s.Lease, is among
+// the first s.Max keys (D6: HELD iff rank < max) and the lease is alive.
+// It blocks until both requests answer or ctx ends. Errors: ErrBadName or
+// ErrBadMax; ErrNotHeld wrapped with the reason (ErrHeldLeaseGone,
+// ErrHeldKeyGone, ErrHeldOtherRev, ErrHeldNotWithin); ErrRefused or
+// ErrUnavailable when etcd refuses or fails a request.
+func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error) {
+	if err := ValidateName(s.Name); err != nil {
+		return HeldSlot{}, err
+	}
+	if s.Max < 1 || s.Max > MaxCapacity {
+		return HeldSlot{}, fmt.Errorf("%w %d", ErrBadMax, s.Max)
+	}
+	prefix := Prefix(s.Name, s.Max)
+	resp, err := c.Txn(ctx).Then(
+		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithMinCreateRev(s.Rev), clientv3.WithMaxCreateRev(s.Rev)),
+		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.Max))),
+	).Commit()
+	if err != nil {
+		return HeldSlot{}, etcdErr(err, "cannot read "+prefix)
+	}
+	h := HeldSlot{Rank: -1, ReadRev: resp.Header.Revision}
+	ttl, err := c.TimeToLive(ctx, clientv3.LeaseID(s.Lease), clientv3.WithAttachedKeys())
+	if err != nil {
+		return h, etcdErr(err, "cannot read lease "+FormatLeaseID(s.Lease))
+	}
+	h.TTL = LeaseTTL{Known: true, Left: ttl.TTL, Granted: ttl.GrantedTTL}
+	at := resp.Responses[0].GetResponseRange().Kvs
+	if len(at) > 0 {
+		h.Key = string(at[0].Key)
+	}
+	for i, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if string(kv.Key) == h.Key {
+			h.Rank = i
+		}
+	}
+	what := fmt.Sprintf("%s[%d] rev %d lease %s", s.Name, s.Max, s.Rev, FormatLeaseID(s.Lease))
+	switch {
+	case ttl.TTL < 0:
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, ErrHeldLeaseGone)
+	case len(at) == 0 && attachedUnder(ttl.Keys, prefix) != "":
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the lease's key %[4]s was created at another", ErrNotHeld, what, ErrHeldOtherRev, attachedUnder(ttl.Keys, prefix))
+	case len(at) == 0:
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, ErrHeldKeyGone)
+	case at[0].Lease != s.Lease:
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the key created at that revision, %s, is bound to lease %s", ErrNotHeld, what, ErrHeldOtherRev, h.Key, FormatLeaseID(at[0].Lease))
+	case h.Rank < 0:
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w (%d)", ErrNotHeld, what, ErrHeldNotWithin, s.Max)
+	}
+	return h, nil
+}
+
+// attachedUnder returns the first of keys under prefix, "" if none.
+func attachedUnder(keys [][]byte, prefix string) string {
+	for _, k := range keys {
+		if strings.HasPrefix(string(k), prefix) {
+			return string(k)
+		}
+	}
+	return ""
+}
+
+// etcdErr wraps a failed request's err as ErrRefused or ErrUnavailable.
+func etcdErr(err error, what string) error {
+	if Refused(err) {
+		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+}

@@ -1,0 +1,118 @@
+package sema
+
+import (
+	"sort"
+	"time"
+)
+
+// Summary is one semaphore (name, max) at a Listing's revision, in the
+// terms an operator alerts on. Every count is derived from the listing, as
+// --who derives states (D6): holders are keys ranked below max.
+type Summary struct {
+	Name string
+	Max  int
+	// Holders counts the keys that hold a slot (rank < max), slots held
+	// after a run (HeldAfter) included.
+	Holders int
+	// Waiters counts the keys ranked at max or later, and the --spread
+	// processes waiting for their own node's key (D11).
+	Waiters int
+	// HeldAfter counts the holders whose slot is kept after their run
+	// ended (Entry.HeldAfter).
+	HeldAfter int
+	// Expiring counts the holders whose lease is not being kept alive
+	// (LeaseTTL.Expiring; only when the caller read the TTLs), slots held
+	// after a run left out: nobody keeps their lease alive by design.
+	Expiring int
+	// Paused is set when the semaphore's pause key exists (PauseRoot).
+	Paused bool
+	// OldestHolder is when the longest-running holder got its slot
+	// (held_since, else since), OldestWaiter when the longest waiter
+	// joined (since); zero when there is none, or no record says.
+	OldestHolder time.Time
+	OldestWaiter time.Time
+}
+
+// Summarize returns one Summary per (name, max) that has a counted key, a
+// node waiter or a pause, sorted by name then max. Foreign keys, and pause
+// keys whose name does not parse, are in no semaphore and are left out
+// (ForeignKeys counts them). It does no I/O.
+func Summarize(l Listing) []Summary {
+	byKey := map[semKey]*Summary{}
+	get := func(name string, max int) *Summary {
+		k := semKey{name, max}
+		if byKey[k] == nil {
+			byKey[k] = &Summary{Name: name, Max: max}
+		}
+		return byKey[k]
+	}
+	for _, e := range l.Entries {
+		if !e.Info.Kind.Counted() { // foreign, or a node waiter whose key does not parse
+			continue
+		}
+		s := get(e.Name, e.Max)
+		if !e.Held {
+			s.Waiters++
+			s.OldestWaiter = older(s.OldestWaiter, e.Record.Since)
+			continue
+		}
+		s.Holders++
+		if e.HeldAfter {
+			s.HeldAfter++
+		}
+		if e.TTL.Expiring() && !e.HeldAfter {
+			s.Expiring++
+		}
+		since := e.Record.Since
+		if e.Record.HeldSince != nil {
+			since = *e.Record.HeldSince
+		}
+		s.OldestHolder = older(s.OldestHolder, since)
+	}
+	for _, p := range l.Pauses {
+		if p.Max != 0 {
+			get(p.Name, p.Max).Paused = true
+		}
+	}
+	out := make([]Summary, 0, len(byKey))
+	for _, s := range byKey {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Max < out[j].Max
+	})
+	return out
+}
+
+// ForeignKeys counts, per name segment as stored, the keys of l that are in
+// no semaphore: foreign keys, unparsable node-wait markers and pause keys.
+func ForeignKeys(l Listing) map[string]int {
+	out := map[string]int{}
+	for _, e := range l.Entries {
+		if !e.Info.Kind.Counted() {
+			out[e.Name]++
+		}
+	}
+	for _, p := range l.Pauses {
+		if p.Max == 0 {
+			out[p.Name]++
+		}
+	}
+	return out
+}
+
+type semKey struct {
+	name string
+	max  int
+}
+
+// older is the earlier of a and b, a zero time meaning "none".
+func older(a, b time.Time) time.Time {
+	if b.IsZero() || !a.IsZero() && a.Before(b) {
+		return a
+	}
+	return b
+}
