@@ -8,3 +8,7 @@ func SetLegacyWatch(s *Semaphore, on bool) { s.legacyWatch = on }
 // SetLegacyHold makes a promoted waiter of s rewrite its key as HELD before
 // Acquire returns, as before the hand-off path was shortened.
 func SetLegacyHold(s *Semaphore, on bool) { s.legacyHold = on }
+
+// SetNoProbe turns off the liveness check of the head of the queue's watch (D7b (3)), so a
+// test can show what it is for.
+func SetNoProbe(s *Semaphore, on bool) { s.noProbe = on }

@@ -115,11 +115,14 @@ func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, 
 	}
 }
 
-// rerankRetry re-ranks, retrying etcd errors (see retryEtcd).
+// rerankRetry re-ranks, retrying etcd errors (see retryEtcd), each try bounded by
+// readTimeout.
 func (s *Semaphore) rerankRetry(ctx context.Context, l *lease, key string, myRev int64) (ranking, error) {
 	var r ranking
 	err := retryEtcd(ctx, l, func() (err error) {
-		r, err = s.rerank(ctx, key, myRev)
+		rctx, cancel := context.WithTimeout(ctx, readTimeout) // a silent member is not waited for (D7b (3))
+		defer cancel()
+		r, err = s.rerank(rctx, key, myRev)
 		return err
 	})
 	return r, err

@@ -81,6 +81,9 @@ type Semaphore struct {
 	// returns, not beside the caller's work (the old way, kept to measure
 	// the difference); same use.
 	legacyHold bool
+	// noProbe: the head of the queue does not check that its watch's stream still answers
+	// (D7b (3)); only for tests that show what the check is for (export_test.go).
+	noProbe bool
 }
 
 // New returns the semaphore (name, max) using client c, which the caller

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -19,6 +20,7 @@ const (
 	turnKeyDeleted             // our own key was deleted
 	turnLeaseLost
 	turnCtx
+	turnSilent // the head's watch stream stopped answering (D7b (3)): watch again elsewhere
 )
 
 // watchTurn blocks until something can change our position (key, created
@@ -35,27 +37,64 @@ const (
 // passed r.rev, the gap is covered by re-reading our position once all are
 // created (recheck); events at or before r.rev (a lagging member's watch)
 // are ignored. A failed watch (leader lost, ErrCompacted in the D1 mode)
-// means re-rank. It returns the turn, and with turnReranked or a re-read
-// promotion the fresh ranking. The watch goroutines are cancelled and
-// joined before it returns.
+// means re-rank. The head's stream is checked (liveness.go, D7b (3)): a
+// stream that goes silent is left, and the watches are made again on a new
+// one from r.rev+1, so that every event since the ranking read comes on it
+// and nothing is read again (ErrCompacted there means re-rank). It returns
+// the turn, and with turnReranked or a re-read promotion the fresh ranking.
+// The watch goroutines are cancelled and joined before it returns.
 func (s *Semaphore) watchTurn(ctx context.Context, l *lease, key string, myRev int64, r ranking) (turn, ranking) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	p := position{key, myRev, r}
+	for again := 0; ; again++ {
+		gen := streamGen.Load()
+		t, r2 := s.watchOnce(ctx, l, p, again)
+		if t != turnSilent {
+			return t, r2
+		}
+		leaveStream(gen)
+	}
+}
+
+// createdWithin bounds the wait for the created responses of the head's watches made again
+// times after a silence (again > 0): a live member answers in milliseconds, a new stream
+// can land on the silent member again, and a loaded machine must not make every try fail.
+func createdWithin(again int) time.Duration {
+	if again == 0 {
+		return silentAfter
+	}
+	return min(silentAfter, time.Duration(again)*probeQuiet)
+}
+
+// watchOnce is one set of watchTurn's watches: served at once (D1a) the first time
+// (again 0), from p.r.rev+1 when made again after a silence. It returns turnSilent when
+// the head's stream said nothing for silentAfter (createdWithin until the watches exist).
+func (s *Semaphore) watchOnce(ctx context.Context, l *lease, p position, again int) (turn, ranking) {
+	var from int64 // 0: served at once; else the start revision
+	if again > 0 {
+		from = p.r.rev + 1
+	}
+	r := p.r
+	wctx, cancel := context.WithCancel(onStream(clientv3.WithRequireLeader(ctx)))
 	out := make(chan turn, 1)
 	created := make(chan int64, len(r.holders)+2)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
+	hd := newHeard()
 	watch := func(k string, onEvent turn, opts ...clientv3.OpOption) {
-		if s.legacyWatch { // D1 as first written: from the ranking read
+		switch {
+		case from != 0:
+			opts = append(opts, clientv3.WithRev(from), clientv3.WithCreatedNotify())
+		case s.legacyWatch: // D1 as first written: from the ranking read
 			opts = append(opts, clientv3.WithRev(r.rev+1))
-		} else {
+		default:
 			opts = append(opts, clientv3.WithCreatedNotify())
 		}
-		wch := s.c.Watch(wctx, k, opts...)
 		wg.Add(1)
-		go func() {
+		go func() { // Watch itself waits for the watch's creation: on a silent stream, forever
 			defer wg.Done()
+			wch := s.c.Watch(wctx, k, opts...)
 			select {
-			case out <- watchEvents(wch, r.rev, onEvent, created):
+			case out <- watchEvents(wch, r.rev, onEvent, created, hd):
 			default:
 			}
 		}()
@@ -70,31 +109,82 @@ func (s *Semaphore) watchTurn(ctx context.Context, l *lease, key string, myRev i
 		watch(r.pred, turnRerank)
 		n++
 	}
-	watch(key, turnKeyDeleted, clientv3.WithFilterPut())
-	if !s.legacyWatch {
-		t, r2 := s.awaitCreated(ctx, l, position{key, myRev, r}, watchSet{out, created, n})
+	watch(p.key, turnKeyDeleted, clientv3.WithFilterPut())
+	var probe *prober
+	if r.holders != nil && !s.noProbe {
+		probe = &prober{cl: s.c, ctx: wctx, heard: hd, tick: time.NewTicker(probeEvery)}
+		defer probe.tick.Stop()
+	}
+	if from != 0 || !s.legacyWatch {
+		t, r2 := s.awaitCreated(ctx, l, p, watchSet{out, created, n, from != 0, probe, createdWithin(again)})
 		if t != turnNone {
 			return t, r2
 		}
 	}
+	return awaitTurn(ctx, l, out, probe), r
+}
+
+// awaitTurn waits for the turn that one of the watches reports, the lease's loss or ctx's
+// end (turnCtx whatever else came), checking the stream with probe if not nil.
+func awaitTurn(ctx context.Context, l *lease, out <-chan turn, probe *prober) turn {
 	var t turn
-	select {
-	case t = <-out:
-	case <-l.Done():
-		t = turnLeaseLost
-	case <-ctx.Done():
+	for t == turnNone {
+		select {
+		case t = <-out:
+		case <-l.Done():
+			t = turnLeaseLost
+		case <-ctx.Done():
+			t = turnCtx
+		case <-probe.c():
+			t = probe.check()
+		}
 	}
 	if ctx.Err() != nil {
-		return turnCtx, r
+		return turnCtx
 	}
-	return t, r
+	return t
+}
+
+// prober checks that a watch stream still answers (liveness.go, D7b (3)).
+type prober struct {
+	cl    *clientv3.Client
+	ctx   context.Context // the watches' context: it names their stream
+	heard *heard
+	tick  *time.Ticker
+	asked time.Time // the last progress request
+}
+
+// c is the channel of the next look at the stream; nil (never) without a prober.
+func (p *prober) c() <-chan time.Time {
+	if p == nil {
+		return nil
+	}
+	return p.tick.C
+}
+
+// check returns turnSilent if the stream said nothing for silentAfter; else it asks for a
+// progress notification if it said nothing for probeQuiet (at most once per probeQuiet),
+// and returns turnNone.
+func (p *prober) check() turn {
+	q := p.heard.quiet()
+	if q >= silentAfter {
+		return turnSilent
+	}
+	if q >= probeQuiet && time.Since(p.asked) >= probeQuiet {
+		p.asked = time.Now()
+		rctx, cancel := context.WithTimeout(p.ctx, probeEvery)
+		_ = p.cl.RequestProgress(rctx) // not sent: the next look sends again, or finds silence
+		cancel()
+	}
+	return turnNone
 }
 
 // watchEvents reads one watch until an event after rev (onEvent), or its
 // failure or end (turnRerank). Each created response's header revision goes
-// to created, which must have room for it.
-func watchEvents(wch clientv3.WatchChan, rev int64, onEvent turn, created chan<- int64) turn {
+// to created, which must have room for it. Every response is noted in hd.
+func watchEvents(wch clientv3.WatchChan, rev int64, onEvent turn, created chan<- int64, hd *heard) turn {
 	for wr := range wch {
+		hd.now()
 		if wr.Err() != nil {
 			return turnRerank
 		}
@@ -120,11 +210,15 @@ type position struct {
 }
 
 // watchSet is where one watchTurn's watches report: the turn that ends the wait, each
-// watch's created revision, and how many watches there are.
+// watch's created revision, and how many watches there are; whether they start at the
+// ranking read + 1 (replay: no gap to cover), and the stream's prober (nil: none).
 type watchSet struct {
 	out     <-chan turn
 	created <-chan int64
 	n       int
+	replay  bool
+	probe   *prober
+	within  time.Duration // with probe: the created responses' bound
 }
 
 // awaitCreated waits until the w.n watches of watchTurn are created and, if
@@ -134,22 +228,29 @@ type watchSet struct {
 // watch's event or failure, the lease, ctx, or recheck's verdict).
 func (s *Semaphore) awaitCreated(ctx context.Context, l *lease, p position, w watchSet) (turn, ranking) {
 	var rw int64
-	for range w.n {
+	for got := 0; got < w.n; {
 		select {
 		case v := <-w.created:
 			rw = max(rw, v)
+			got++
 		case t := <-w.out:
 			return t, p.r
 		case <-l.Done():
 			return turnLeaseLost, p.r
 		case <-ctx.Done():
 			return turnCtx, p.r
+		case <-w.probe.c():
+			if w.probe.heard.quiet() >= w.within {
+				return turnSilent, p.r
+			}
 		}
 	}
-	if rw <= p.r.rev {
+	if rw <= p.r.rev || w.replay {
 		return turnNone, p.r
 	}
-	return s.recheck(ctx, p.key, p.myRev, p.r)
+	rctx, cancel := context.WithTimeout(ctx, readTimeout) // a silent member is not waited for (D7b (3))
+	defer cancel()
+	return s.recheck(rctx, p.key, p.myRev, p.r)
 }
 
 // recheck re-reads our position (D1a: one Txn, O(max) keys) and compares it

@@ -159,7 +159,7 @@ func start(dir string, tweak func(*embed.Config)) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcd not ready after %v", readyWait)
 	}
-	return &Server{Endpoint: cfg.AdvertiseClientUrls[0].String(), Metrics: mu.String() + "/metrics", etcd: e, cfg: cfg}, nil
+	return &Server{Endpoint: cfg.AdvertiseClientUrls[0].String(), Metrics: cfg.ListenMetricsUrls[0].String() + "/metrics", etcd: e, cfg: cfg}, nil // the URLs as tweaked (StartCluster sets its own)
 }
 
 // Stop stops the server at once (HardStop, no leadership transfer) and
