@@ -103,17 +103,31 @@ func (h *Holder) markHeld(ctx context.Context, value string) (int64, error) {
 // watch is created with no start revision, so etcd serves it at once
 // (D1a); when its created response shows the store passed rev, the key is
 // re-read (verify) to cover the gap. A failed watch (leader lost) re-reads
-// and watches again.
+// and watches again; one whose stream went silent (D7b (3)) watches again on a new
+// stream from rev+1, with no read.
 func (h *Holder) watchKey(ctx context.Context, rev int64) {
+	again := 0 // watches made again in a row after a silence
 	for ctx.Err() == nil {
-		wctx, cancel := context.WithCancel(ctx)
+		gen := streamGen.Load()
+		wctx, cancel := context.WithCancel(onStream(ctx))
 		opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
-		if h.s.legacyWatch {
+		switch {
+		case again > 0: // from rev+1: every event since comes on the new stream, nothing to read
+			opts = append(opts, clientv3.WithRev(rev+1))
+		case h.s.legacyWatch:
 			opts = []clientv3.OpOption{clientv3.WithRev(rev + 1)}
 		}
-		var lost, ok bool
-		rev, lost = h.follow(wctx, h.s.c.Watch(wctx, h.key, opts...), rev)
+		wch, done := watchAsync(wctx, h.s.c, h.key, opts...)
+		var lost, silent, ok bool
+		rev, lost, silent = h.follow(wctx, wch, rev, again)
 		cancel()
+		<-done
+		if silent {
+			leaveStream(gen)
+			again++
+			continue
+		}
+		again = 0
 		if lost || ctx.Err() != nil {
 			return
 		}
@@ -124,17 +138,39 @@ func (h *Holder) watchKey(ctx context.Context, rev int64) {
 }
 
 // follow reads one watch of our key until it ends or fails (lost false,
-// watch again) or the holder is cancelled (lost true). It returns the last
-// revision at which the key was verified ours.
-func (h *Holder) follow(ctx context.Context, wch clientv3.WatchChan, rev int64) (int64, bool) {
-	for wr := range wch {
-		if wr.Err() != nil {
-			return rev, false
+// watch again) or the holder is cancelled (lost true). Its stream is checked as the
+// head's is (liveness.go, D7b (3)): silent true when it said nothing for silentAfter,
+// to watch again on another. It returns the last revision at which the key was
+// verified ours. A watch made again (again > 0 times after a silence) starts at rev+1:
+// its created response, due within createdWithin(again), needs no read.
+func (h *Holder) follow(ctx context.Context, wch <-chan clientv3.WatchResponse, rev int64, again int) (int64, bool, bool) {
+	replay := again > 0
+	var probe *prober
+	if !h.s.noProbe {
+		probe = &prober{cl: h.s.c, ctx: ctx, heard: newHeard(), tick: time.NewTicker(probeEvery), first: createdWithin(again)}
+		defer probe.tick.Stop()
+	}
+	for {
+		var wr clientv3.WatchResponse
+		var open bool
+		select {
+		case wr, open = <-wch:
+		case <-probe.c():
+			if probe.check() == turnSilent {
+				return rev, false, true
+			}
+			continue
 		}
-		if wr.Created && wr.Header.Revision > rev {
+		if !open || wr.Err() != nil {
+			return rev, false, false
+		}
+		if probe != nil {
+			probe.heard.now()
+		}
+		if wr.Created && wr.Header.Revision > rev && !replay {
 			v, ok := h.verify(ctx, rev)
 			if !ok || v == rev { // lost, or the read failed: watch again
-				return rev, h.ctx.Err() != nil
+				return rev, h.ctx.Err() != nil, false
 			}
 			rev = v
 		}
@@ -143,15 +179,14 @@ func (h *Holder) follow(ctx context.Context, wch clientv3.WatchChan, rev int64) 
 			case ev.Kv.ModRevision <= rev: // covered by a read (D1a)
 			case ev.Type == mvccpb.DELETE:
 				h.lose(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
-				return rev, true
+				return rev, true, false
 			case ev.Kv.Lease != int64(h.l.id): // an operator's put detached it from our lease
 				h.overwritten.Store(true)
 				h.lose(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
-				return rev, true
+				return rev, true, false
 			}
 		}
 	}
-	return rev, false
 }
 
 // verify reads our key: if it is gone, or no longer the key we created on
@@ -159,7 +194,9 @@ func (h *Holder) follow(ctx context.Context, wch clientv3.WatchChan, rev int64) 
 // returns the read's revision, or rev unchanged after a failed read (having
 // waited a second, false if ctx ended meanwhile).
 func (h *Holder) verify(ctx context.Context, rev int64) (int64, bool) {
-	resp, err := h.s.c.Get(ctx, h.key)
+	rctx, cancel := context.WithTimeout(ctx, readTimeout) // a silent member is not waited for (D7b (3))
+	resp, err := h.s.c.Get(rctx, h.key)
+	cancel()
 	switch {
 	case err != nil:
 		return rev, sleepCtx(ctx, time.Second)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -66,3 +67,24 @@ func (h *heard) now() { h.at.Store(int64(time.Since(h.start))) }
 
 // quiet is how long the stream has said nothing (since h was made, if never).
 func (h *heard) quiet() time.Duration { return time.Since(h.start) - time.Duration(h.at.Load()) }
+
+// watchAsync starts c.Watch(ctx, key, opts...) in a goroutine, as clientv3's Watch waits
+// for the watch's creation (on a silent stream, until gRPC gives up on the connection), and
+// forwards its responses on the returned channel, closed when the watch ends or ctx does.
+// done closes when the goroutine has ended: cancel ctx, then wait for it.
+func watchAsync(ctx context.Context, c *clientv3.Client, key string, opts ...clientv3.OpOption) (<-chan clientv3.WatchResponse, <-chan struct{}) {
+	out := make(chan clientv3.WatchResponse)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(out)
+		for wr := range c.Watch(ctx, key, opts...) {
+			select {
+			case out <- wr:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, done
+}

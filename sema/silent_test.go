@@ -2,6 +2,7 @@ package sema
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -33,35 +34,23 @@ const silentBound = 6 * time.Second
 // silentMemberHandoff runs the scenario of TestHeadLeavesSilentMember and returns how long
 // after the release (the revoke's start) the head's Acquire returned.
 func silentMemberHandoff(t *testing.T, probe bool) time.Duration {
-	members := etcdtest.StartCluster(t, 3)
-	admin := members[1].Client(t)
-	px := newFreezer(t, members[0].Endpoint)
-	pxAddr := px.l.Addr().String()
-	wc := keepAliveClient(t, pxAddr)
-	s := newSem(t, wc, "silent", 1, Options{TTL: 10 * time.Second})
+	g := newSilentRig(t)
+	s := newSem(t, g.wc, "silent", 1, Options{TTL: 10 * time.Second})
 	s.noProbe = !probe
-	lease, err := admin.Grant(t.Context(), 60)
+	lease, err := g.admin.Grant(t.Context(), 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Put(t.Context(), leaseKey(s.prefix, lease.ID), `{"v":1}`, clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := g.admin.Put(t.Context(), leaseKey(s.prefix, lease.ID), `{"v":1}`, clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
-	// the servers of a process share one metrics registry: a single server shows the
-	// watchers of the cluster's members (whose own /metrics leave a connection behind)
-	obs := etcdtest.Start(t)
-	base := obs.Scrape(t).Sum("etcd_debugging_mvcc_watcher_total")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*testTimeout)
 	defer cancel()
 	got := acquireAsync(ctx, s)
-	poll(t, "the head's two watches", func() bool {
-		return obs.Scrape(t).Sum("etcd_debugging_mvcc_watcher_total") >= base+2
-	})
-	wc.SetEndpoints(pxAddr, members[1].Endpoint, members[2].Endpoint)
-	reachesMembers(t, admin, wc, members[1:])
-	px.freeze()
+	g.watchers(t, 2, "the head's two watches")
+	g.goSilent(t)
 	start := time.Now()
-	if _, err := admin.Revoke(t.Context(), lease.ID); err != nil {
+	if _, err := g.admin.Revoke(t.Context(), lease.ID); err != nil {
 		t.Fatal(err)
 	}
 	a := <-got
@@ -71,6 +60,83 @@ func silentMemberHandoff(t *testing.T, probe bool) time.Duration {
 	}
 	release(t, a.h)
 	return elapsed
+}
+
+// A holder whose watch of its own key sits on a member that stops answering still learns
+// of the key's deletion (an operator's) within about a second, not when gRPC's keep-alive
+// gives up on the connection: another holder may run already (D7, D7b (3)). Same set-up as
+// TestHeadLeavesSilentMember; it fails with the check off (SetNoProbe).
+func TestHolderLeavesSilentMember(t *testing.T) {
+	elapsed := silentMemberDelete(t, true)
+	t.Logf("holder lost its slot %v after its key's deletion, its watch's member silent", elapsed.Round(time.Millisecond))
+	if elapsed >= silentBound {
+		t.Fatalf("holder lost its slot %v after its key's deletion: its watch stayed on the silent member", elapsed)
+	}
+}
+
+// silentMemberDelete runs the scenario of TestHolderLeavesSilentMember and returns how long
+// after the delete's start the holder's context ended.
+func silentMemberDelete(t *testing.T, probe bool) time.Duration {
+	g := newSilentRig(t)
+	s := newSem(t, g.wc, "silent", 1, Options{TTL: 10 * time.Second})
+	s.noProbe = !probe
+	h := mustAcquire(t, s)
+	g.watchers(t, 1, "the holder's watch of its key")
+	g.goSilent(t)
+	start := time.Now()
+	if _, err := g.admin.Delete(t.Context(), h.Key()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Context().Done():
+	case <-time.After(2 * testTimeout):
+		t.Fatal("the holder never saw its key deleted")
+	}
+	elapsed := time.Since(start)
+	if !errors.Is(context.Cause(h.Context()), ErrKeyDeleted) {
+		t.Fatalf("holder lost its slot with %v, want ErrKeyDeleted", context.Cause(h.Context()))
+	}
+	_ = h.Release(t.Context()) // the key is gone already
+	return elapsed
+}
+
+// silentRig is the set-up of the silent-member tests: a 3-member cluster, a client of
+// member 1 (admin), and the client under test (wc) whose only endpoint is a freezer in
+// front of member 0 until goSilent.
+type silentRig struct {
+	members []*etcdtest.Server
+	admin   *clientv3.Client
+	px      *freezer
+	wc      *clientv3.Client
+	obs     *etcdtest.Server
+	base    float64
+}
+
+func newSilentRig(t *testing.T) *silentRig {
+	g := &silentRig{members: etcdtest.StartCluster(t, 3)}
+	g.admin = g.members[1].Client(t)
+	g.px = newFreezer(t, g.members[0].Endpoint)
+	g.wc = keepAliveClient(t, g.px.l.Addr().String())
+	// the servers of a process share one metrics registry: a single server shows the
+	// watchers of the cluster's members (whose own /metrics leave a connection behind)
+	g.obs = etcdtest.Start(t)
+	g.base = g.obs.Scrape(t).Sum("etcd_debugging_mvcc_watcher_total")
+	return g
+}
+
+// watchers polls until n more watchers exist than at the start: wc's, all on member 0.
+func (g *silentRig) watchers(t *testing.T, n int, what string) {
+	poll(t, what, func() bool {
+		return g.obs.Scrape(t).Sum("etcd_debugging_mvcc_watcher_total") >= g.base+float64(n)
+	})
+}
+
+// goSilent gives wc the two other members, waits until it reaches them, and freezes
+// member 0's proxy: wc's watches there go silent, their connection open.
+func (g *silentRig) goSilent(t *testing.T) {
+	g.wc.SetEndpoints(g.px.l.Addr().String(), g.members[1].Endpoint, g.members[2].Endpoint)
+	reachesMembers(t, g.admin, g.wc, g.members[1:])
+	g.px.freeze()
 }
 
 // keepAliveClient is a client of endpoint with conch's gRPC keep-alive (etcdconn).

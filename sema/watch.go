@@ -151,7 +151,8 @@ type prober struct {
 	ctx   context.Context // the watches' context: it names their stream
 	heard *heard
 	tick  *time.Ticker
-	asked time.Time // the last progress request
+	asked time.Time     // the last progress request
+	first time.Duration // if not 0: the bound on the first response, silentAfter's after
 }
 
 // c is the channel of the next look at the stream; nil (never) without a prober.
@@ -162,12 +163,13 @@ func (p *prober) c() <-chan time.Time {
 	return p.tick.C
 }
 
-// check returns turnSilent if the stream said nothing for silentAfter; else it asks for a
+// check returns turnSilent if the stream said nothing for silentAfter (or p.first before
+// its first response); else it asks for a
 // progress notification if it said nothing for probeQuiet (at most once per probeQuiet),
 // and returns turnNone.
 func (p *prober) check() turn {
 	q := p.heard.quiet()
-	if q >= silentAfter {
+	if q >= silentAfter || (p.first > 0 && p.heard.at.Load() == 0 && q >= p.first) {
 		return turnSilent
 	}
 	if q >= probeQuiet && time.Since(p.asked) >= probeQuiet {
