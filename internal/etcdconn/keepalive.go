@@ -15,8 +15,10 @@ import "time"
 // (--grpc-keepalive-min-time). So a dead member is noticed within 10 s + 3 s = 13 s of its
 // last answer. For holders that bound does not matter: they fence on their own lease deadline
 // (D7: at TTL - kill-after - 1 s without a confirmed keep-alive, 4 s with the default TTL 10 s
-// and --kill-after 5 s), whatever the connection says. For waiters it bounds how long a freed
-// slot can stay idle because of a dead member: 13 s at most, about one default TTL. Pings are
+// and --kill-after 5 s), whatever the connection says. The streams that decide a hand-off do
+// not wait for it: sema leaves a lease keep-alive stream, the head of the queue's watch and a
+// holder's watch of its key within about a second of their going silent (D7b (3)); for the
+// other waiters' watches it bounds how late they learn of a change: 13 s at most. Pings are
 // sent only while a stream is open (PermitWithoutStream off: etcd's server refuses pings
 // without streams), which is whenever conch waits or holds.
 const (
