@@ -28,10 +28,11 @@ const (
 	// silentAfter: a stream quiet this long, with a progress request in flight for
 	// silentAfter - probeQuiet at least, is dead.
 	silentAfter = 750 * time.Millisecond
-	// readTimeout bounds one read of a waiter's position: a read that went to a silent
-	// member is given up and tried again (on the next connection of the round robin)
-	// rather than waited on until gRPC closes the connection.
-	readTimeout = 2 * time.Second
+	// readTimeout bounds one read of a waiter's position (or a holder's key): a read that
+	// went to a silent member is given up and tried again (on the next connection of the
+	// round robin) rather than waited on until gRPC closes the connection (13 s). It is
+	// generous because a read of a long queue on a loaded etcd must not fail every time.
+	readTimeout = 5 * time.Second
 )
 
 // streamGen numbers the gRPC watch streams of this process. clientv3 puts every watch whose
