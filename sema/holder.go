@@ -234,16 +234,20 @@ func (h *Holder) Key() string { return h.key }
 // Release gives the slot back: it stops the supervisors and revokes the
 // lease, which deletes our key (D2: one request). It ignores ctx's cancellation (a fresh
 // bounded context: the release must happen after the caller's context ended).
-// Once the slot is lost (fenced while etcd did not answer), or when the revoke fails, it tries
-// again every releaseRetry, each try bounded by 1 s, until etcd answers or one TTL has passed
-// since the call (D7b: after an outage shorter than the TTL the slot is free again as soon as
+// Each try of the revoke is bounded by releaseTry, 1 s (D7b (3): a try that went to a member
+// that stopped answering is given up and sent again, to the next connection of the round
+// robin, rather than waited on). When a try fails, it tries again every releaseRetry until
+// etcd answers or one TTL has passed since the call (D7b: after an outage shorter than the TTL the slot is free again as soon as
 // etcd answers, instead of idle until the lease expires, which etcd's restart even postpones
 // by a whole TTL); a healthy etcd answers the first try in milliseconds. It blocks twice as
 // long at most when an operator's put detached our key from the lease (then it is deleted too).
 // If etcd does not answer in time, the key goes at lease expiry and the error says so.
 func (h *Holder) Release(ctx context.Context) error {
 	h.stop()
-	within := min(h.l.ttl, releaseTimeout)
+	within := min(h.l.ttl, releaseTry)
+	if h.s.noProbe { // as before D7b (3): one long first try
+		within = min(h.l.ttl, releaseTimeout)
+	}
 	if h.ctx.Err() != nil {
 		within = min(within, giveUpTimeout)
 	}

@@ -423,4 +423,9 @@ const releaseRetry = 200 * time.Millisecond
 const (
 	releaseTimeout = 5 * time.Second
 	giveUpTimeout  = time.Second
+	// releaseTry bounds each try of a holder's revoke: a healthy etcd answers in
+	// milliseconds, and a try that went to a silent member must not keep the slot taken
+	// (D7b (3)); a try that was slow but done is answered "lease not found" next time,
+	// which counts as revoked.
+	releaseTry = time.Second
 )

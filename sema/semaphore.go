@@ -81,8 +81,9 @@ type Semaphore struct {
 	// returns, not beside the caller's work (the old way, kept to measure
 	// the difference); same use.
 	legacyHold bool
-	// noProbe: the head of the queue does not check that its watch's stream still answers
-	// (D7b (3)); only for tests that show what the check is for (export_test.go).
+	// noProbe: the head of the queue and a holder do not check that their watch's stream
+	// still answers, and a release's first revoke may take 5 s (D7b (3) off); only for tests
+	// that show what the checks are for (export_test.go).
 	noProbe bool
 }
 

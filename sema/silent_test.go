@@ -192,3 +192,69 @@ func poll(t *testing.T, what string, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A holder's release whose revoke goes to a member that stops answering frees the slot about
+// a second later, its try given up and sent again to a live member, not after a 5 s first try
+// (D7b (3)). The holder's client is steered so that its revoke goes to the silent member:
+// a read that gets no answer shows where the round robin is. Same set-up as
+// TestHeadLeavesSilentMember, the head on a live member; it fails with the checks off.
+func TestReleaseLeavesSilentMember(t *testing.T) {
+	elapsed := silentMemberRelease(t, true)
+	t.Logf("head promoted %v after the release began, the holder's revoke sent to the silent member", elapsed.Round(time.Millisecond))
+	if elapsed >= 3*time.Second {
+		t.Fatalf("head promoted %v after the release began: the revoke waited on the silent member", elapsed)
+	}
+}
+
+// silentMemberRelease runs the scenario of TestReleaseLeavesSilentMember and returns how
+// long after the release began the head's Acquire returned.
+func silentMemberRelease(t *testing.T, probe bool) time.Duration {
+	g := newSilentRig(t)
+	s := newSem(t, g.wc, "silent", 1, Options{TTL: 10 * time.Second})
+	s.noProbe = !probe
+	h := mustAcquire(t, s)
+	w := newSem(t, g.admin, "silent", 1, Options{TTL: 10 * time.Second})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*testTimeout)
+	defer cancel()
+	got := acquireAsync(ctx, w)
+	waitQueued(t, g.admin, w, 2)
+	g.goSilent(t)
+	// the holder's streams that were on the silent member move (its watch within about a
+	// second, its keep-alive stream after one unanswered interval, 1 s): after that only
+	// the reads below and the revoke take turns in wc's round robin
+	time.Sleep(3 * time.Second)
+	steerToSilent(t, g.wc)
+	start := time.Now()
+	release(t, h)
+	a := <-got
+	elapsed := time.Since(start)
+	if a.err != nil {
+		t.Fatalf("acquire: %v", a.err)
+	}
+	release(t, a.h)
+	return elapsed
+}
+
+// steerToSilent reads through c until a read gets no answer (it went to the silent member),
+// then reads once from each of the two live members: c's next request goes to the silent one.
+func steerToSilent(t *testing.T, c *clientv3.Client) {
+	for i := 0; ; i++ {
+		rctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		_, err := c.Get(rctx, "health")
+		cancel()
+		if err != nil {
+			break
+		}
+		if i == 20 {
+			t.Fatal("no read went to the silent member")
+		}
+	}
+	for range 2 {
+		rctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
+		_, err := c.Get(rctx, "health")
+		cancel()
+		if err != nil {
+			t.Fatalf("a read after the silent member's turn: %v", err)
+		}
+	}
+}
