@@ -124,6 +124,24 @@ func (c *EtcdCluster) KillMember(ctx context.Context, i int) error {
 	})
 }
 
+// StopMember sends SIGSTOP to member i (its unit in node i): its connections stay open and
+// silent, as with a member stuck or swapped out. ContMember continues it.
+func (c *EtcdCluster) StopMember(ctx context.Context, i int) error {
+	return c.signalMember(ctx, i, "SIGSTOP")
+}
+
+// ContMember sends SIGCONT to member i, stopped by StopMember.
+func (c *EtcdCluster) ContMember(ctx context.Context, i int) error {
+	return c.signalMember(ctx, i, "SIGCONT")
+}
+
+func (c *EtcdCluster) signalMember(ctx context.Context, i int, sig string) error {
+	if _, err := c.nodes[i].Systemctl(ctx, "kill", "--signal="+sig, EtcdUnit); err != nil {
+		return fmt.Errorf("cannot send %s to etcd member %d: %w", sig, i, err)
+	}
+	return nil
+}
+
 // Client returns a client from the test binary to the members given (by index; all of them
 // when none is given), dialled through Network.Dial, closed at test cleanup. It has gRPC
 // keep-alive (10 s, gRPC's floor, plus 3 s) so a dead connection does not hang it forever.
