@@ -68,6 +68,9 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 		_ = h.Release(context.Background())
 		return true, nil
 	}
+	if r.keepAfter(h, res, context.Cause(runCtx)) { // --hold-after (D13): kept, or released saying why
+		return false, v.err
+	}
 	if v.ran {
 		r.rep.released(res.ExitStatus, time.Since(heldAt))
 	}

@@ -36,7 +36,7 @@ type semaCmd struct {
 	KillAfter  duration  `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
 	RuntimeMax duration  `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
 	Spread     bool      `long:"spread" description:"at most one slot per node: the key is named after the node (--node), so a second job on a node that holds or waits finds no slot (it waits for the node's key to go, or exits 75 with --nonblock)"`
-	Node       string    `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread and the host in the holder record; set it where nodes share one hostname, as containers may"`
+	Node       string    `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread, the host in the holder record, and the node whose slots --hold-after keeps and --release frees; set it where nodes share one hostname, as containers may"`
 	Who        bool      `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool      `long:"json" description:"with --who: print one JSON document"`
 	Quiet      bool      `short:"q" long:"quiet" description:"print only warnings and errors: no \"waiting for\" line, no \"no free slot\" line (its exit status stays 75, or -E N); for cron and timers; the journal and sd_notify get the same as without -q"`
@@ -46,6 +46,10 @@ type semaCmd struct {
 	Property   []string  `short:"p" long:"property" value-name:"NAME=VALUE" description:"set a property on the child's scope, as systemd-run -p (e.g. MemoryMax=1G, CPUQuota=50%, KillSignal=SIGINT, RuntimeMaxSec=1h); implies --scope=always"`
 	Slice      string    `long:"slice" value-name:"SLICE" description:"put the child's scope in SLICE; implies --scope=always"`
 	Config     string    `long:"config" value-name:"FILE" env:"CONCH_CONFIG" default-mask:"/etc/conch/conch.conf" description:"INI file with an [etcd] section for the connection settings (the default is read if it exists; a file named here must exist)"`
+
+	// Fleet jobs: rolling reboots, HA timers, freezes, windows (fleet*.go).
+	HoldAfter duration `long:"hold-after" value-name:"D" description:"keep the slot taken for D after the command ends (however it ends, unless the slot was lost), with no process left: the slot survives conch's exit, a reboot and a power loss, and frees after D or at --release (rolling reboots)"`
+	Release   bool     `long:"release" description:"free the slots this node (--node) holds after a run (--hold-after), at once, and exit 0, whether it freed one or none: for a boot unit; never touches a running command's slot nor another node's"`
 
 	Conn connOptions `group:"etcd connection"`
 

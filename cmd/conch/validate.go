@@ -38,6 +38,9 @@ func (c *semaCmd) Execute(args []string) error {
 	if err != nil {
 		return err
 	}
+	if handled, err := c.fleetExecute(j); handled || err != nil { // --release, --pause... (fleet.go)
+		return err
+	}
 	if c.Who {
 		if err := c.checkWho(); err != nil {
 			return err

@@ -46,6 +46,8 @@ type whoRecord struct {
 	Unit      string   `json:"unit"`  // "" when conch ran outside any unit
 	Version   *int     `json:"record_version"`
 	Flags     []string `json:"flags"` // sema.Entry.Flags; [] for a sound key
+	// HeldAfter: the slot is kept after its run (D13); null otherwise (fleet_who.go)
+	HeldAfter *whoHeldAfter `json:"held_after"`
 }
 
 // state is HELD, WAIT or FOREIGN (a key no acquisition counts).
@@ -96,6 +98,7 @@ func toWhoRecord(e sema.Entry) whoRecord {
 	if known("v") {
 		w.Version = &r.Version
 	}
+	w.HeldAfter = heldAfterRecord(r)
 	return w
 }
 
@@ -186,6 +189,7 @@ func renderText(entries []sema.Entry) []byte {
 		if e.Info.Kind != sema.KeyLease {
 			b.WriteString(" key=" + textField(e.Key, keyWidth))
 		}
+		b.WriteString(heldAfterText(r.HeldAfter))
 		if len(r.Flags) > 0 {
 			b.WriteString(" flags=" + strings.Join(r.Flags, ","))
 		}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
+	"github.com/coreos/go-systemd/v22/journal"
+)
+
+// The flags for the jobs fleets put behind a semaphore: --hold-after and
+// --release (rolling reboots), and their checks. Every check happens before
+// any etcd call (D3: 64 means nothing was written).
+
+// stateHeldAfter is CONCH_STATE when the slot is kept after the run (D13).
+const stateHeldAfter = "HELD_AFTER"
+
+// fleetExecute is Execute's hook for the fleet flags: it sets c.run for
+// --release and reports handled, or checks that the fleet flags given fit
+// the run (or --who) that Execute goes on to set up. Errors are usage errors.
+func (c *semaCmd) fleetExecute(j job) (handled bool, err error) {
+	if c.Release {
+		if err := c.checkAlone("--release", j); err != nil {
+			return true, err
+		}
+		c.run = func() error { return c.release(j) }
+		return true, nil
+	}
+	if c.HoldAfter.set {
+		switch {
+		case c.Who:
+			return true, usagef("--hold-after goes with running a command, not with --who")
+		case c.HoldAfter.d <= 0:
+			return true, usagef("--hold-after must be more than 0 (whole seconds, rounded up): it is how long the slot stays taken after the command")
+		}
+	}
+	return false, nil
+}
+
+// checkAlone checks the flags of a command that runs no child and waits for
+// no slot (--release, --pause, --resume): it needs --max, takes no command,
+// and refuses the flags of a run, which it would ignore.
+func (c *semaCmd) checkAlone(what string, j job) error {
+	switch {
+	case j.max == 0:
+		return usagef("%s needs --max N: the capacity is part of the semaphore's name", what)
+	case c.dashdash:
+		return usagef("%s takes no command", what)
+	}
+	others := []struct {
+		flag string
+		set  bool
+	}{{"--who", c.Who}, {"--release", c.Release}, {"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
+		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
+		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON}}
+	for _, o := range others {
+		if o.set && o.flag != what {
+			return usagef("%s and %s exclude each other", what, o.flag)
+		}
+	}
+	return nil
+}
+
+// hostName is this node's name for the holder record, --hold-after and
+// --release: --node / CONCH_NODE, else the kernel hostname (D11, D14).
+func (j job) hostName() string {
+	if j.node != "" {
+		return j.node
+	}
+	host, _ := os.Hostname()
+	return host
+}
+
+// keepAfter ends holding h with --hold-after (D13) when it applies: the
+// command started and the slot was not lost (cause is the run context's).
+// It keeps the slot, or, when it cannot, releases it and says why; it
+// reports whether it ended the holding (false: the caller releases).
+func (r *semaRun) keepAfter(h *sema.Holder, res unitrun.Result, cause error) bool {
+	if !r.c.HoldAfter.set || !res.Started || slotLost(cause) {
+		return false
+	}
+	rec := sema.Record{Host: r.job.hostName(), PID: os.Getpid(), Unit: ownUnit()}
+	ha, err := h.HoldAfter(context.Background(), r.c.HoldAfter.d, rec)
+	switch {
+	case err != nil && ha.Key == "":
+		r.rep.warnf("WARNING: %v", err)
+		return true
+	case err != nil:
+		r.rep.warnf("WARNING: %v", err)
+	}
+	r.rep.heldAfter(ha, res.ExitStatus)
+	return true
+}
+
+// heldAfter records that the slot is kept after the run (D13), on stderr (or
+// the journal, CONCH_STATE=HELD_AFTER) and in STATUS=.
+func (r *reporter) heldAfter(ha sema.HeldAfter, status int) {
+	msg := fmt.Sprintf("command exited with status %d; slot kept for %v after the run, until %s, by node %s (rev %d): "+
+		"`conch sema %s --max %d --release --node %s` frees it sooner",
+		status, ha.TTL, ha.Until.Format(time.RFC3339), ha.Node, ha.Rev, r.name, r.max, ha.Node)
+	r.emit(stateHeldAfter, journal.PriNotice, false, map[string]string{"CONCH_HELD_UNTIL": ha.Until.Format(time.RFC3339), "CONCH_NODE": ha.Node}, msg)
+	r.sendNotify(fmt.Sprintf("STOPPING=1\nSTATUS=%s: slot kept after the run until %s (node %s)", r.prefix(), ha.Until.Format(time.RFC3339), ha.Node))
+}
+
+// release is --release (D14): it frees the slots this node holds after a
+// run and says which, or that there were none. Exit 0 either way; 69 when
+// etcd does not answer, 64 when it refuses (D3).
+func (c *semaCmd) release(j job) error {
+	c.rep = c.reporter(j)
+	node := j.hostName()
+	client, err := newClient(context.Background(), j.conn)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
+	defer cancel()
+	freed, err := sema.ReleaseHeld(ctx, client, j.name, j.max, node)
+	for _, ha := range freed {
+		c.rep.line(stateReleased, false, "released the slot node %s held after its run (rev %d, run ended %s)",
+			ha.Node, ha.Rev, timeOrUnknown(ha.Ended))
+	}
+	switch {
+	case errors.Is(err, sema.ErrRefused):
+		return exitf(exitUsage, "", "--release: %s refused: %v", j.conn.where(), err)
+	case err != nil:
+		return exitf(exitUnavailable, "", "--release: cannot free the slots held after a run by node %s on %s: %v", node, j.conn.where(), err)
+	case len(freed) == 0:
+		c.rep.line("", false, "no slot held after a run by node %s: nothing to release", node)
+	}
+	return nil
+}
+
+// timeOrUnknown is t in RFC 3339, UTC, or "at an unknown time" when zero (a
+// record that lacks it, or whose value cannot be read).
+func timeOrUnknown(t time.Time) string {
+	if t.IsZero() {
+		return "at an unknown time"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
