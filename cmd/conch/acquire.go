@@ -122,6 +122,8 @@ func (r *semaRun) waitFailed(err error) error {
 		return exitf(exitUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
 	case errors.As(err, &we) && !we.Unreachable && r.c.Quiet: // -q: the status says it (issue 10)
 		return exitCode(int(r.c.Conflict))
+	case errors.As(err, &we) && !we.Unreachable && we.Paused != nil: // D16
+		return exitf(int(r.c.Conflict), stateTimeout, "no slot: %s (not waiting: --nonblock or --wait 0)", pauseText(*we.Paused))
 	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
 		return exitf(int(r.c.Conflict), stateTimeout, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:

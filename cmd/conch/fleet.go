@@ -10,6 +10,7 @@ import (
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The flags for the jobs fleets put behind a semaphore: --hold-after and
@@ -23,11 +24,22 @@ const stateHeldAfter = "HELD_AFTER"
 // --release and reports handled, or checks that the fleet flags given fit
 // the run (or --who) that Execute goes on to set up. Errors are usage errors.
 func (c *semaCmd) fleetExecute(j job) (handled bool, err error) {
-	if c.Release {
-		if err := c.checkAlone("--release", j); err != nil {
+	if c.Reason != "" && !c.Pause {
+		return true, usagef("--reason goes with --pause")
+	}
+	for _, a := range []struct {
+		flag string
+		set  bool
+		run  func(job) error
+	}{{"--release", c.Release, c.release}, {"--pause", c.Pause, c.pause}, {"--resume", c.Resume, c.resume}} {
+		if !a.set {
+			continue
+		}
+		if err := c.checkAlone(a.flag, j); err != nil {
 			return true, err
 		}
-		c.run = func() error { return c.release(j) }
+		run := a.run
+		c.run = func() error { return run(j) }
 		return true, nil
 	}
 	if c.HoldAfter.set {
@@ -54,7 +66,8 @@ func (c *semaCmd) checkAlone(what string, j job) error {
 	others := []struct {
 		flag string
 		set  bool
-	}{{"--who", c.Who}, {"--release", c.Release}, {"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
+	}{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume},
+		{"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
 		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
 		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON}}
 	for _, o := range others {
@@ -112,25 +125,36 @@ func (r *reporter) heldAfter(ha sema.HeldAfter, status int) {
 func (c *semaCmd) release(j job) error {
 	c.rep = c.reporter(j)
 	node := j.hostName()
+	return c.withClient(j, "--release", func(ctx context.Context, cl *clientv3.Client) error {
+		freed, err := sema.ReleaseHeld(ctx, cl, j.name, j.max, node)
+		for _, ha := range freed {
+			c.rep.line(stateReleased, false, "released the slot node %s held after its run (rev %d, run ended %s)",
+				ha.Node, ha.Rev, timeOrUnknown(ha.Ended))
+		}
+		if err == nil && len(freed) == 0 {
+			c.rep.line("", false, "no slot held after a run by node %s: nothing to release", node)
+		}
+		return err
+	})
+}
+
+// withClient connects to etcd as j says and runs op, bounded by the dial
+// timeout, for the flags that change the semaphore without holding it
+// (--release, --pause, --resume). It returns op's end: nil, 64 when etcd
+// refuses (sema.ErrRefused), else 69 (D3), each with a line naming what.
+func (c *semaCmd) withClient(j job, what string, op func(context.Context, *clientv3.Client) error) error {
 	client, err := newClient(context.Background(), j.conn)
 	if err != nil {
-		return err
+		return err // 69 if etcd did not answer, else 64 (exitStatus)
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
 	defer cancel()
-	freed, err := sema.ReleaseHeld(ctx, client, j.name, j.max, node)
-	for _, ha := range freed {
-		c.rep.line(stateReleased, false, "released the slot node %s held after its run (rev %d, run ended %s)",
-			ha.Node, ha.Rev, timeOrUnknown(ha.Ended))
-	}
-	switch {
+	switch err := op(ctx, client); {
 	case errors.Is(err, sema.ErrRefused):
-		return exitf(exitUsage, "", "--release: %s refused: %v", j.conn.where(), err)
+		return exitf(exitUsage, "", "%s: %s refused: %v", what, j.conn.where(), err)
 	case err != nil:
-		return exitf(exitUnavailable, "", "--release: cannot free the slots held after a run by node %s on %s: %v", node, j.conn.where(), err)
-	case len(freed) == 0:
-		c.rep.line("", false, "no slot held after a run by node %s: nothing to release", node)
+		return exitf(exitUnavailable, "", "%s: failed on %s: %v", what, j.conn.where(), err)
 	}
 	return nil
 }

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/conch-project/conch/sema"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // whoHeldAfter is --who --json's "held_after" of a slot kept after its run
@@ -47,4 +53,79 @@ func heldAfterText(h *whoHeldAfter) string {
 	}
 	return " held-after node=" + textField(deref(h.Node, "?"), hostWidth) +
 		" ended=" + deref(h.Ended, "?") + " until=" + deref(h.Until, "?")
+}
+
+// whoPause is --who --json's "paused" object (D16): who paused the
+// semaphore, when and why; with an unreadable pause record, "unreadable"
+// says what was found, and the rest is null.
+type whoPause struct {
+	Who        *string `json:"who"`
+	Since      *string `json:"since"` // RFC 3339, UTC
+	Reason     string  `json:"reason"`
+	Unreadable *string `json:"unreadable"`
+}
+
+// readPauses reads the pauses --who shows: of j's name (every name when
+// none), of j's capacity when --max is given. Errors as sema.ListPauses.
+func readPauses(ctx context.Context, client *clientv3.Client, j job) ([]sema.Pause, error) {
+	ps, err := sema.ListPauses(ctx, client, j.name)
+	if err != nil || j.max == 0 {
+		return ps, err
+	}
+	return slices.DeleteFunc(ps, func(p sema.Pause) bool { return p.Max != j.max }), nil
+}
+
+func toWhoPause(p sema.Pause) *whoPause {
+	w := &whoPause{Reason: p.Reason}
+	if p.Err != nil {
+		s := fmt.Sprintf("%v: %q", p.Err, p.Raw)
+		w.Unreadable = &s
+		return w
+	}
+	w.Who = &p.Who
+	if !p.Since.IsZero() {
+		s := p.Since.UTC().Format(time.RFC3339)
+		w.Since = &s
+	}
+	return w
+}
+
+// renderJSONPaused is renderJSON with the pauses (D16): each record of a
+// paused (name, max) carries "paused", and each pause is a record of its
+// own, state PAUSED and kind "pause", so a pause of an empty semaphore
+// shows too.
+func renderJSONPaused(entries []sema.Entry, pauses []sema.Pause) ([]byte, error) {
+	byCap := map[capKey]*whoPause{}
+	recs := make([]whoRecord, 0, len(entries)+len(pauses))
+	for _, p := range pauses {
+		wp := toWhoPause(p)
+		byCap[capKey{p.Name, p.Max}] = wp
+		flags := []string{}
+		if p.Err != nil {
+			flags = append(flags, "unreadable")
+		}
+		recs = append(recs, whoRecord{Name: p.Name, Max: p.Max, State: "PAUSED", Rank: -1, Key: p.Key,
+			Kind: "pause", Rev: p.Rev, Flags: flags, Paused: wp})
+	}
+	for _, e := range entries {
+		r := toWhoRecord(e)
+		r.Paused = byCap[capKey{e.Name, e.Max}]
+		recs = append(recs, r)
+	}
+	b, err := json.MarshalIndent(recs, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// pauseBanner is the text form's first lines, one per pause (D16):
+//
+//	PAUSED heavy[2] paused by root@n1 since 2026-12-01T23:00:00Z: freeze
+func pauseBanner(pauses []sema.Pause) []byte {
+	var b []byte
+	for _, p := range pauses {
+		b = append(b, "PAUSED "+textField(p.Name, nameWidth)+"["+strconv.Itoa(p.Max)+"] "+pauseText(p)+"\n"...)
+	}
+	return b
 }

@@ -50,6 +50,9 @@ type semaCmd struct {
 	// Fleet jobs: rolling reboots, HA timers, freezes, windows (fleet*.go).
 	HoldAfter duration `long:"hold-after" value-name:"D" description:"keep the slot taken for D after the command ends (however it ends, unless the slot was lost), with no process left: the slot survives conch's exit, a reboot and a power loss, and frees after D or at --release (rolling reboots)"`
 	Release   bool     `long:"release" description:"free the slots this node (--node) holds after a run (--hold-after), at once, and exit 0, whether it freed one or none: for a boot unit; never touches a running command's slot nor another node's"`
+	Pause     bool     `long:"pause" description:"stop every new start of the semaphore, cluster-wide, until --resume: running commands go on, waiters keep their places and wait, --nonblock exits 75 naming the pause; exit 0 (also when already paused)"`
+	Reason    string   `long:"reason" value-name:"TEXT" description:"with --pause: why, shown to waiters, --nonblock and --who"`
+	Resume    bool     `long:"resume" description:"undo --pause: waiters start again in queue order; exit 0 (also when not paused)"`
 
 	Conn connOptions `group:"etcd connection"`
 

@@ -50,6 +50,16 @@ func (c *semaCmd) who(j job) error {
 	if err != nil {
 		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.where(), err)
 	}
+	var pauses []sema.Pause // D16
+	if err == nil {
+		pauses, err = readPauses(ctx, client, j)
+	}
+	if errors.Is(err, sema.ErrRefused) {
+		return exitf(exitUsage, "", "%s: %s refused the read: %v", what, j.conn.where(), err)
+	}
+	if err != nil {
+		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.where(), err)
+	}
 	warnWho(c.rep.warnf, all)
 	entries := all
 	if j.max != 0 { // a foreign key is in no capacity: it stays, flagged
@@ -57,7 +67,7 @@ func (c *semaCmd) who(j job) error {
 			return e.Info.Kind.Counted() && e.Max != j.max
 		})
 	}
-	if err := c.printWho(what, entries); err != nil {
+	if err := c.printWho(what, entries, pauses); err != nil {
 		return err
 	}
 	if slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held }) {
@@ -71,16 +81,16 @@ func (c *semaCmd) who(j job) error {
 
 // printWho writes the listing to stdout in the chosen form; on failure it
 // returns the exitWhoOutput that says why.
-func (c *semaCmd) printWho(what string, entries []sema.Entry) error {
+func (c *semaCmd) printWho(what string, entries []sema.Entry, pauses []sema.Pause) error {
 	var out []byte
 	if c.JSON {
-		b, err := renderJSON(entries)
+		b, err := renderJSONPaused(entries, pauses)
 		if err != nil {
 			return exitf(exitWhoOutput, "", "%s: cannot render the listing as JSON: %v", what, err)
 		}
 		out = b
 	} else {
-		out = renderText(entries)
+		out = append(pauseBanner(pauses), renderText(entries)...)
 	}
 	if _, err := c.stdout.Write(out); err != nil {
 		return exitf(exitWhoOutput, "", "%s: cannot write the listing: %v", what, err)

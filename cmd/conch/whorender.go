@@ -48,6 +48,8 @@ type whoRecord struct {
 	Flags     []string `json:"flags"` // sema.Entry.Flags; [] for a sound key
 	// HeldAfter: the slot is kept after its run (D13); null otherwise (fleet_who.go)
 	HeldAfter *whoHeldAfter `json:"held_after"`
+	// Paused: the semaphore (name, max) is paused (D16); null otherwise (fleet_who.go)
+	Paused *whoPause `json:"paused"`
 }
 
 // state is HELD, WAIT or FOREIGN (a key no acquisition counts).
