@@ -58,6 +58,10 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 		}
 	})
 	defer stopNotify()
+	if skip, err := r.onceSkip(h); skip { // --once-per (D15): this period's run is done
+		_ = h.Release(context.Background())
+		return false, err
+	}
 	heldAt := time.Now()
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
 	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
@@ -68,6 +72,7 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 		_ = h.Release(context.Background())
 		return true, nil
 	}
+	r.markOnce(h, v, res, heldAt)                   // --once-per (D15): a successful run closes the period
 	if r.keepAfter(h, res, context.Cause(runCtx)) { // --hold-after (D13): kept, or released saying why
 		return false, v.err
 	}

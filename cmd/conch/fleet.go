@@ -42,6 +42,9 @@ func (c *semaCmd) fleetExecute(j job) (handled bool, err error) {
 		c.run = func() error { return run(j) }
 		return true, nil
 	}
+	if err := c.checkOncePer(j); err != nil {
+		return true, err
+	}
 	if c.HoldAfter.set {
 		switch {
 		case c.Who:
@@ -66,7 +69,7 @@ func (c *semaCmd) checkAlone(what string, j job) error {
 	others := []struct {
 		flag string
 		set  bool
-	}{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume},
+	}{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--once-per", c.OncePer.set},
 		{"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
 		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
 		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON}}

@@ -34,3 +34,16 @@ func TestReporterFleetStates(t *testing.T) {
 		t.Fatalf("held-after notify: %q", n)
 	}
 }
+
+// D15, D10: a skipped run is a journal entry with CONCH_SKIPPED=1 naming
+// the run that closed the period.
+func TestReporterSkipped(t *testing.T) {
+	var f fakeSinks
+	r, _ := f.reporter(false, true)
+	end := time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)
+	r.skipped(sema.OnceMarker{OnceRecord: sema.OnceRecord{Node: "n2", Rev: 9, Start: end, End: end}, Left: time.Minute})
+	last := f.entries[len(f.entries)-1]
+	if last.fields["CONCH_SKIPPED"] != "1" || !strings.Contains(last.msg, "node n2 ran it (rev 9)") || !strings.Contains(last.msg, "(in 1m0s)") {
+		t.Fatalf("skipped entry: %+v", last)
+	}
+}
