@@ -133,6 +133,8 @@ func (r *semaRun) waitFailed(err error) error {
 		return exitf(int(r.c.Conflict), stateTimeout, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
 		return exitf(int(r.c.Conflict), stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
+	case errors.As(err, &we) && !we.Unreachable && !r.c.deadline.IsZero():
+		return exitf(int(r.c.Conflict), stateTimeout, "no slot before --deadline %s", r.c.deadline.Format(time.RFC3339))
 	case errors.As(err, &we) && !we.Unreachable:
 		return exitf(int(r.c.Conflict), stateTimeout, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:

@@ -45,6 +45,9 @@ func (c *semaCmd) fleetExecute(j job) (handled bool, err error) {
 	if err := c.checkOncePer(j); err != nil {
 		return true, err
 	}
+	if handled, err := c.checkDeadline(j, time.Now()); handled || err != nil {
+		return handled, err
+	}
 	if c.HoldAfter.set {
 		switch {
 		case c.Who:
@@ -69,7 +72,7 @@ func (c *semaCmd) checkAlone(what string, j job) error {
 	others := []struct {
 		flag string
 		set  bool
-	}{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--once-per", c.OncePer.set},
+	}{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""},
 		{"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
 		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
 		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON}}
