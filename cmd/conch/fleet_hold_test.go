@@ -177,3 +177,16 @@ func TestHoldAfterUsage(t *testing.T) {
 		t.Fatalf("%d keys written by refused invocations", n)
 	}
 }
+
+// Hostile --hold-after: the largest duration conch takes (100 years) is a
+// lease etcd grants, and the hold says so; --release frees it at once.
+func TestHoldAfterHuge(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("sema", "hh", "--max", "1", "--node", "n1", "--hold-after", "876000h", "--", "true")
+	if r.status != 0 || !strings.Contains(r.stderr, "slot kept for 876000h0m0s after the run, until 21") {
+		t.Fatalf("--hold-after 876000h: %v", r)
+	}
+	if r := e.run("sema", "hh", "--max", "1", "--release", "--node", "n1"); r.status != 0 || e.keys(sema.Prefix("hh", 1)) != 0 {
+		t.Fatalf("--release of a 100-year hold: %v", r)
+	}
+}

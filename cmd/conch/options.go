@@ -147,6 +147,10 @@ The capacity is part of the name: nodes using different --max for the same <name
 const semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
              [--kill-after 5s] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
+  conch sema <name> --max N [--hold-after D] [--once-per D] [--deadline TIME]
+             [OPTIONS] -- <cmd...>
+  conch sema <name> --max N --release [--node NAME]
+  conch sema <name> --max N --pause [--reason TEXT] | --resume
   conch sema <name> [--max N] --who [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
 
@@ -161,6 +165,18 @@ Examples:
 
   # at most 3 replicas, never two on one node
   conch sema replicas --max 3 --spread -- /usr/local/bin/replica.sh
+
+  # rolling reboot: the slot stays taken across the reboot, until the boot
+  # unit's --release (or 30 minutes at most)
+  conch sema rolling-reboot --max 1 --nonblock --hold-after 30min -- systemctl reboot
+  conch sema rolling-reboot --max 1 --release
+
+  # one successful run per hour of the same timer on several nodes
+  conch sema ha-job --max 1 --once-per 50min --wait 20min -- /usr/local/sbin/ha-job
+
+  # freeze and thaw every new start, fleet-wide
+  conch sema heavy-jobs --max 2 --pause --reason "incident 4711"
+  conch sema heavy-jobs --max 2 --resume
 
   # inspect
   conch sema heavy-jobs --max 2 --who
