@@ -275,7 +275,7 @@ node's boot unit frees it, or for 30 minutes at most:
 .PP
 .RS
 .nf
-conch sema rolling\-reboot \-\-max 1 \-\-nonblock \-\-hold\-after 30min \-\- systemctl reboot
+conch sema rolling\-reboot \-\-max 1 \-\-nonblock \-\-hold\-after 30m \-\- systemctl reboot
 conch sema rolling\-reboot \-\-max 1 \-\-release        # at boot, once healthy
 .fi
 .RE
@@ -284,7 +284,7 @@ The same hourly timer on three nodes, one successful run per hour among them:
 .PP
 .RS
 .nf
-conch sema ha\-job \-\-max 1 \-\-once\-per 50min \-\-wait 20min \-\- /usr/local/sbin/ha\-job
+conch sema ha\-job \-\-max 1 \-\-once\-per 50m \-\-wait 20m \-\- /usr/local/sbin/ha\-job
 .fi
 .RE
 .PP

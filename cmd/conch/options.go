@@ -168,11 +168,11 @@ Examples:
 
   # rolling reboot: the slot stays taken across the reboot, until the boot
   # unit's --release (or 30 minutes at most)
-  conch sema rolling-reboot --max 1 --nonblock --hold-after 30min -- systemctl reboot
+  conch sema rolling-reboot --max 1 --nonblock --hold-after 30m -- systemctl reboot
   conch sema rolling-reboot --max 1 --release
 
   # one successful run per hour of the same timer on several nodes
-  conch sema ha-job --max 1 --once-per 50min --wait 20min -- /usr/local/sbin/ha-job
+  conch sema ha-job --max 1 --once-per 50m --wait 20m -- /usr/local/sbin/ha-job
 
   # freeze and thaw every new start, fleet-wide
   conch sema heavy-jobs --max 2 --pause --reason "incident 4711"
