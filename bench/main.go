@@ -1,4 +1,4 @@
-// Command bench is the benchmark harness of issue 5: conch against
+// Command bench is the benchmark harness: conch against
 // `etcdctl lock` on one throw-away single-node etcd, side by side, in one run.
 //
 // It starts etcd with scripts/etcd-local.sh (loopback, free ports, /metrics

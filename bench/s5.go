@@ -72,7 +72,7 @@ type variant5 struct {
 	refused     error // why enqueueing stopped before W (etcd refused or stalled), nil if all W queued
 }
 
-// scenario5: 10,000 waiters on one semaphore (issue 11), as in-process sema
+// scenario5: 10,000 waiters on one semaphore, as in-process sema
 // clients sharing a few clientv3 connections, each with its own lease and
 // key. Two queues in one run differ only in the cadence of the keep-alives
 // of waiters behind the head (A: the holders' min(TTL/6, 1 s) for every

@@ -1,7 +1,7 @@
 package sema_test
 
-// Benchmarks of the recipe alone against a real etcd in the test process
-// (issue 5), so that a regression in latency or in what a cycle costs etcd
+// Benchmarks of the recipe alone against a real etcd in the test process,
+// so that a regression in latency or in what a cycle costs etcd
 // shows in benchstat:
 //
 //	go test -run '^$' -bench . -count 10 ./sema > new.txt; benchstat old.txt new.txt
@@ -65,7 +65,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 //     written) and the promoted waiter rewrites its key before Acquire
 //     returns; mode=d1a: watches served at once, with the re-read (D1a);
 //     mode=d1a+early: also returns the Holder at once, the rewrite
-//     running beside the caller's work (issue 11), as conch now does;
+//     running beside the caller's work, as conch now does;
 //   - release=settled: the holder releases once every watch is registered
 //     and synced (the recipe alone); release=at-once: as soon as the
 //     waiter says it waits, as a short job does, so a watch still being

@@ -4,7 +4,7 @@ import "time"
 
 // waitKeepAlive is the keep-alive interval of a lease whose key waits behind
 // the head of the queue, for a requested interval d (Options.WaitKeepAlive;
-// 0 means the default) and the granted ttl. Issue 11 measured what the
+// 0 means the default) and the granted ttl. The benchmarks measured what the
 // cadence costs etcd at 10,000 waiters (docs/benchmarks.md, scenario 5).
 //
 // It is never slower than TTL/3: a waiter then has two keep-alives in flight

@@ -29,7 +29,7 @@ func TestWaitKeepAliveBounds(t *testing.T) {
 	}
 }
 
-// A waiting lease on the slow cadence (TTL/3, issue 11) stays alive on a
+// A waiting lease on the slow cadence (TTL/3) stays alive on a
 // real etcd over three TTLs, and sends no more keep-alives than that
 // cadence allows (the holders' cadence would send twice as many).
 func TestWaitingLeaseSurvivesSlowCadence(t *testing.T) {
@@ -67,7 +67,7 @@ func TestWaitingLeaseSurvivesSlowCadence(t *testing.T) {
 
 // A waiter behind the head (slow cadence) whose lease is lost re-enters
 // from step 1 with a new lease and key at the back, and is still served
-// (04_sema.md "Failure behavior"; issue 11).
+// (04_sema.md "Failure behavior").
 func TestLostWaiterReenters(t *testing.T) {
 	_, c := startEtcd(t)
 	opts := Options{TTL: 2 * time.Second}

@@ -12,7 +12,7 @@
 // Use, as in Example: New(client, name, max, Options{...}) names the
 // semaphore on a clientv3.Client the caller keeps; Acquire(ctx) waits for a
 // slot while ctx allows and returns a *Holder, or a *WaitError saying whether
-// etcd answered (no slot: conch's 75) or not (69); Holder.Bind(ctx) gives the
+// etcd answered (no slot, none of our keys left) or not; Holder.Bind(ctx) gives the
 // context to run the work under, ended with the holder's own error as its
 // cause when the slot is lost; Holder.Release gives the slot back. Options.OnEvent
 // reports the queue's transitions (Enqueued, Waiting with the number ahead,

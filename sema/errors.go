@@ -9,26 +9,27 @@ var (
 	ErrBadName = errors.New("invalid semaphore name")
 	// ErrBadMax: the capacity is not an integer in 1..10000 (D4).
 	ErrBadMax = errors.New("invalid capacity")
-	// ErrBadNode: the node name of a --spread key is not valid (D11: D4's
+	// ErrBadNode: the node name of a Spread key is not valid (D11: D4's
 	// name rule, and not 16 lower-case hex digits, which a lease key's
 	// suffix is).
 	ErrBadNode = errors.New("invalid node name")
 	// ErrNodeHasKey: with Spread, this node already has a key under the
 	// semaphore (held or waiting); returned wrapped together with ErrNoSlot
 	// when Nonblock finds it so (D11: "no slot free" for this process).
-	ErrNodeHasKey = errors.New("this node already has a key (one slot per node: --spread)")
-	// ErrNoSlot: Acquire with Nonblock found every slot taken; our key is
-	// gone again (D3, status 75).
+	ErrNodeHasKey = errors.New("this node already has a key (one slot per node)")
+	// ErrNoSlot: Acquire with Nonblock found every slot taken while etcd
+	// answered; our key is gone again.
 	ErrNoSlot = errors.New("no free slot")
 	// ErrTimeout: the wait ended (the context passed to Acquire expired)
-	// while etcd answered; our key is gone (D3, status 75).
+	// while etcd answered; our key is gone.
 	ErrTimeout = errors.New("timed out waiting for a slot")
 	// ErrUnavailable: etcd did not answer: at start within the connect
-	// timeout, or when the wait ended during an outage (D3, status 69).
+	// timeout, or when the wait ended during an outage; keys of ours may
+	// remain until their lease expires.
 	ErrUnavailable = errors.New("etcd unavailable")
 	// ErrRefused: etcd rejected a request for good (permission denied,
-	// authentication, an argument it refuses); the caller exits 64 (D3:
-	// nothing was written).
+	// authentication, an argument it refuses): retrying cannot help, and
+	// nothing of ours was left in etcd.
 	ErrRefused = errors.New("etcd refused the request")
 	// ErrLeaseLost: the server reports our lease expired or revoked (D7).
 	ErrLeaseLost = errors.New("lease lost")

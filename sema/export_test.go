@@ -6,5 +6,5 @@ package sema
 func SetLegacyWatch(s *Semaphore, on bool) { s.legacyWatch = on }
 
 // SetLegacyHold makes a promoted waiter of s rewrite its key as HELD before
-// Acquire returns, as before the hand-off path was shortened (issue 11).
+// Acquire returns, as before the hand-off path was shortened.
 func SetLegacyHold(s *Semaphore, on bool) { s.legacyHold = on }

@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzParseKey: the parser agrees with acquisition, which ranks every key
-// under Prefix(name, max) (issue 9). For any key: it is counted for m
+// under Prefix(name, max). For any key: it is counted for m
 // exactly when it lies under Prefix(name, m), at most one m exists, and a
 // lease key's suffix is FormatLeaseID of the lease it names.
 func FuzzParseKey(f *testing.F) {
@@ -43,8 +43,8 @@ func FuzzParseKey(f *testing.F) {
 
 // FuzzDecodeRecord: any value, hostile or of another format version, is
 // read without panic; what decoded can always be encoded again (a record
-// that decodes but does not re-encode hid every holder from --who --json,
-// issue 9); fields are reported missing or bad, never both, and only known
+// that decodes but does not re-encode would hide every holder from a JSON
+// listing); fields are reported missing or bad, never both, and only known
 // ones.
 func FuzzDecodeRecord(f *testing.F) {
 	cur := Record{Version: 1, Host: "node2", PID: 4242, Since: time.Date(2026, 6, 12, 10, 15, 0, 0, time.UTC), Unit: "a.service"}

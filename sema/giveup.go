@@ -12,8 +12,8 @@ type giveUpKey struct{}
 // markGiveUp starts the give-up budget once ctx (the wait, --wait) has
 // ended: every later step (revoking our leases, the 75-vs-69 probe) is
 // bounded by what is left of giveUpTimeout from now (giveUpWithin), so
-// --wait D returns within D + 1 s even while etcd hangs (issue 10 item 7:
-// three bounded steps in a row made a 3 s wait last 6 s). It returns ctx
+// --wait D returns within D + 1 s even while etcd hangs (three bounded
+// steps in a row would make a 3 s wait last 6 s). It returns ctx
 // itself while ctx has not ended, or once marked.
 func markGiveUp(ctx context.Context) context.Context {
 	if ctx.Err() == nil || ctx.Value(giveUpKey{}) != nil {

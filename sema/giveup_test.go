@@ -103,7 +103,7 @@ func (f *freezer) freeze() {
 	f.mu.Unlock()
 }
 
-// Issue 10 item 7: a waiter whose --wait runs out while etcd hangs returns
+// A waiter whose --wait runs out while etcd hangs returns
 // within the wait plus giveUpTimeout (the give-up work shares one budget:
 // giveUpWithin), with ErrUnavailable (69): its revoke could not be confirmed.
 // Before, three bounded steps in a row made a 3 s wait last 6 s.

@@ -9,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The HELD rewrite of a promoted waiter runs beside the holder's work
-// (issue 11); if it finds our key gone (an operator deleted it between the
+// The HELD rewrite of a promoted waiter runs beside the holder's work;
+// if it finds our key gone (an operator deleted it between the
 // promotion and the rewrite), the Holder's context must still end, with
 // ErrKeyDeleted (D7). The race is set up directly: the key is deleted before
 // newHolder is asked to rewrite it.

@@ -45,7 +45,7 @@ type heldKey struct {
 // lease to be lost, one rewrites our key as HELD if c.held says so, then
 // watches it for DELETE (watchKey). Both stop in Release.
 //
-// The rewrite is not on the hand-off's path (issue 11): a holder DELETE
+// The rewrite is not on the hand-off's path: a holder DELETE
 // seen by the head already proves its promotion (D1), so the Holder is
 // returned at once and its caller starts its work while the rewrite, which
 // wakes the next waiter, is in flight. The rewrite is conditional on our
@@ -194,7 +194,8 @@ func (h *Holder) Key() string { return h.key }
 // lease, which deletes our key (D2: one request). It blocks on etcd at most
 // min(TTL, 5 s), or 1 s once the slot is already lost (etcd is then likely
 // unreachable), twice that when an operator's put detached our key from the
-// lease (then it is deleted too), and ignores ctx's cancellation (STYLE 6). If etcd does not
+// lease (then it is deleted too), and ignores ctx's cancellation (a fresh bounded context: the release must happen after
+// the caller's context ended). If etcd does not
 // answer, the key goes at lease expiry and the error says so.
 func (h *Holder) Release(ctx context.Context) error {
 	h.stop()

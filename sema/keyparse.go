@@ -6,8 +6,8 @@ import (
 )
 
 // KeyKind says what a key under a semaphore name's prefix is, as both
-// acquisition and --who see it (issue 9: they use this one parser and agree
-// on every key).
+// acquisition and List see it: they use this one parser and agree on every
+// key.
 //
 // The schema is KeyRoot + <name> + "/" + <max> + "/" + <suffix> (04_sema.md,
 // D11). Acquisition ranks every key under Prefix(name, max), whatever its
@@ -113,7 +113,7 @@ func ParseCapacitySegment(s string) (int, bool) {
 // leaseIDLen is the length of a lease ID's one spelling (FormatLeaseID).
 const leaseIDLen = 16
 
-// FormatLeaseID is the one spelling of a lease ID (issue 10): 16 lower-case
+// FormatLeaseID is the one spelling of a lease ID: 16 lower-case
 // hex digits, zero-padded, as etcdctl prints lease IDs (`lease grant`, `lease
 // list`). Key names, CONCH_LEASE, --who and the journal all use it, so an
 // ID read anywhere can be pasted into etcdctl or into a key name. etcd's

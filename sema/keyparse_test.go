@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Issue 9: one parser for acquisition and --who; what a capacity segment is
+// One parser for acquisition and --who; what a capacity segment is
 // and what a key that does not fit gets.
 func TestParseKeyKinds(t *testing.T) {
 	lease := FormatLeaseID(0x694d7a1b2c3d4e5f)
@@ -65,7 +65,7 @@ func TestParseCapacitySegment(t *testing.T) {
 	}
 }
 
-// Issue 10 item 5: one spelling, 16 zero-padded lower-case hex digits.
+// One spelling, 16 zero-padded lower-case hex digits.
 func TestFormatLeaseID(t *testing.T) {
 	for id, want := range map[int64]string{
 		0x694d7a1b2c3d4e5f: "694d7a1b2c3d4e5f",

@@ -55,7 +55,7 @@ func Prefix(name string, max int) string {
 }
 
 // leaseKey is the key of the holder that owns lease id: the lease ID suffix
-// makes it unique (04_sema.md, step 1), spelled as FormatLeaseID (issue 10).
+// makes it unique (04_sema.md, step 1), spelled as FormatLeaseID.
 func leaseKey(prefix string, id clientv3.LeaseID) string {
 	return prefix + FormatLeaseID(int64(id))
 }

@@ -338,7 +338,7 @@ func (l *lease) stop() {
 
 // revoke stops keeping the lease alive and revokes it, which deletes every
 // key bound to it (D2: clean release is one LeaseRevoke). It uses a fresh
-// context bounded by within (STYLE 6), so it works after ctx was cancelled;
+// context bounded by within, so it works after ctx was cancelled;
 // if it fails the key still goes at lease expiry.
 func (l *lease) revoke(ctx context.Context, within time.Duration) error {
 	l.stop()

@@ -13,7 +13,7 @@ import (
 // TestMain starts the real etcd the package's examples use (its client URL in
 // ETCDCTL_ENDPOINTS, where etcdctl and the examples read it), runs the tests
 // and examples, stops it, and fails the package if a goroutine outlives its
-// tests (STYLE 15): the lease keep-alive loop, the holder's supervisors and the
+// tests: the lease keep-alive loop, the holder's supervisors and the
 // watch goroutines must all end in Release, stop or when Acquire returns.
 func TestMain(m *testing.M) {
 	srv, stop, err := etcdtest.StartMain()

@@ -108,7 +108,7 @@ func (s *Semaphore) otherKind(key string, kvs ...[]*mvccpb.KeyValue) int {
 // sorted read is the ranking; otherwise a second Txn reads the first max+1 keys and our
 // predecessor at one revision (rerankDeep). etcd reads and sorts the whole queue for each
 // sorted read (it has no index by create revision), so the head's re-read costs it one such
-// read instead of two (issue 11). Errors: ErrKeyDeleted, or an etcd error.
+// read instead of two. Errors: ErrKeyDeleted, or an etcd error.
 func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (ranking, error) {
 	resp, err := s.whileOurs(ctx, key, myRev, s.firstKeys(), s.pauseOp())
 	if err != nil {

@@ -54,7 +54,7 @@ func (r Record) encode() string {
 	return string(b)
 }
 
-// ReadRecord is a value read back from etcd: hostile input (issue 9), since
+// ReadRecord is a value read back from etcd: hostile input, since
 // any client with write access to /conch/v1/ may have put it, or an older
 // or newer conch. Only the fields that decoded are set in Record.
 type ReadRecord struct {
@@ -146,7 +146,7 @@ const maxPID = 1<<31 - 1
 
 // renderable reports whether t, in UTC, is a time RFC 3339 can spell (years
 // 0..9999): anything else cannot be re-encoded (time.MarshalJSON fails),
-// which must not make --who --json fail or print nothing (issue 9).
+// which must not make a JSON listing fail or print nothing.
 func renderable(t time.Time) bool {
 	y := t.UTC().Year()
 	return y >= 0 && y <= 9999

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Issue 9: records are hostile input; older and newer formats are read, a
+// Records are hostile input; older and newer formats are read, a
 // bad field does not hide the others, nothing is refused silently.
 func TestDecodeRecord(t *testing.T) {
 	since := time.Date(2026, 6, 12, 10, 15, 0, 0, time.UTC)

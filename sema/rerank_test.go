@@ -27,7 +27,7 @@ func queueOf(t *testing.T, c *clientv3.Client, s *Semaphore, n int) (keys []stri
 	return keys, revs
 }
 
-// TestRerankPaths checks both reads of rerank (issue 11): a holder and the head are ranked by
+// TestRerankPaths checks both reads of rerank: a holder and the head are ranked by
 // the first max+1 keys alone, a waiter behind the head also gets its predecessor, and a gone
 // key is ErrKeyDeleted.
 func TestRerankPaths(t *testing.T) {
@@ -99,7 +99,7 @@ func TestRecheckBehindHead(t *testing.T) {
 // BenchmarkRecheckDeep is D1a's re-read by a waiter at the back of a queue of 2,000 keys, as
 // each new waiter makes it once its watches exist: the whole ranking (rerankDeep, two reads
 // sorted by create revision, for which etcd reads and sorts every key of the queue) against
-// the one read of the predecessor that recheck now makes there (predUnchanged, issue 11); and
+// the one read of the predecessor that recheck now makes there (predUnchanged); and
 // the head's re-read, with both reads as before and with the first alone, as rerank does now.
 func BenchmarkRecheckDeep(b *testing.B) {
 	const queued = 2000

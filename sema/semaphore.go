@@ -34,7 +34,7 @@ type Options struct {
 	// WaitKeepAlive is the keep-alive interval of our lease while our key
 	// waits behind the head of the queue. Zero means TTL/3; it is clamped
 	// to [min(TTL/6, 1 s), TTL/3] (see waitKeepAlive). The head of the
-	// queue and a holder always use min(TTL/6, 1 s) (D7). Issue 11.
+	// queue and a holder always use min(TTL/6, 1 s) (D7).
 	WaitKeepAlive time.Duration
 	// Nonblock makes Acquire give up with ErrNoSlot instead of waiting
 	// (--nonblock, flock -n style).
@@ -70,7 +70,8 @@ type Semaphore struct {
 	// and tests (export_test.go).
 	legacyWatch bool
 	// legacyHold: a promoted waiter rewrites its key before Acquire
-	// returns, not beside the caller's work (issue 11); same use.
+	// returns, not beside the caller's work (the old way, kept to measure
+	// the difference); same use.
 	legacyHold bool
 }
 

@@ -354,7 +354,7 @@ func TestListCapacities(t *testing.T) { // D6
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	// the HELD rewrite runs beside the holder's work (issue 11): poll for it
+	// the HELD rewrite runs beside the holder's work: poll for it
 	waitHeldSince(t, c, "who", r.h.Key())
 	release(t, b)
 	release(t, r.h)

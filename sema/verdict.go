@@ -8,17 +8,17 @@ import (
 )
 
 // WaitError is Acquire's verdict when it gives up without a slot: every slot was taken with
-// Options.Nonblock, or the context passed to Acquire ended first. Unreachable says which of
-// D3's statuses it is: false, etcd answered and none of our keys is left (status 75);
-// true, etcd did not answer when the wait ended, so our keys may linger until lease expiry
-// (status 69). errors.Is matches ErrNoSlot (Nonblock) or ErrTimeout when etcd answered, and
+// Options.Nonblock, or the context passed to Acquire ended first. Unreachable says which
+// of two ends it is (D3 gives each its own status): false, etcd answered and none of our
+// keys is left; true, etcd did not answer when the wait ended, so our keys may linger until
+// lease expiry. errors.Is matches ErrNoSlot (Nonblock) or ErrTimeout when etcd answered, and
 // ErrUnavailable when it did not.
 type WaitError struct {
 	Name        string
 	Max         int
 	Nonblock    bool   // Options.Nonblock found no free slot (else the wait ended)
 	NodeBusy    bool   // with Nonblock and Spread: this node already had a key (D11)
-	Unreachable bool   // etcd did not answer when the wait ended (D3: 69, not 75)
+	Unreachable bool   // etcd did not answer when the wait ended: our keys may linger
 	Err         error  // with Unreachable: the request that got no answer
 	Paused      *Pause // with Nonblock: the semaphore is paused, by this pause (D16)
 }
@@ -62,9 +62,9 @@ type waitEnd struct {
 }
 
 // verdict is the one place that decides whether a wait that ended without a slot is "no slot
-// while etcd answered" or "etcd unreachable" (D3: 75 vs 69); it returns a *WaitError. The
+// while etcd answered" or "etcd unreachable" (D3); it returns a *WaitError. The
 // stale leases are revoked once more, each within probeTimeout: one that etcd still cannot
-// take back makes it Unreachable, since 75 promises that none of our keys is left (a
+// take back makes it Unreachable, since "no slot" promises that none of our keys is left (a
 // restarted etcd even revives such leases). With no stale lease and an unanswered request,
 // etcd is probed once (a count of the prefix, within probeTimeout), except at start, where
 // the grant already had ConnectTimeout.

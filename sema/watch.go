@@ -165,7 +165,7 @@ func (s *Semaphore) awaitCreated(ctx context.Context, l *lease, p position, w wa
 // means that every event of it is after the read, so after the watch's
 // creation, and the watch will deliver it; nothing else can wake this
 // waiter (D1). Only a changed predecessor costs the whole re-read, whose
-// sorted reads make etcd read the whole queue (issue 11).
+// sorted reads make etcd read the whole queue.
 func (s *Semaphore) recheck(ctx context.Context, key string, myRev int64, r ranking) (turn, ranking) {
 	if r.holders == nil && r.pred != "" {
 		same, err := s.predUnchanged(ctx, key, myRev, r)

@@ -10,8 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Entry is one key of a semaphore as --who shows it (D6). Everything in it
-// was read from etcd and is hostile input (issue 9): callers escape it
+// Entry is one key of a semaphore as List reads it (D6). Everything in it
+// was read from etcd and is hostile input: callers escape it
 // before printing.
 type Entry struct {
 	// Name is the semaphore's name; for a key under KeyRoot whose name
@@ -35,7 +35,7 @@ type Entry struct {
 	Record ReadRecord
 }
 
-// Flags name what is odd about the entry, for --who to mark (issue 9), in a
+// Flags name what is odd about the entry, for a listing to mark, in a
 // fixed order: "foreign" (counted by no acquisition), "unexpected" (an
 // unexpected suffix: counted), "no-lease" (the key is bound to no lease and
 // never expires), "lease-mismatch" (the name spells another lease than
@@ -71,7 +71,7 @@ func (e Entry) Flags() []string {
 }
 
 // List reads every key under NamePrefix(name), all capacities, in one range
-// request, and returns each of them (none is skipped, issue 9) classified by
+// request, and returns each of them (none is skipped, however odd) classified by
 // ParseKey: counted keys sorted by capacity then create revision, with rank
 // and state derived per capacity as acquisition derives them (D6), then
 // the foreign keys by create revision. Values are decoded by DecodeRecord.
@@ -94,8 +94,8 @@ func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error)
 }
 
 // ListAll reads every key under KeyRoot in one range request and returns
-// them as List does, grouped by name in byte order (`conch sema --who` with
-// no name, issue 10). A key whose name segment is not a valid name (or has
+// them as List does, grouped by name in byte order (a listing of every
+// semaphore). A key whose name segment is not a valid name (or has
 // no "/" after it) is listed as foreign, with Name the raw segment. Errors
 // as List's, without ErrBadName.
 func ListAll(ctx context.Context, c *clientv3.Client) ([]Entry, error) {

@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Issue 9: acquisition and --who agree on every key. Each hostile key is
+// Acquisition and --who agree on every key. Each hostile key is
 // written alone under a fresh name; a --max 1 --nonblock acquisition must
 // find no slot exactly when List shows the key holding one, and List shows
 // the key with its real key, its real lease and its flags.

@@ -14,7 +14,7 @@ const (
 )
 
 // endFacts are what Run recorded, where it happened, about how one command ended. decideResult
-// alone turns them into a Result (STYLE 17). Every field is a fact, none a conclusion.
+// alone turns them into a Result. Every field is a fact, none a conclusion.
 type endFacts struct {
 	started bool // the guardian reported evStarted
 
@@ -46,7 +46,7 @@ type endFacts struct {
 	scopeGone bool
 }
 
-// decideResult is the one place where a Result is decided (STYLE 17), from the facts Run
+// decideResult is the one place where a Result is decided, from the facts Run
 // recorded; see Result for the meaning of each field.
 //
 //   - A command the guardian did not report on has ExitStatus -1 (unknown), except in scope

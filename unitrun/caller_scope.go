@@ -122,7 +122,7 @@ func (sc *scopeRun) beginStop() {
 }
 
 // stopNow stops the scope and waits until it is gone, bounded by the grace period plus
-// scopeStopMargin (a fresh context: the caller's has usually ended, STYLE 6).
+// scopeStopMargin (a fresh context: the caller's has usually ended).
 func (sc *scopeRun) stopNow() error {
 	wait := sc.killAfter + scopeStopMargin
 	if wait < sc.killAfter { // overflow: TimeoutStopSec=infinity

@@ -20,7 +20,7 @@
 // StartScope, StopScope) are usable on their own.
 //
 // The package holds code for two processes, the caller (conch) and the guardian, which talk
-// over two pipes (protocol.go). A file's name says which side it is on (STYLE 19): run.go and
+// over two pipes (protocol.go). A file's name says which side it is on: run.go and
 // caller_*.go run in the caller, guardian_*.go in the guardian; the other files (protocol,
 // process tree, systemd's manager, scopes, properties) are used by either.
 //

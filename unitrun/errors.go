@@ -7,12 +7,12 @@ import "errors"
 // them with errors.Is, never by their text.
 var (
 	// ErrNotFound means the command does not exist: not found in $PATH, or the path names
-	// nothing. The caller exits 127 (shell convention, D3).
+	// nothing (a shell would say 127).
 	ErrNotFound = errors.New("command not found")
 
 	// ErrNotExecutable means the command exists but cannot be executed: no execute permission,
 	// a directory, a bad "#!" interpreter, a format the kernel refuses, or a working directory
-	// that cannot be entered. The caller exits 126 (shell convention, D3).
+	// that cannot be entered (a shell would say 126).
 	ErrNotExecutable = errors.New("command cannot be executed")
 
 	// ErrGuardian means the guardian process (D7) could not be started, broke its protocol,
@@ -26,18 +26,18 @@ var (
 	// ErrScopeFailed means Run in scope mode could not create the transient scope or move the
 	// guardian into it; the command never started. The chain also holds StartScope's error
 	// (ErrUnitExists, ErrAccessDenied, ErrBusUnavailable, ErrJobFailed, ErrNotInScope...).
-	// D3: with --scope=always the caller releases the slot and exits 69; with --scope=auto it
-	// warns and runs the command in direct mode.
+	// A caller that needs the scope gives up here; one that can do without it may run the
+	// command in direct mode (D8).
 	ErrScopeFailed = errors.New("cannot run the command in a systemd scope")
 
-	// ErrBadProperty means a -p NAME=VALUE assignment names no property that a scope accepts
+	// ErrBadProperty means a NAME=VALUE assignment names no property that a scope accepts
 	// (systemd.scope(5), systemd.resource-control(5), systemd.kill(5)) or has a value that
-	// property does not take, or --slice names no valid slice. It is found before any etcd
-	// call; the caller exits 64 (D8).
+	// property does not take, or a slice name is not valid. Parsing finds it, before
+	// anything runs (D8).
 	ErrBadProperty = errors.New("bad scope property")
 
 	// ErrNoSystemd means systemd is not the init system here (/run/systemd/system is
-	// missing): --scope=auto runs in direct mode, --scope=always exits 69 (D8).
+	// missing): no scope can be made here (D8).
 	ErrNoSystemd = errors.New("systemd is not running")
 
 	// ErrBusUnavailable means neither the system bus (as root) nor the user manager's bus

@@ -10,7 +10,7 @@ import (
 // decodes it and is ready while the caller still waits for its slot; Run, given a spec that
 // comes out the same (the same command, environment, directory, stop signal, grace, scope and
 // terminal foreground), then only tells the guardian to go: the hand-off's critical path is one
-// control word and the fork (issue 11). spec is the whole Spec, as Run will get it; its Guardian,
+// control word and the fork. spec is the whole Spec, as Run will get it; its Guardian,
 // Stdin, Stdout and Stderr must be Prepare's.
 //
 // It first makes sure the guardian is of this build (D7a), which may wait for its hello (at

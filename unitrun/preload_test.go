@@ -20,7 +20,7 @@ func stdoutOf(t *testing.T, spec Spec) string {
 	return strings.TrimSpace(string(b))
 }
 
-// A preloaded spec is run by the guardian it was sent to: Run only says go (issue 11). The
+// A preloaded spec is run by the guardian it was sent to: Run only says go. The
 // guardian is used once: a second Preload is refused.
 func TestPreloadedRun(t *testing.T) {
 	t.Parallel()

@@ -2,7 +2,7 @@ package unitrun
 
 // This file runs in the caller's process (conch): Run and Prepared, the package's entry
 // points for running a command under a guardian. Files named caller_*.go hold the rest of
-// conch's side of the guardian pipe, guardian_*.go the guardian process's side (STYLE 19).
+// conch's side of the guardian pipe, guardian_*.go the guardian process's side.
 
 import (
 	"context"
@@ -62,8 +62,8 @@ import (
 // status, and stops the scope itself if the caller dies (D7). Run returns once the scope is
 // gone, or, after the command exited on its own, once the guardian saw its whole tree end
 // (systemd then collects the empty scope by itself). A scope that cannot be created gives an
-// error wrapping ErrScopeFailed with Result.Started false (D3: the caller exits 69 or retries
-// in direct mode); when ctx ends meanwhile, the error wraps its cause instead. When systemd
+// error wrapping ErrScopeFailed with Result.Started false (the caller gives up, or retries in
+// direct mode, D8); when ctx ends meanwhile, the error wraps its cause instead. When systemd
 // stops the scope on its own (the caller's service stopping, an operator), the result is the
 // command's status, with neither Stopped nor RuntimeExceeded set unless RuntimeMax had passed.
 //
@@ -114,7 +114,7 @@ type Prepared struct {
 // Prepare starts the guardian's locked forking thread and its status-pipe reader; Close ends
 // both.
 func Prepare(spec Spec) (*Prepared, error) {
-	spec = spec.withDefaults()
+	spec = spec.withTiming().withDefaults()
 	p := &Prepared{start: spec, guardian: spec.Guardian}
 	g, err := startGuardian(spec)
 	if err != nil && needsBuildCheck(p.guardian) { // D7a: the guardian program failed, re-exec
@@ -175,7 +175,7 @@ func (p *Prepared) trust(ctx context.Context, warn func(string)) error {
 		return context.Cause(ctx)
 	}
 	if warn != nil {
-		warn(fmt.Sprintf("guardian program %s %s; using this program re-executed instead (D7a)", p.guardian[0], why))
+		warn(fmt.Sprintf("guardian program %s %s; using this program re-executed instead", p.guardian[0], why))
 	}
 	_ = p.g.close()
 	p.guardian = reexecGuardian

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,10 +25,10 @@ type ScopeRequest struct {
 	// the command); at least one. They must be in the caller's PID namespace.
 	PIDs []int
 	// Slice puts the scope in that slice; "" leaves the manager's default. D8: the slice of the
-	// service conch runs in (Placement.Slice), or --slice.
+	// service the caller runs in (Placement.Slice), or one the caller chose.
 	Slice string
 	// KillAfter is the scope's TimeoutStopSec: after a stop sends the stop signal, systemd waits
-	// that long and SIGKILLs what is left (--kill-after, D7). <= 0 means DefaultKillAfter.
+	// that long and SIGKILLs what is left (D7). <= 0 means DefaultKillAfter.
 	KillAfter time.Duration
 	// Properties are set after StartScope's own and so override them; later ones override
 	// earlier ones: pass the service's inherited limits (InheritedProperties) first, then the
@@ -96,10 +97,13 @@ func scopeProperties(req ScopeRequest) []sdbus.Property {
 	}
 	props := []sdbus.Property{
 		sdbus.PropPids(pids...),
-		prop("TimeoutStopUSec", uint64(killAfter.Microseconds())),
 		prop("SendSIGKILL", true),
 		prop("KillMode", "control-group"),
 		prop("CollectMode", "inactive-or-failed"),
+	}
+	if !slices.ContainsFunc(req.Properties, func(p sdbus.Property) bool { return p.Name == "TimeoutStopUSec" }) {
+		// once: a TimeoutStopSec among req.Properties is the grace, KillAfter then says the same
+		props = append(props, prop("TimeoutStopUSec", uint64(killAfter.Microseconds())))
 	}
 	if req.Description != "" {
 		props = append(props, sdbus.PropDescription(req.Description))

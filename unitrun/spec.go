@@ -7,12 +7,14 @@ import (
 	"time"
 )
 
-// Defaults applied by Run to the zero values of Spec.
+// Defaults applied by Run to the zero values of Spec, in one place (EffectiveTiming); the
+// caller learns the values in use from EffectiveTiming too.
 const (
 	// DefaultStopSignal is the first signal sent to stop a command (D7).
 	DefaultStopSignal = syscall.SIGTERM
 
-	// DefaultKillAfter is the grace period between the stop signal and SIGKILL (--kill-after, D7).
+	// DefaultKillAfter is the grace period between the stop signal and SIGKILL (D7): the one
+	// place its value is written (conch's help shows it from here).
 	DefaultKillAfter = 5 * time.Second
 )
 
@@ -42,7 +44,7 @@ type Spec struct {
 	// In scope mode it is the scope's TimeoutStopSec, unless Scope.Properties set that.
 	KillAfter time.Duration
 	// RuntimeMax stops the command once it has run that long and sets Result.RuntimeExceeded
-	// (--runtime-max, exit 124, D7); 0 means unlimited. In scope mode it is also the scope's
+	// (D7); 0 means unlimited. In scope mode it is also the scope's
 	// RuntimeMaxSec and counts from the scope's start; a RuntimeMaxSec among Scope.Properties
 	// replaces it.
 	RuntimeMax time.Duration
@@ -93,19 +95,14 @@ type Result struct {
 	ScopeStopped bool
 }
 
-// withDefaults returns a copy of s with the documented defaults filled in.
+// withDefaults returns a copy of s with the documented defaults filled in, but for the stop
+// timing, which withTiming decides (EffectiveTiming: the one place it is defaulted).
 func (s Spec) withDefaults() Spec {
 	if len(s.Args) == 0 {
 		s.Args = []string{s.Path}
 	}
 	if s.Env == nil {
 		s.Env = os.Environ()
-	}
-	if s.StopSignal == 0 {
-		s.StopSignal = DefaultStopSignal
-	}
-	if s.KillAfter <= 0 {
-		s.KillAfter = DefaultKillAfter
 	}
 	if len(s.Guardian) == 0 {
 		s.Guardian = defaultGuardian()

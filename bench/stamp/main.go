@@ -1,4 +1,4 @@
-// Command bench-stamp is the child process of the benchmarks (issue 5): it
+// Command bench-stamp is the child process of the benchmarks: it
 // appends "S <tag> <pid> <ns>" to a file as the first thing its main does,
 // optionally holds, then appends "E <tag> <pid> <ns>" as the last thing
 // before it exits. Times are CLOCK_MONOTONIC nanoseconds, comparable across

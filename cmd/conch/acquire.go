@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"golang.org/x/sys/unix"
@@ -24,8 +25,10 @@ func (e errSignal) Error() string { return "received " + unix.SignalName(e.sig) 
 // is safely held, release. It returns the error the run ended with (see
 // exitStatus: the child's status, or the signal to re-raise, D3).
 func (c *semaCmd) acquire(j job) error {
-	r, err := c.newSemaRun(j)
-	c.rep = r.rep
+	if err := j.fleet.deadlinePassed(j.run.conflict, time.Now()); err != nil { // before etcd
+		return err
+	}
+	r, err := newSemaRun(j, c.rep)
 	defer r.close()
 	if err != nil {
 		return err
@@ -66,7 +69,7 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
 	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
-		limit: r.job.scope.runtimeLimit(r.c.RuntimeMax.d), terminal: terminal})
+		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
 	if v.requeue {
 		r.rep.line(stateWait, false, "slot lost before the command started (%v): queueing again", context.Cause(runCtx))
 		_ = h.Release(context.Background())
@@ -98,13 +101,13 @@ func (r *semaRun) preloadSpec(rev, lease int64) unitrun.Spec {
 func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 	return unitrun.Spec{
 		Path:       r.job.path,
-		Args:       r.c.command,
-		Env:        childEnv(dropCredentials(os.Environ(), r.c.KeepCreds), r.job.name, r.job.max, rev, lease),
+		Args:       r.job.command,
+		Env:        childEnv(dropCredentials(os.Environ(), r.job.run.keepCreds), r.job.name, r.job.max, rev, lease),
 		Stdin:      r.stdio.Stdin,
 		Stdout:     r.stdio.Stdout,
 		Stderr:     r.stdio.Stderr,
-		KillAfter:  r.killAfter,
-		RuntimeMax: r.c.RuntimeMax.d,
+		KillAfter:  r.job.run.killAfterGiven, // unitrun decides the grace (D7)
+		RuntimeMax: r.job.run.runtimeMax,
 		Started:    r.rep.started, // READY=1 (D10)
 		Warn:       func(msg string) { r.rep.warnf("%s", msg) },
 	}
@@ -115,7 +118,7 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 // *WaitError), 69 when etcd did not answer (D3).
 func (r *semaRun) waitFailed(err error) error {
 	if sig := signalOf(context.Cause(r.waitCtx)); sig != 0 {
-		if r.rep.rev == 0 { // no key of ours was ever written: etcd had not answered yet
+		if !r.enqueued.Load() { // no key of ours was ever written: etcd had not answered yet
 			return signalWhileConnecting(sig)
 		}
 		return signalExit(sig, stateTimeout, "%s while waiting: left the queue", unix.SignalName(sig))
@@ -124,26 +127,26 @@ func (r *semaRun) waitFailed(err error) error {
 	var we *sema.WaitError
 	switch {
 	case errors.Is(err, sema.ErrRefused):
-		return exitf(exitUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
-	case errors.As(err, &we) && !we.Unreachable && r.c.Quiet: // -q: the status says it (issue 10)
-		return exitCode(int(r.c.Conflict))
+		return endf(errUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
+	case errors.As(err, &we) && !we.Unreachable && j.run.quiet: // -q: the status says it, so cron mails nothing
+		return noSlot(j.run.conflict, "")
 	case errors.As(err, &we) && !we.Unreachable && we.Paused != nil: // D16
-		return exitf(int(r.c.Conflict), stateTimeout, "no slot: %s (not waiting: --nonblock or --wait 0)", pauseText(*we.Paused))
+		return noSlot(j.run.conflict, "no slot: %s (not waiting: --nonblock or --wait 0)", pauseText(*we.Paused))
 	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
-		return exitf(int(r.c.Conflict), stateTimeout, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
+		return noSlot(j.run.conflict, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
-		return exitf(int(r.c.Conflict), stateTimeout, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
-	case errors.As(err, &we) && !we.Unreachable && !r.c.deadline.IsZero():
-		return exitf(int(r.c.Conflict), stateTimeout, "no slot before --deadline %s", r.c.deadline.Format(time.RFC3339))
+		return noSlot(j.run.conflict, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
+	case errors.As(err, &we) && !we.Unreachable && !j.fleet.deadline.IsZero():
+		return noSlot(j.run.conflict, "no slot before --deadline %s", j.fleet.deadline.Format(time.RFC3339))
 	case errors.As(err, &we) && !we.Unreachable:
-		return exitf(int(r.c.Conflict), stateTimeout, "no slot within --wait %v", j.wait)
+		return noSlot(j.run.conflict, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:
-		return exitf(exitUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.where(), err)
-	case isNotEtcd(err): // it answered at once, in plain HTTP (issue 10)
-		return exitf(exitUnavailable, stateTimeout, "%s answers, but %v", j.conn.where(), err)
+		return endf(errUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.Where(), err)
+	case etcdconn.IsNotEtcd(err): // it answered at once, in plain HTTP
+		return endf(errUnavailable, stateTimeout, "%s answers, but %v", j.conn.Where(), err)
 	}
-	return exitf(exitUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %v",
-		j.conn.where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
+	return endf(errUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %v",
+		j.conn.Where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
 }
 
 // signalWhileConnecting is the end of a run that got sig before etcd had answered its

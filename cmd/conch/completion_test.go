@@ -23,7 +23,7 @@ func TestCompletion(t *testing.T) {
 		{"1", []string{"sema", "x", "--k"}, []string{"--key", "--kill-after"}, nil},
 		{"1", []string{"-"}, []string{"--version"}, []string{"--man-page"}},
 		{"verbose", []string{"sema", "--w"}, []string{"--wait  # give up after waiting D", "--who  # list holders"}, nil},
-		// issue 10: --scope's values, as a separate word and after "="
+		// --scope's values, as a separate word and after "="
 		{"1", []string{"sema", "x", "--scope", ""}, []string{"auto\n", "always\n", "never\n"}, nil},
 		{"1", []string{"sema", "x", "--scope=n"}, []string{"--scope=never\n"}, []string{"auto"}},
 		// Completion never executes: a command after the options is not run.

@@ -9,8 +9,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/jessevdk/go-flags"
 )
+
+// defaultConfigPath is the config file read when --config and CONCH_CONFIG are unset.
+const defaultConfigPath = "/etc/conch/conch.conf"
+
+// maxConfigFile bounds the config file: a handful of settings.
+const maxConfigFile = 64 << 10 // 64 KiB
 
 // iniEtcd is the [etcd] section of /etc/conch/conch.conf (D9), read with
 // go-flags' INI parser. Values stay strings: they are checked where the
@@ -42,7 +49,7 @@ func (c configFile) source(key string) string {
 }
 
 // readConfig reads the INI config at path (no-op for ""), bounded and without
-// blocking (readBounded). A missing file is no error unless explicit (the
+// blocking (etcdconn.ReadBounded). A missing file is no error unless explicit (the
 // operator named it). Parse errors give FILE:LINE and what is wrong, never
 // the line itself (it may hold a secret). A file others can write is
 // read, with a warning: anyone could redirect the endpoints and receive the
@@ -52,7 +59,7 @@ func readConfig(path string, explicit bool) (configFile, error) {
 	if path == "" {
 		return cfg, nil
 	}
-	b, perm, err := readBounded(path, "config file", maxConfigFile)
+	b, perm, err := etcdconn.ReadBounded(path, "config file", maxConfigFile)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return cfg, nil
 	}
@@ -84,8 +91,8 @@ func readConfig(path string, explicit bool) (configFile, error) {
 		"user": sec.User, "password-file": sec.PasswordFile, "dial-timeout": sec.DialTimeout} {
 		cfg.values[k] = v
 	}
-	if n := cfg.lines["endpoints"]; n > 0 && strings.TrimSpace(sec.Endpoints) == "" { // as --endpoints "" is (issue 10)
-		return cfg, fmt.Errorf("config file %s:%d: endpoints is empty: name at least one endpoint (host:port or URL), or remove the line for the default %s", path, n, defaultEndpoint)
+	if n := cfg.lines["endpoints"]; n > 0 && strings.TrimSpace(sec.Endpoints) == "" { // as --endpoints "" is: an empty list is a mistake, not the default
+		return cfg, fmt.Errorf("config file %s:%d: endpoints is empty: name at least one endpoint (host:port or URL), or remove the line for the default %s", path, n, etcdconn.DefaultEndpoint)
 	}
 	return cfg, nil
 }
@@ -125,7 +132,7 @@ const configSection = "etcd"
 // than [etcd] (go-flags would say "could not find option group" without a
 // line), and a key set twice: refused, not the last one taken in silence,
 // because two endpoints lines are two clusters and conch cannot know which
-// one the operator meant (issue 10; README "Configuration").
+// one the operator meant (README "Configuration").
 func scanIni(path string, b []byte) (map[string]int, error) {
 	lines := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -165,7 +172,7 @@ func printable(s string) string {
 }
 
 // shortName is " [name]" for a section name short enough to be a typo of [etcd] (a config
-// error never echoes a whole line, which may hold a secret: issue 9), else "".
+// error never echoes a whole line, which may hold a secret), else "".
 func shortName(name string) string {
 	if len(name) > 9 {
 		return ""

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -46,7 +47,7 @@ func TestResolveConnPrecedence(t *testing.T) {
 		t.Fatalf("ETCDCTL_PASSWORD over the file's password file: %+v", s)
 	}
 	s, _ = resolveConn(connOptions{}, env(nil), filepath.Join(dir, "absent.conf"), false)
-	if strings.Join(s.Endpoints, ",") != defaultEndpoint || s.DialTimeout != defaultDialTimeout || s.User != "" {
+	if strings.Join(s.Endpoints, ",") != etcdconn.DefaultEndpoint || s.DialTimeout != etcdconn.DefaultDialTimeout || s.User != "" {
 		t.Fatalf("defaults: %+v", s)
 	}
 	for name, tc := range map[string]struct {
@@ -92,7 +93,7 @@ func TestEnvOnlyForConnection(t *testing.T) {
 
 func TestChildEnvUnit(t *testing.T) { // D5
 	got := childEnv([]string{"A=1", "CONCH_REV=9", "NOTIFY_SOCKET=/x", "WATCHDOG_USEC=5", "WATCHDOG_PID=3", "B=2"}, "n", 2, 42, 0xabc)
-	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=0000000000000abc" // issue 10: the padded spelling
+	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=0000000000000abc" // the padded spelling
 	if strings.Join(got, " ") != want {
 		t.Fatalf("childEnv = %q, want %q", got, want)
 	}
@@ -111,19 +112,6 @@ func TestParseDuration(t *testing.T) { // D4
 	}
 }
 
-func TestCheckEndpoint(t *testing.T) { // D9: a bad endpoint is a usage error
-	for _, ok := range []string{"127.0.0.1:2379", "etcd.internal:2379", "http://10.0.0.1:2379", "https://[::1]:2379/", "unix:///run/etcd.sock"} {
-		if err := checkEndpoint(ok); err != nil {
-			t.Errorf("checkEndpoint(%q) = %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"notaurl::", "localhost", "ftp://x:1", "http://x", ":2379", "x:0", "x:99999", "unix://"} {
-		if err := checkEndpoint(bad); err == nil {
-			t.Errorf("checkEndpoint(%q) accepted", bad)
-		}
-	}
-}
-
 func TestMinTTL(t *testing.T) { // the TTL warning's advice must silence it
 	for _, ka := range []time.Duration{0, time.Second, 5 * time.Second, 9 * time.Second, 90 * time.Minute} {
 		ttl := minTTL(ka)
@@ -133,7 +121,7 @@ func TestMinTTL(t *testing.T) { // the TTL warning's advice must silence it
 	}
 }
 
-// Issue 10: a source that overrides endpoints another source also sets, to
+// A source that overrides endpoints another source also sets, to
 // other endpoints, is warned about in one line naming both (D9's order
 // stays); credentials in an overridden URL are never shown.
 func TestEndpointsOverrideWarning(t *testing.T) {
@@ -186,7 +174,7 @@ func TestEndpointsOverrideWarning(t *testing.T) {
 	}
 }
 
-// Issue 10: a stale ETCDCTL_ENDPOINTS over the config file's endpoints is
+// A stale ETCDCTL_ENDPOINTS over the config file's endpoints is
 // used (D9) but said on stderr, and -v names the endpoints used and their
 // source; the run itself goes on.
 func TestEndpointsOverrideSaid(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/conch-project/conch/internal/etcdconn"
 )
 
 // credentials resolves the user and the password (D9). etcdctl's
@@ -13,7 +15,7 @@ import (
 // file) a password file or ETCDCTL_PASSWORD first, then that level's
 // NAME:PASSWORD. A user without a password is refused (64): etcd would answer
 // "user name is empty", and authentication would silently be off.
-func (r resolver) credentials(s *connSettings) error {
+func (r resolver) credentials(s *etcdconn.Settings) error {
 	user, userFrom := r.pick(r.flagged.User, "user")
 	s.User, _, _ = strings.Cut(user, ":")
 	if strings.ContainsFunc(s.User, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
@@ -26,7 +28,7 @@ func (r resolver) credentials(s *connSettings) error {
 	} {
 		_, userPass, _ := strings.Cut(lv.user, ":")
 		if path := strings.TrimSpace(lv.passwordFile); path != "" {
-			p, warn, err := readPassword(path)
+			p, warn, err := etcdconn.ReadPassword(path)
 			if err != nil {
 				return err
 			}
@@ -46,23 +48,4 @@ func (r resolver) credentials(s *connSettings) error {
 		return fmt.Errorf("user %q (from %s) has no password: give --password-file FILE (or CONCH_PASSWORD_FILE, ETCDCTL_PASSWORD, password-file in conch.conf); for certificate-based login (the client certificate's CN), leave the user unset", s.User, userFrom)
 	}
 	return nil
-}
-
-// readPassword reads the first line of a password file (bounded, never
-// blocking: readBounded). warn is non-empty when group or others can read
-// the file. Errors: the file cannot be read, is not a regular file, is too
-// large, or its first line is empty.
-func readPassword(path string) (pw, warn string, err error) {
-	b, perm, err := readBounded(path, "password file", maxPasswordFile)
-	if err != nil {
-		return "", "", err
-	}
-	if perm&0o044 != 0 {
-		warn = fmt.Sprintf("password file %s is readable by group or others (mode %04o): chmod 600 it", path, perm)
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	if line = strings.TrimRight(line, "\r"); line == "" {
-		return "", warn, fmt.Errorf("password file %s is empty (its first line is the password)", path)
-	}
-	return line, warn, nil
 }

@@ -11,7 +11,7 @@ import (
 // maxDuration bounds every duration conch takes (100 years): far beyond any
 // wait or lease, and small enough that no sum conch makes with one (a TTL
 // rounded up, a deadline plus a grace) can overflow time.Duration into a
-// short or negative value (issue 9).
+// short or negative value.
 const maxDuration = 100 * 365 * 24 * time.Hour
 
 // duration is a flag value in Go syntax (500ms, 1m30s) or a number of

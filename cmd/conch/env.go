@@ -17,7 +17,7 @@ func childEnv(base []string, name string, max int, rev, lease int64) []string {
 		"CONCH_REV":   strconv.FormatInt(rev, 10),
 		"CONCH_SEMA":  name,
 		"CONCH_MAX":   strconv.Itoa(max),
-		"CONCH_LEASE": sema.FormatLeaseID(lease), // as in the key name and etcdctl (issue 10)
+		"CONCH_LEASE": sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
 	}
 	out := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
@@ -34,7 +34,7 @@ func childEnv(base []string, name string, max int, rev, lease int64) []string {
 }
 
 // credentialVars are conch's environment variables that carry a password or
-// say where one is: the child loses them (issue 9, amending D5), so a job
+// say where one is: the child loses them (D5a), so a job
 // does not inherit write access to /conch/v1/. The user variables keep the
 // name and lose a NAME:PASSWORD password.
 var (

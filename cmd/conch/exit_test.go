@@ -240,7 +240,7 @@ func TestUnknownCommand(t *testing.T) {
 
 // A TTL above etcd's maximum (9e9 s) is a usage error with a reason, not an
 // outage (D3) and not a retry loop: conch's own bound on durations (100
-// years, against overflow: issue 9) refuses it first. etcd refusing a request
+// years, against overflow) refuses it first. etcd refusing a request
 // for good is TestAuthRBAC's.
 func TestRefusedByEtcdIs64(t *testing.T) {
 	e := newEnv(t)

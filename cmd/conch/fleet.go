@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
@@ -20,10 +21,18 @@ import (
 // stateHeldAfter is CONCH_STATE when the slot is kept after the run (D13).
 const stateHeldAfter = "HELD_AFTER"
 
-// fleetExecute is Execute's hook for the fleet flags: it sets c.run for
-// --release and reports handled, or checks that the fleet flags given fit
-// the run (or --who) that Execute goes on to set up. Errors are usage errors.
-func (c *semaCmd) fleetExecute(j job) (handled bool, err error) {
+// fleetValues are the fleet flags' values, decided at validation (fleetExecute) and carried
+// by the job: nothing reads the flags after it.
+type fleetValues struct {
+	holdAfter time.Duration // --hold-after; 0: release at the end of the run
+	oncePer   time.Duration // --once-per; 0: every run runs
+	deadline  time.Time     // --deadline; zero: none
+}
+
+// fleetExecute is Execute's hook for the fleet flags: it sets the run for --release,
+// --pause or --resume and reports handled, or checks that the fleet flags given fit the run
+// (or --who) that Execute goes on to set up, and sets j.fleet. Errors are usage errors.
+func (c *semaCmd) fleetExecute(j *job) (handled bool, err error) {
 	if c.Reason != "" && !c.Pause {
 		return true, usagef("--reason goes with --pause")
 	}
@@ -35,18 +44,18 @@ func (c *semaCmd) fleetExecute(j job) (handled bool, err error) {
 		if !a.set {
 			continue
 		}
-		if err := c.checkAlone(a.flag, j); err != nil {
+		if err := c.checkAlone(a.flag, *j); err != nil {
 			return true, err
 		}
-		run := a.run
-		c.run = func() error { return run(j) }
+		run, jv := a.run, *j
+		c.setRun(jv, func() error { return run(jv) })
 		return true, nil
 	}
-	if err := c.checkOncePer(j); err != nil {
+	if err := c.checkOncePer(*j); err != nil {
 		return true, err
 	}
-	if handled, err := c.checkDeadline(j, time.Now()); handled || err != nil {
-		return handled, err
+	if err := c.checkDeadline(j, time.Now()); err != nil {
+		return true, err
 	}
 	if c.HoldAfter.set {
 		switch {
@@ -56,6 +65,7 @@ func (c *semaCmd) fleetExecute(j job) (handled bool, err error) {
 			return true, usagef("--hold-after must be more than 0 (whole seconds, rounded up): it is how long the slot stays taken after the command")
 		}
 	}
+	j.fleet.holdAfter, j.fleet.oncePer = c.HoldAfter.d, c.OncePer.d
 	return false, nil
 }
 
@@ -99,11 +109,11 @@ func (j job) hostName() string {
 // It keeps the slot, or, when it cannot, releases it and says why; it
 // reports whether it ended the holding (false: the caller releases).
 func (r *semaRun) keepAfter(h *sema.Holder, res unitrun.Result, cause error) bool {
-	if !r.c.HoldAfter.set || !res.Started || slotLost(cause) {
+	if r.job.fleet.holdAfter == 0 || !res.Started || slotLost(cause) {
 		return false
 	}
 	rec := sema.Record{Host: r.job.hostName(), PID: os.Getpid(), Unit: ownUnit()}
-	ha, err := h.HoldAfter(context.Background(), r.c.HoldAfter.d, rec)
+	ha, err := h.HoldAfter(context.Background(), r.job.fleet.holdAfter, rec)
 	switch {
 	case err != nil && ha.Key == "":
 		r.rep.warnf("WARNING: %v", err)
@@ -129,7 +139,6 @@ func (r *reporter) heldAfter(ha sema.HeldAfter, status int) {
 // run and says which, or that there were none. Exit 0 either way; 69 when
 // etcd does not answer, 64 when it refuses (D3).
 func (c *semaCmd) release(j job) error {
-	c.rep = c.reporter(j)
 	node := j.hostName()
 	return c.withClient(j, "--release", func(ctx context.Context, cl *clientv3.Client) error {
 		freed, err := sema.ReleaseHeld(ctx, cl, j.name, j.max, node)
@@ -149,7 +158,7 @@ func (c *semaCmd) release(j job) error {
 // (--release, --pause, --resume). It returns op's end: nil, 64 when etcd
 // refuses (sema.ErrRefused), else 69 (D3), each with a line naming what.
 func (c *semaCmd) withClient(j job, what string, op func(context.Context, *clientv3.Client) error) error {
-	client, err := newClient(context.Background(), j.conn)
+	client, err := etcdconn.New(context.Background(), j.conn)
 	if err != nil {
 		return err // 69 if etcd did not answer, else 64 (exitStatus)
 	}
@@ -158,9 +167,9 @@ func (c *semaCmd) withClient(j job, what string, op func(context.Context, *clien
 	defer cancel()
 	switch err := op(ctx, client); {
 	case errors.Is(err, sema.ErrRefused):
-		return exitf(exitUsage, "", "%s: %s refused: %v", what, j.conn.where(), err)
+		return endf(errUsage, "", "%s: %s refused: %v", what, j.conn.Where(), err)
 	case err != nil:
-		return exitf(exitUnavailable, "", "%s: failed on %s: %v", what, j.conn.where(), err)
+		return endf(errUnavailable, "", "%s: failed on %s: %v", what, j.conn.Where(), err)
 	}
 	return nil
 }

@@ -7,35 +7,36 @@ import (
 	"time"
 )
 
-// checkDeadline reads --deadline against now and sets c.deadline; it
-// refuses it with --wait, --nonblock or --who (64). A deadline already
-// passed is the run's end at once, before any etcd call: handled true, and
-// c.run exits 75 (or -E) saying so, as a wait that ran out (D3).
-func (c *semaCmd) checkDeadline(j job, now time.Time) (handled bool, err error) {
+// checkDeadline reads --deadline against now into j.fleet.deadline; it refuses it with
+// --wait, --nonblock or --who, or when it cannot be read (usage errors, 64). A deadline
+// already passed is decided when the run starts (deadlinePassed).
+func (c *semaCmd) checkDeadline(j *job, now time.Time) error {
 	if c.Deadline == "" {
-		return false, nil
+		return nil
 	}
 	switch {
 	case c.Who:
-		return true, usagef("--deadline goes with running a command, not with --who")
+		return usagef("--deadline goes with running a command, not with --who")
 	case c.Wait.set:
-		return true, usagef("--deadline and --wait exclude each other: both bound the wait")
+		return usagef("--deadline and --wait exclude each other: both bound the wait")
 	case c.Nonblock:
-		return true, usagef("--deadline and --nonblock exclude each other: --nonblock does not wait")
+		return usagef("--deadline and --nonblock exclude each other: --nonblock does not wait")
 	}
 	d, err := parseDeadline(c.Deadline, now)
 	if err != nil {
-		return true, usagef("--deadline: %v", err)
+		return usagef("--deadline: %v", err)
 	}
-	c.deadline = d
-	if d.After(now) {
-		return false, nil
+	j.fleet.deadline = d
+	return nil
+}
+
+// deadlinePassed is the end of a run whose --deadline has passed by now, before any etcd
+// request: no slot (conflict, 75 or -E), saying so; nil when there is none or it is ahead.
+func (f fleetValues) deadlinePassed(conflict int, now time.Time) error {
+	if f.deadline.IsZero() || f.deadline.After(now) {
+		return nil
 	}
-	c.run = func() error {
-		c.rep = c.reporter(j)
-		return exitf(int(c.Conflict), stateTimeout, "--deadline %s has passed: not waiting, the command was not started", d.Format(time.RFC3339))
-	}
-	return true, nil
+	return noSlot(conflict, "--deadline %s has passed: not waiting, the command was not started", f.deadline.Format(time.RFC3339))
 }
 
 // parseDeadline reads s as an absolute time: RFC 3339 (with a zone), or

@@ -32,7 +32,7 @@ func (c *semaCmd) checkOncePer(j job) error {
 // and err is the run's end: nil (exit 0, the skip said) when the period's
 // run is done, 69 when the marker cannot be read (no silent double run).
 func (r *semaRun) onceSkip(h *sema.Holder) (skip bool, err error) {
-	if !r.c.OncePer.set {
+	if r.job.fleet.oncePer == 0 {
 		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(h.TTL(), 5*time.Second))
@@ -40,7 +40,7 @@ func (r *semaRun) onceSkip(h *sema.Holder) (skip bool, err error) {
 	m, err := h.ReadOnce(ctx)
 	switch {
 	case err != nil:
-		return true, exitf(exitUnavailable, stateReleased, "--once-per: cannot read this period's marker, so the command was not started: %v", err)
+		return true, endf(errUnavailable, stateReleased, "--once-per: cannot read this period's marker, so the command was not started: %v", err)
 	case m == nil:
 		return false, nil
 	}
@@ -53,15 +53,15 @@ func (r *semaRun) onceSkip(h *sema.Holder) (skip bool, err error) {
 // our key; a failure to write it is said, since the next run may then start
 // at once.
 func (r *semaRun) markOnce(h *sema.Holder, v verdict, res unitrun.Result, heldAt time.Time) {
-	if !r.c.OncePer.set || !v.ran || v.err != nil || res.ExitStatus != 0 {
+	if r.job.fleet.oncePer == 0 || !v.ran || v.err != nil || res.ExitStatus != 0 {
 		return
 	}
 	rec := sema.OnceRecord{Node: r.job.hostName(), Start: heldAt.UTC().Truncate(time.Second), End: time.Now().UTC().Truncate(time.Second)}
-	if err := h.MarkOnce(context.Background(), r.c.OncePer.d, rec); err != nil {
+	if err := h.MarkOnce(context.Background(), r.job.fleet.oncePer, rec); err != nil {
 		r.rep.warnf("WARNING: the run succeeded, but this period's marker could not be written (%v): the next run may start at once", err)
 		return
 	}
-	r.rep.line("", true, "period marker written: no other run of %s until %v from now", r.prefix(), sema.RoundTTL(r.c.OncePer.d))
+	r.rep.line("", true, "period marker written: no other run of %s until %v from now", r.prefix(), sema.RoundTTL(r.job.fleet.oncePer))
 }
 
 // prefix is the run's semaphore as lines name it.

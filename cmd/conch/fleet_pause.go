@@ -13,7 +13,6 @@ import (
 // there, and says which. Exit 0 either way; 69 when etcd does not answer,
 // 64 when it refuses (D3).
 func (c *semaCmd) pause(j job) error {
-	c.rep = c.reporter(j)
 	return c.withClient(j, "--pause", func(ctx context.Context, cl *clientv3.Client) error {
 		p, wrote, err := sema.SetPause(ctx, cl, j.name, j.max, whoAmI(j), c.Reason)
 		if err != nil {
@@ -31,7 +30,6 @@ func (c *semaCmd) pause(j job) error {
 // resume is --resume (D16): it deletes the pause key, if any, and says
 // which. Exit 0 either way; 69 or 64 as pause.
 func (c *semaCmd) resume(j job) error {
-	c.rep = c.reporter(j)
 	return c.withClient(j, "--resume", func(ctx context.Context, cl *clientv3.Client) error {
 		p, had, err := sema.Resume(ctx, cl, j.name, j.max)
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/conch-project/conch/sema"
 )
 
-// Issue 10 item 3: an unreachable endpoint from ETCDCTL_ENDPOINTS is named
+// An unreachable endpoint from ETCDCTL_ENDPOINTS is named
 // with its source and its kind of failure (refused), exit 69 (D3).
 func TestUnreachableNamesSourceAndKind(t *testing.T) {
 	e := newEnv(t)
@@ -28,7 +28,7 @@ func TestUnreachableNamesSourceAndKind(t *testing.T) {
 	}
 }
 
-// Issue 9 (amending D5): the child gets no password from conch's variables,
+// D5a: the child gets no password from conch's variables,
 // unless --keep-credentials-env.
 func TestChildLosesCredentials(t *testing.T) {
 	e := newEnv(t) // no auth: etcd answers "auth not enabled", which clientv3 takes as no login needed
@@ -43,7 +43,7 @@ func TestChildLosesCredentials(t *testing.T) {
 	}
 }
 
-// Issue 10 item 6: -q silences the "no free slot" line; the status stays 75 (or -E).
+// -q silences the "no free slot" line; the status stays 75 (or -E).
 func TestQuietNoSlot(t *testing.T) {
 	e := newEnv(t)
 	h := e.start("sema", "quiet", "--max", "1", "--", "sh", "-c", e.gated("h"))
@@ -61,7 +61,7 @@ func TestQuietNoSlot(t *testing.T) {
 	h.wait(t)
 }
 
-// Issue 10: -q also drops the "waiting for ..., next in line" line, so a cron job with --wait
+// -q also drops the "waiting for ..., next in line" line, so a cron job with --wait
 // that queued and then ran mails nothing; the child's own stderr is untouched, and warnings
 // still print.
 func TestQuietWaiting(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,41 +12,6 @@ import (
 
 	"github.com/conch-project/conch/sema"
 )
-
-// Issue 9: files conch reads never block (FIFO), are bounded, and must be regular.
-func TestReadBounded(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big")
-	os.WriteFile(big, bytes.Repeat([]byte("x"), maxPasswordFile+1), 0o600)
-	ok := filepath.Join(dir, "ok")
-	os.WriteFile(ok, []byte("pw\n"), 0o640)
-	for _, tc := range []struct{ path, want string }{
-		{fifo, "not a regular file (it is a FIFO)"},
-		{"/dev/zero", "not a regular file (it is a character device)"},
-		{dir, "not a regular file (it is a directory)"},
-		{big, "4097 bytes, more than the 4096 allowed"},
-		{filepath.Join(dir, "absent"), "no such file"},
-	} {
-		done := make(chan error, 1)
-		go func() { _, _, err := readBounded(tc.path, "password file", maxPasswordFile); done <- err }()
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("readBounded(%s) = %v, want %q", tc.path, err, tc.want)
-			}
-		case <-time.After(testTimeout):
-			t.Fatalf("readBounded(%s) blocked", tc.path)
-		}
-	}
-	b, perm, err := readBounded(ok, "password file", maxPasswordFile)
-	if err != nil || string(b) != "pw\n" || perm != 0o640 {
-		t.Errorf("readBounded(ok) = %q, %o, %v", b, perm, err)
-	}
-}
 
 // confWriter returns a function that writes body to a fresh config file in a temporary
 // directory and returns its path.
@@ -65,7 +29,7 @@ func confWriter(t *testing.T) func(body string) string {
 
 func fixedEnv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-// Issue 10 item 3: every message about a setting names its source; issue 9:
+// Every message about a setting names its source; and
 // no secret in messages, a user without a password refused, TLS with http:// refused.
 func TestResolveConnErrorsNameSource(t *testing.T) {
 	conf := confWriter(t)
@@ -121,7 +85,7 @@ func TestResolveConnErrorsNameSource(t *testing.T) {
 	}
 }
 
-// Issue 9: warnings for a password file others can read and a config others can write.
+// Warnings for a password file others can read and a config others can write.
 func TestResolveConnWarnings(t *testing.T) {
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "pw")
@@ -153,7 +117,7 @@ func TestResolveConnWarnings(t *testing.T) {
 	}
 }
 
-// Issue 9 (amending D5): the child loses conch's credential variables unless --keep-credentials-env.
+// D5a: the child loses conch's credential variables unless --keep-credentials-env.
 func TestDropCredentials(t *testing.T) {
 	base := []string{"A=1", "ETCDCTL_PASSWORD=p1", "CONCH_PASSWORD_FILE=/etc/pw", "ETCDCTL_USER=bob:p2", "CONCH_USER=amy", "ETCDCTL_ENDPOINTS=h:1"}
 	got := strings.Join(dropCredentials(base, false), " ")
@@ -165,7 +129,7 @@ func TestDropCredentials(t *testing.T) {
 	}
 }
 
-// Issue 9 and 10 item 6: durations as flock takes them, bounded against overflow.
+// Durations as flock takes them, bounded against overflow.
 func TestParseDurationBounds(t *testing.T) {
 	for in, want := range map[string]time.Duration{"1.5": 1500 * time.Millisecond, ".5": 500 * time.Millisecond, " 2 ": 2 * time.Second,
 		"1e1": 10 * time.Second, "0.000000001": time.Nanosecond, "876000h": maxDuration, "3153600000": maxDuration} {
@@ -181,7 +145,7 @@ func TestParseDurationBounds(t *testing.T) {
 	}
 }
 
-// Issue 9: the fencing warning's advice is computed; it must be the smallest TTL that fences in time.
+// The fencing warning's advice is computed; it must be the smallest TTL that fences in time.
 func TestMinTTLSweep(t *testing.T) {
 	kas := []time.Duration{maxDuration, 1<<40 + 7}
 	for ka := time.Duration(0); ka < 20*time.Second; ka += 50 * time.Millisecond {
@@ -195,7 +159,7 @@ func TestMinTTLSweep(t *testing.T) {
 	}
 }
 
-// Issue 10 item 3: flag errors name no Go type; -q and fractional --wait parse.
+// Flag errors name no Go type; -q and fractional --wait parse.
 func TestFlagMessages(t *testing.T) {
 	for _, tc := range []struct {
 		args    []string
@@ -219,7 +183,7 @@ func TestFlagMessages(t *testing.T) {
 	}
 }
 
-// Issue 9: each file conch reads goes through the bounded, non-blocking read.
+// Each file conch reads goes through the bounded, non-blocking read.
 func TestEveryFileIsBounded(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
@@ -246,26 +210,9 @@ func TestEveryFileIsBounded(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	for _, s := range []connSettings{{CACert: fifo}, {CACert: "/dev/zero"}, {Cert: fifo, Key: fifo}} {
-		if _, err := tlsConfig(s, time.Now()); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Errorf("tlsConfig(%+v) = %v, want a refusal", s, err)
-		}
-	}
 }
 
-// /dev/null reads as an empty file (`--config /dev/null` means no config, as the bench and
-// many operators write it); other devices stay refused (TestReadBounded).
-func TestReadBoundedNullDevice(t *testing.T) {
-	b, perm, err := readBounded("/dev/null", "config file", maxConfigFile)
-	if err != nil || len(b) != 0 || perm != 0 {
-		t.Fatalf("readBounded(/dev/null) = %q, %v, %v; want empty, no permission bits, nil", b, perm, err)
-	}
-	if _, _, err := readBounded("/dev/zero", "config file", maxConfigFile); !errors.Is(err, errNotRegular) {
-		t.Fatalf("readBounded(/dev/zero) = %v, want errNotRegular", err)
-	}
-}
-
-// Issue 10: config errors give FILE:LINE in conch's words: an unknown section names the one
+// Config errors give FILE:LINE in conch's words: an unknown section names the one
 // valid section (go-flags said "could not find option group" without a line), and a setting
 // given twice is refused with both lines (go-flags kept the last in silence: two endpoints
 // lines are two clusters). Keys are matched without case, as go-flags does.
@@ -294,7 +241,7 @@ func TestConfigSectionsAndDuplicates(t *testing.T) {
 	}
 }
 
-// Issue 10: `endpoints =` in the config file is refused with FILE:LINE, as --endpoints "" and
+// `endpoints =` in the config file is refused with FILE:LINE, as --endpoints "" and
 // CONCH_ENDPOINTS= are, instead of meaning the default 127.0.0.1:2379; so is a quoted empty
 // value. The file is checked as a whole: a flag that overrides it does not hide the mistake.
 func TestConfigEmptyEndpoints(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/conch-project/conch/sema"
 )
 
-// Issue 10 item 5: one lease ID spelling everywhere, on a member whose lease
+// One lease ID spelling everywhere, on a member whose lease
 // IDs start with 0 (where an unpadded CONCH_LEASE named no key): the key's
 // name, CONCH_LEASE, --who (text and JSON), the -v line and etcdctl's
 // spelling (%016x, `etcdctl lease list`) are the same 16 digits.

@@ -20,7 +20,7 @@ const (
 )
 
 // reporter is the one place that tells the operator and the service manager
-// what conch does with one semaphore (D10). Libraries do not log (STYLE 9):
+// what conch does with one semaphore (D10). Libraries do not log:
 // sema reports through Options.OnEvent and unitrun through Spec.Started, and
 // this turns their events into
 //   - native journal entries with CONCH_SEMA, CONCH_MAX, CONCH_REV and

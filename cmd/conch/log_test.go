@@ -214,7 +214,7 @@ func TestNotifierFor(t *testing.T) {
 	}
 }
 
-// Issue 10: with -q (warnOnly) plain lines are only warnings and errors: no waiting or
+// With -q (warnOnly) plain lines are only warnings and errors: no waiting or
 // re-entering line; the journal and sd_notify get what they get without -q.
 func TestReporterQuiet(t *testing.T) {
 	var buf bytes.Buffer

@@ -1,7 +1,8 @@
 // Command conch runs commands under cluster-wide limits kept in etcd:
 // `conch sema <name> --max N -- <cmd...>` (04_sema.md). This package is the
 // CLI only: flags, configuration, signals, the exit-status table and
-// logging; the recipe is in package sema and child supervision in unitrun.
+// logging; the connection to etcd is in internal/etcdconn, the recipe in
+// package sema and child supervision in unitrun.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/jessevdk/go-flags"
 	"golang.org/x/sys/unix"
@@ -25,7 +27,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == unitrun.GuardianArg {
 		os.Exit(unitrun.GuardianMain())
 	}
-	go warmProtobuf() // off the critical path: protowarm.go
+	go etcdconn.WarmProtobuf() // off the critical path: internal/etcdconn/protowarm.go
 	// A closed stderr pipe must not kill conch with SIGPIPE in the middle of
 	// its queue (its key would linger until expiry): with SIGPIPE caught,
 	// writes fail with EPIPE instead. Caught, not ignored, so the child
@@ -111,18 +113,18 @@ func (s *semaCmd) parseAndRun(before []string) error {
 		// A fresh parser: ParseArgs added help groups to p, which would
 		// print twice.
 		if err := writeManPage(s.stdout, newParser(&globalOptions{}, &semaCmd{})); err != nil {
-			return exitf(exitUnavailable, "", "%v", err)
+			return endf(errUnavailable, "", "%v", err)
 		}
 		return nil
 	case s.run == nil:
 		p.WriteHelp(s.stderr)
-		return exitCode(exitUsage)
+		return silent(errUsage)
 	}
 	return s.run()
 }
 
 // splitCommand splits argv at the first "--": the child's argv after it is
-// passed on untouched (STYLE 13).
+// passed on untouched: conch never reads the child's flags as its own.
 func splitCommand(args []string) (before, command []string, dashdash bool) {
 	i := slices.Index(args, "--")
 	if i < 0 {
@@ -135,7 +137,7 @@ func splitCommand(args []string) (before, command []string, dashdash bool) {
 // (D3). With group, sig goes to conch's whole process group, as the
 // terminal would have sent it had the child not had the foreground: a
 // calling script's shell, in that group, then gets it too and stops (the
-// shells' wait-and-cooperative-exit, issue 10). If the signal does not kill
+// shells' wait-and-cooperative-exit). If the signal does not kill
 // us (ignored by an inherited mask), exit with the shell's status for it.
 func reraise(sig syscall.Signal, group bool) {
 	signal.Reset(sig)

@@ -119,7 +119,7 @@ func eachOption(g *flags.Group, f func(*flags.Option)) {
 
 // manDefaults puts each option's real default (its default-mask: the
 // kernel hostname, 5s) where go-flags' man page writes "<default:
-// $CONCH_X>" for an option with an env tag and no default tag (issue 10),
+// $CONCH_X>" for an option with an env tag and no default tag (go-flags' own text would be wrong),
 // and drops it where there is none (default-mask "-"). Help already uses
 // the masks.
 func manDefaults(page string, sema *flags.Command) string {

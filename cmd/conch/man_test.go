@@ -2,9 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/conch-project/conch/internal/etcdconn"
 )
 
 // The man page comes from the parser plus hand-written sections; it must
@@ -25,7 +30,7 @@ func TestManPage(t *testing.T) {
 		".SH NAME", ".SH SYNOPSIS", ".SH DESCRIPTION", ".SH OPTIONS", ".SH EXIT STATUS", ".SH ENVIRONMENT",
 		".SH FILES", ".SH EXAMPLES", ".SH SEE ALSO",
 		`\fB\-\-max\fR \fIN\fR`, `\fB\-\-conflict-exit-code\fR`, `\fB\-\-dial-timeout\fR`,
-		".B 75\n", ".B 64\n", ".B 69\n", ".B 70\n", ".B 124\n", ".B 126 / 127\n", ".B child's status\n", `.B \-\-who:`,
+		".B 75 (or \\-E N)\n", ".B 64\n", ".B 69\n", ".B 70\n", ".B 124\n", ".B 126 / 127\n", ".B child's status\n", ".B \\-\\-who\n",
 		".B CONCH_ENDPOINTS\n", ".B CONCH_PASSWORD_FILE\n", ".B CONCH_CONFIG\n", ".B CONCH_REV\n", ".B NOTIFY_SOCKET\n",
 		"/etc/conch/conch.conf",
 	} {
@@ -56,7 +61,7 @@ func TestManExitStatusParsesTable(t *testing.T) {
 	}
 }
 
-// Issue 10: help and man page show the real defaults of options that also come from the
+// Help and man page show the real defaults of options that also come from the
 // environment (go-flags' man page wrote "<default: $CONCH_NODE>"), and no made-up default
 // for those that have none.
 func TestDefaultsShown(t *testing.T) {
@@ -68,7 +73,7 @@ func TestDefaultsShown(t *testing.T) {
 		t.Fatalf("--help: status %d, stderr %s", status, errOut.String())
 	}
 	for _, want := range []string{`\fB\-\-node\fR \fINAME\fR <default: \fIthe kernel hostname\fR>`, `\fB\-\-dial-timeout\fR \fID\fR <default: \fI5s\fR>`,
-		`\fB\-\-endpoints\fR \fIURLS\fR <default: \fI` + defaultEndpoint + `\fR>`, `\fB\-\-config\fR \fIFILE\fR <default: \fI` + defaultConfigPath + `\fR>`,
+		`\fB\-\-endpoints\fR \fIURLS\fR <default: \fI` + etcdconn.DefaultEndpoint + `\fR>`, `\fB\-\-config\fR \fIFILE\fR <default: \fI` + defaultConfigPath + `\fR>`,
 		"(default: 5s)\n"} {
 		if !strings.Contains(man.String(), want) {
 			t.Errorf("man page lacks %q", want)
@@ -78,12 +83,58 @@ func TestDefaultsShown(t *testing.T) {
 		t.Errorf("man page shows a variable as a default: %q", man.String())
 	}
 	h := strings.Join(strings.Fields(help.String()), " ")
-	for _, want := range []string{"(default: the kernel hostname) [$CONCH_NODE]", "(default: 5s) [$CONCH_DIAL_TIMEOUT]", "(default: " + defaultEndpoint + ") [$CONCH_ENDPOINTS]"} {
+	for _, want := range []string{"(default: the kernel hostname) [$CONCH_NODE]", "(default: 5s) [$CONCH_DIAL_TIMEOUT]", "(default: " + etcdconn.DefaultEndpoint + ") [$CONCH_ENDPOINTS]"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("help lacks %q", want)
 		}
 	}
-	if defaultDialTimeout.String() != "5s" {
-		t.Errorf("default-mask says 5s, defaultDialTimeout is %v", defaultDialTimeout)
+	if etcdconn.DefaultDialTimeout.String() != "5s" {
+		t.Errorf("default-mask says 5s, etcdconn.DefaultDialTimeout is %v", etcdconn.DefaultDialTimeout)
 	}
+}
+
+// The exit-status table has one text, exitRows (D3): --help shows it (exitTable), the man
+// page is made from that, and README's table holds the same rows, word for word.
+func TestExitTableOneSource(t *testing.T) {
+	var page strings.Builder
+	if err := writeManPage(&page, newParser(&globalOptions{}, &semaCmd{})); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range exitRows {
+		entry := ".TP\n.B " + roffText(plainText(r.status)) + "\n" + roffText(plainText(r.meaning)) + "\n"
+		if !strings.Contains(page.String(), entry) {
+			t.Errorf("the man page lacks the exit status row %q as\n%s", r.status, entry)
+		}
+		if !strings.Contains(semaEpilog, "\n  "+plainText(r.status)+"  ") {
+			t.Errorf("--help lacks the exit status row %q", r.status)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Exit status\n")
+	var got []exitRow
+	for _, l := range strings.Split(section, "\n")[1:] {
+		if !strings.HasPrefix(l, "| ") {
+			if len(got) > 0 {
+				break
+			}
+			continue
+		}
+		status, meaning, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(l, "| "), " |"), " | ")
+		got = append(got, exitRow{status, meaning})
+	}
+	if len(got) < 2 || !slices.Equal(got[2:], exitRows) {
+		t.Errorf("README's exit status table differs from exitRows; its rows should read:\n%s", readmeRows(exitRows))
+	}
+}
+
+// readmeRows is rows as README's Markdown table rows.
+func readmeRows(rows []exitRow) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s |\n", r.status, r.meaning)
+	}
+	return b.String()
 }

@@ -8,7 +8,7 @@ import (
 
 // TestSchemeMixUps: https:// to a plaintext etcd closes the connection during the handshake
 // without an answer, which conch cannot tell from an outage (69 after the dial timeout), but
-// its message says what it probably is (issue 11's hostile test). The reverse, http:// to a
+// its message says what it probably is (the hostile test). The reverse, http:// to a
 // TLS etcd, is in TestTLSMisconfiguration's server set-up.
 func TestSchemeMixUps(t *testing.T) {
 	e := newEnv(t)

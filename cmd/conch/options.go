@@ -5,8 +5,9 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/unitrun"
 	"github.com/jessevdk/go-flags"
 )
 
@@ -34,7 +35,7 @@ type semaCmd struct {
 	Wait       duration  `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); a slot free at once is taken however short D; default: wait forever"`
 	Nonblock   bool      `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
 	Conflict   decimal   `short:"E" long:"conflict-exit-code" value-name:"N" default:"75" description:"exit status when no slot was had (for commands whose own status may be 75)"`
-	KillAfter  duration  `long:"kill-after" value-name:"D" default:"5s" description:"grace between the stop signal and SIGKILL when the child must stop"`
+	KillAfter  duration  `long:"kill-after" value-name:"D" description:"grace between the stop signal and SIGKILL when the child must stop"` // default: unitrun's (newParser)
 	RuntimeMax duration  `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
 	Spread     bool      `long:"spread" description:"at most one slot per node: the key is named after the node (--node), so a second job on a node that holds or waits finds no slot (it waits for the node's key to go, or exits 75 with --nonblock)"`
 	Node       string    `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread, the host in the holder record, and the node whose slots --hold-after keeps and --release frees; set it where nodes share one hostname, as containers may"`
@@ -59,7 +60,7 @@ type semaCmd struct {
 
 	Conn connOptions `group:"etcd connection"`
 
-	// command is everything after "--", untouched (STYLE 13).
+	// command is everything after "--", untouched (the child's argv is its own).
 	command  []string
 	dashdash bool
 	stdout   io.Writer
@@ -68,10 +69,8 @@ type semaCmd struct {
 	// run is what Execute decided to do; it returns the error the run
 	// ended with (nil: exit 0; see exitStatus).
 	run func() error
-	// rep reports on the semaphore once run has made it; nil before.
+	// rep reports on the semaphore, set with run (setRun); nil before.
 	rep *reporter
-	// deadline is --deadline as parseDeadline read it; zero without it.
-	deadline time.Time
 }
 
 // scopeMode is --scope's value (D8); go-flags checks it against the choice
@@ -82,7 +81,7 @@ type scopeMode string
 var scopeModes = []string{"auto", "always", "never"}
 
 // Complete implements flags.Completer: the modes starting with match
-// (bash completion offered nothing for --scope, issue 10).
+// (without it bash completion offers nothing for --scope).
 func (scopeMode) Complete(match string) []flags.Completion {
 	var out []flags.Completion
 	for _, m := range scopeModes {
@@ -94,23 +93,23 @@ func (scopeMode) Complete(match string) []flags.Completion {
 }
 
 // endpointsValue is --endpoints: a flag (or CONCH_ENDPOINTS) given empty is
-// refused, not taken for the default (issue 10).
+// refused, not taken for the default: an empty list is a mistake.
 type endpointsValue string
 
 // UnmarshalFlag implements flags.Unmarshaler.
 func (e *endpointsValue) UnmarshalFlag(s string) error {
 	if strings.TrimSpace(s) == "" {
 		if v, ok := os.LookupEnv("CONCH_ENDPOINTS"); ok && strings.TrimSpace(v) == "" {
-			return errors.New("CONCH_ENDPOINTS is set but empty: name at least one endpoint, or unset it for the default " + defaultEndpoint)
+			return errors.New("CONCH_ENDPOINTS is set but empty: name at least one endpoint, or unset it for the default " + etcdconn.DefaultEndpoint)
 		}
-		return errors.New("empty: name at least one endpoint (host:port or URL), or leave --endpoints out for the default " + defaultEndpoint)
+		return errors.New("empty: name at least one endpoint (host:port or URL), or leave --endpoints out for the default " + etcdconn.DefaultEndpoint)
 	}
 	*e = endpointsValue(s)
 	return nil
 }
 
 // plainFlagError rewrites go-flags' "invalid argument for flag `--ttl'
-// (expected main.duration): ..." without the Go type name (issue 10); other
+// (expected main.duration): ..." without the Go type name, which tells an operator nothing; other
 // errors are returned as they are.
 func plainFlagError(err error) error {
 	var ferr *flags.Error
@@ -144,9 +143,9 @@ The capacity is part of the name: nodes using different --max for the same <name
 
 // semaEpilog follows the generated help verbatim (go-flags reflows
 // descriptions, which would mangle the table and the examples).
-const semaEpilog = `Synopsis:
+var semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
-             [--kill-after 5s] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
+             [--kill-after ` + unitrun.DefaultKillAfter.String() + `] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
   conch sema <name> --max N [--hold-after D] [--once-per D] [--deadline TIME]
              [OPTIONS] -- <cmd...>
   conch sema <name> --max N --release [--node NAME]
@@ -188,7 +187,7 @@ func (c *semaCmd) Usage() string {
 	return "<name> --max N [OPTIONS] -- <cmd...>"
 }
 
-// newParser builds the go-flags parser, fresh for each call (STYLE 13).
+// newParser builds the go-flags parser, fresh for each call (no state shared between tests).
 func newParser(g *globalOptions, s *semaCmd) *flags.Parser {
 	p := flags.NewNamedParser("conch", flags.HelpFlag|flags.PassDoubleDash)
 	p.ShortDescription = "cluster-wide counting semaphore on etcd, with systemd supervision"
@@ -201,5 +200,8 @@ func newParser(g *globalOptions, s *semaCmd) *flags.Parser {
 		panic(err)
 	}
 	c.ArgsRequired = false
+	// --kill-after's default is unitrun's, which decides the child's stop timing: shown here,
+	// applied there (an unset --kill-after reaches unitrun as 0)
+	c.FindOptionByLongName("kill-after").DefaultMask = unitrun.DefaultKillAfter.String()
 	return p
 }

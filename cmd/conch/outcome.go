@@ -42,7 +42,7 @@ type verdict struct {
 // has none (its guardian was lost), or the signal conch got just as the child ended on its own; or, when the child
 // had the terminal and died of SIGINT or SIGQUIT (Ctrl-C, Ctrl-\\), that signal, so that
 // conch dies of it too and the calling shell script stops, as with flock(1) and timeout(1)
-// (the shells' wait-and-cooperative-exit; issue 10).
+// (the shells' wait-and-cooperative-exit).
 func outcome(h holding) verdict {
 	sig := signalOf(h.cause)
 	lost := slotLost(h.cause)
@@ -58,11 +58,11 @@ func outcome(h holding) verdict {
 		// systemd's stop of the scope reached it before conch's own stop request did)
 		return verdict{err: signalExit(sig, stateReleased, "%s: stopped the child and released the slot", unix.SignalName(sig))}
 	case lost && res.Stopped:
-		return verdict{err: exitf(exitSlotLost, stateLost, "slot lost while the child ran (%v): child stopped", h.cause)}
+		return verdict{err: endf(errSlotLost, stateLost, "slot lost while the child ran (%v): child stopped", h.cause)}
 	case res.RuntimeExceeded:
-		return verdict{err: exitf(exitRuntimeMax, stateReleased, "child ran past %s: stopped", h.limit)}
+		return verdict{err: endf(errRuntimeMax, stateReleased, "child ran past %s: stopped", h.limit)}
 	}
-	xe := &exitError{status: res.ExitStatus}
+	xe := &exitError{own: res.ExitStatus}
 	switch {
 	case sig != 0: // the child ended on its own just as the signal came
 		xe.sig = sig
@@ -71,7 +71,7 @@ func outcome(h holding) verdict {
 		// D3: every exit other than the child's own status is said, Ctrl-C too
 		xe.state, xe.msg = stateReleased, fmt.Sprintf("the child died of %s from the terminal: released the slot, stopping with it", unix.SignalName(res.Signal))
 	case res.ExitStatus < 0: // the guardian was lost while the child ran (D3: 70, not 69's "never started")
-		xe.status = exitSlotLost
+		xe.kind, xe.own = errSlotLost, 0
 	}
 	if h.runErr != nil { // the child ran, but its supervision failed: say so
 		xe.state, xe.msg = stateReleased, h.runErr.Error()
@@ -85,14 +85,12 @@ func outcome(h holding) verdict {
 // notStarted is the end of a command that did not start (runErr says why).
 func notStarted(runErr error, sig syscall.Signal) error {
 	switch {
-	case errors.Is(runErr, unitrun.ErrNotFound):
-		return exitf(exitNotFound, stateReleased, "%v", runErr)
-	case errors.Is(runErr, unitrun.ErrNotExecutable):
-		return exitf(exitCannotExec, stateReleased, "%v", runErr)
+	case errors.Is(runErr, unitrun.ErrNotFound), errors.Is(runErr, unitrun.ErrNotExecutable):
+		return endf(runErr, stateReleased, "%v", runErr)
 	case sig != 0:
 		return signalExit(sig, stateReleased, "%v", runErr)
 	}
-	return exitf(exitUnavailable, stateReleased, "%v", runErr) // a scope required and not made
+	return endf(errUnavailable, stateReleased, "%v", runErr) // a scope required and not made
 }
 
 // signalOf is the signal conch got, if cause is one (errSignal).

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
@@ -45,7 +46,7 @@ func TestOutcome(t *testing.T) {
 		sig     syscall.Signal
 		state   string
 		line    string // "" for none
-		group   bool   // the signal goes to conch's process group (issue 10)
+		group   bool   // the signal goes to conch's process group
 	}{
 		{name: "exit 0", h: holding{res: started(0)}, ran: true},
 		{name: "exit 3", h: holding{res: started(3)}, ran: true, status: 3},
@@ -118,14 +119,21 @@ func TestExitStatus(t *testing.T) {
 		sig    syscall.Signal
 	}{
 		{"nil", nil, exitOK, 0},
-		{"the child's status", exitCode(3), 3, 0},
-		{"an exit with its line", exitf(exitConflict, stateTimeout, "no slot"), exitConflict, 0},
-		{"-E's status", exitf(9, stateTimeout, "no slot"), 9, 0},
+		{"the child's status", childExit(3), 3, 0},
+		{"no slot, with its line", noSlot(exitConflict, "no slot"), exitConflict, 0},
+		{"-E's status, silent", noSlot(9, ""), 9, 0},
 		{"a signal", signalExit(syscall.SIGINT, "", ""), 0, syscall.SIGINT},
-		{"wrapped", fmt.Errorf("x: %w", exitf(exitSlotLost, stateLost, "lost")), exitSlotLost, 0},
+		{"wrapped", fmt.Errorf("x: %w", endf(errSlotLost, stateLost, "lost")), exitSlotLost, 0},
+		{"no holder", silent(errEmpty), exitEmpty, 0},
+		{"listing not written", endf(errWhoOutput, "", "x"), exitSoftware, 0},
+		{"run-time limit", endf(errRuntimeMax, stateReleased, "x"), exitRuntimeMax, 0},
+		{"not found", endf(fmt.Errorf("x: %w", unitrun.ErrNotFound), "", "x"), exitNotFound, 0},
+		{"not executable", endf(fmt.Errorf("x: %w", unitrun.ErrNotExecutable), "", "x"), exitCannotExec, 0},
+		{"unavailable", endf(errUnavailable, "", "x"), exitUnavailable, 0},
+		{"help without a command", silent(errUsage), exitUsage, 0},
 		{"usage", usagef("bad"), exitUsage, 0},
-		{"etcd unreachable at start", fmt.Errorf("%w: cannot reach etcd", errUnreachable), exitUnavailable, 0},
-		{"who: etcd unreachable", fmt.Errorf("n: %w", fmt.Errorf("%w: x", errUnreachable)), exitUnavailable, 0},
+		{"etcd unreachable at start", fmt.Errorf("%w: cannot reach etcd", etcdconn.ErrUnreachable), exitUnavailable, 0},
+		{"who: etcd unreachable", fmt.Errorf("n: %w", fmt.Errorf("%w: x", etcdconn.ErrUnreachable)), exitUnavailable, 0},
 		{"a refused login or bad TLS files", errors.New("cannot set up TLS"), exitUsage, 0},
 		{"a name sema refuses", sema.ErrBadName, exitUsage, 0},
 	} {
@@ -142,8 +150,8 @@ func TestExitStatus(t *testing.T) {
 func TestWaitFailed(t *testing.T) {
 	sigCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	r := &semaRun{c: &semaCmd{Conflict: 9}, waitCtx: sigCtx, rep: newReporter(io.Discard, func(string) string { return "" }, false, "x", 2),
-		job: job{name: "x", max: 2, wait: time.Second, conn: connSettings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}}
+	r := &semaRun{waitCtx: sigCtx, rep: newReporter(io.Discard, func(string) string { return "" }, false, "x", 2),
+		job: job{name: "x", max: 2, wait: time.Second, run: runValues{conflict: 9}, conn: etcdconn.Settings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}}
 	refused := fmt.Errorf("%w: x: permission denied", sema.ErrRefused)
 	for _, tc := range []struct {
 		name   string
@@ -164,27 +172,27 @@ func TestWaitFailed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := r.waitFailed(tc.err)
 			var xe *exitError
-			if !errors.As(err, &xe) || xe.status != tc.status || xe.msg != tc.line || xe.state != stateTimeout {
+			if status, _ := exitStatus(err); !errors.As(err, &xe) || status != tc.status || xe.msg != tc.line || xe.state != stateTimeout {
 				t.Fatalf("got %#v, want status %d line %q", err, tc.status, tc.line)
 			}
 		})
 	}
 	cancel(errSignal{syscall.SIGHUP})
 	for _, tc := range []struct {
-		rev  int64 // our key's create revision: 0 before etcd answered the enqueue
-		line string
-	}{{0, "SIGHUP while connecting to etcd: nothing was queued"}, {7, "SIGHUP while waiting: left the queue"}} {
-		r.rep.rev = tc.rev
+		enqueued bool // etcd answered our enqueue
+		line     string
+	}{{false, "SIGHUP while connecting to etcd: nothing was queued"}, {true, "SIGHUP while waiting: left the queue"}} {
+		r.enqueued.Store(tc.enqueued)
 		err := r.waitFailed(&sema.WaitError{Name: "x", Max: 2})
 		var xe *exitError
 		if _, sig := exitStatus(err); sig != syscall.SIGHUP || !errors.As(err, &xe) || xe.msg != tc.line {
-			t.Fatalf("a signal, rev %d: %#v, want SIGHUP and %q", tc.rev, err, tc.line)
+			t.Fatalf("a signal, enqueued %v: %#v, want SIGHUP and %q", tc.enqueued, err, tc.line)
 		}
 	}
 }
 
 // The exit 124 line names the limit that fired: -p RuntimeMaxSec= wins over --runtime-max in
-// a scope (issue 8: it said --runtime-max 10s when -p RuntimeMaxSec=5s fired).
+// a scope (it said --runtime-max 10s when -p RuntimeMaxSec=5s fired).
 func TestRuntimeLimitNamed(t *testing.T) {
 	for _, tc := range []struct {
 		props []string
@@ -213,8 +221,8 @@ func TestReportOneLine(t *testing.T) {
 	var f fakeSinks
 	r, buf := f.reporter(false, true)
 	r.rev = 41
-	report(r, exitf(exitSlotLost, stateLost, "slot lost while the child ran (lease lost): child stopped"))
-	report(r, exitCode(3))
+	report(r, endf(errSlotLost, stateLost, "slot lost while the child ran (lease lost): child stopped"))
+	report(r, childExit(3))
 	report(r, nil)
 	if len(f.entries) != 1 || buf.Len() != 0 {
 		t.Fatalf("entries %+v, stderr %q: want one journal entry and no stderr", f.entries, buf.String())

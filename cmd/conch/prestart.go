@@ -23,7 +23,7 @@ import (
 // Once our key is written and we are next in line (or hold already), the guardian is also
 // sent the command's whole spec for that key (unitrun.Prepared.Preload, with load's spec), so
 // that when the slot comes the hand-off's critical path is one word to the guardian and its
-// fork (issue 11): the fencing token of the env is the key's create revision, known from the
+// fork: the fencing token of the env is the key's create revision, known from the
 // enqueue on.
 type prestarter struct {
 	spec unitrun.Spec // what unitrun.Prepare uses: the guardian's argv and stdio

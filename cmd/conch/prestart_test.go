@@ -111,7 +111,7 @@ func TestGuardianKilledWhileChildRuns(t *testing.T) {
 	}
 }
 
-// Issue 11: the guardian started and preloaded while a waiter is next in line is the one that
+// The guardian started and preloaded while a waiter is next in line is the one that
 // runs its child: the spec Run gets matches the preloaded one (a mismatch would start a fresh
 // guardian), and the child sees the fencing token of the key it waited with.
 func TestPreloadedGuardianRunsTheChild(t *testing.T) {

@@ -64,7 +64,7 @@ func TestTerminalChildReads(t *testing.T) {
 }
 
 // D5: Ctrl-C reaches the child, which dies of SIGINT; conch releases the slot and dies of
-// SIGINT too (issue 10: the caller's shell then stops, see TestTerminalCtrlCStopsScript).
+// SIGINT too (the caller's shell then stops, see TestTerminalCtrlCStopsScript).
 func TestTerminalCtrlC(t *testing.T) {
 	e := newEnv(t)
 	cmd, master, out := e.ptyRun("sema", "ctrlc", "--max", "1", "--", "sh", "-c", "echo ready; exec sleep 60")
@@ -80,7 +80,7 @@ func TestTerminalCtrlC(t *testing.T) {
 }
 
 // Ctrl-\ is the same with SIGQUIT: conch dies of it, without a core file or Go's goroutine
-// dump (issue 10).
+// dump.
 func TestTerminalCtrlBackslash(t *testing.T) {
 	e := newEnv(t)
 	cmd, master, out := e.ptyRun("sema", "ctrlq", "--max", "1", "--", "sh", "-c", "echo ready; exec sleep 60")
@@ -96,7 +96,7 @@ func TestTerminalCtrlBackslash(t *testing.T) {
 	}
 }
 
-// Issue 10 (1): Ctrl-C stops the calling script. The child has the terminal's foreground (D5),
+// Ctrl-C stops the calling script. The child has the terminal's foreground (D5),
 // so only it gets SIGINT; once it died of it, conch releases and then dies of SIGINT itself,
 // so bash, waiting for conch, stops the script (the shells' wait-and-cooperative-exit) as it
 // does for flock(1) and timeout(1): neither the loop's next round nor the next line runs.

@@ -58,7 +58,7 @@ func authServer(t *testing.T, c etcdtest.Config) *env {
 	return e
 }
 
-// Issue 9: auth and RBAC. The role with readwrite on /conch/v1/ only is
+// Auth and RBAC. The role with readwrite on /conch/v1/ only is
 // enough; no role, read-only and write-only are refused with 64 and the
 // reason, and nothing is left behind (keys or leases, read as root).
 func TestAuthRBAC(t *testing.T) {
@@ -89,7 +89,7 @@ func TestAuthRBAC(t *testing.T) {
 	}
 }
 
-// Issue 9: rotating the password (etcd invalidates the user's tokens, so
+// Rotating the password (etcd invalidates the user's tokens, so
 // clientv3 logs in again) does not stop a holder whose password file has
 // the new password: conch reads the file again once when etcd rejects the
 // old one. The holder must outlive its fencing point (4 s after the last
@@ -138,7 +138,7 @@ func (e *env) holdAndCheck(name string, change func()) *proc {
 	return h
 }
 
-// Issue 9: an auth token that expires (1 s here) while holding is renewed
+// An auth token that expires (1 s here) while holding is renewed
 // by clientv3's login with the same password: the holder runs on.
 func TestTokenExpiryWhileHolding(t *testing.T) {
 	e := authServer(t, etcdtest.Config{AuthTokenTTL: 1})
@@ -153,7 +153,7 @@ func TestTokenExpiryWhileHolding(t *testing.T) {
 	e.nothingHalfWritten("after the token expiries")
 }
 
-// Issue 9: a role revoked while holding. etcd then refuses the keep-alives
+// A role revoked while holding. etcd then refuses the keep-alives
 // of a lease with our key on it (they need the key's permission), so the
 // lease cannot be confirmed: conch fences, stops the child and exits 70 (D7);
 // the release is refused too, and the key goes at lease expiry (6 s).

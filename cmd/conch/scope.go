@@ -116,7 +116,7 @@ func openScope(rep *reporter, f scopeFlags) (*scopePlan, error) {
 	case err == nil:
 		p.conn = conn
 	case f.mode == scopeAlways:
-		return nil, exitf(exitUnavailable, "", "cannot run the child in a systemd scope (--scope=always, -p or --slice): %v", err)
+		return nil, endf(errUnavailable, "", "cannot run the child in a systemd scope (--scope=always, -p or --slice): %v", err)
 	default:
 		rep.line("", true, "no systemd scope (%v): the child runs under conch's own supervision", err)
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"os"
+	"sync/atomic"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 )
@@ -12,32 +14,33 @@ import (
 // semaRun is one `conch sema <name> --max N -- <cmd...>` run: its parts are set once, by
 // newSemaRun and connect, and closed once, by close, in the reverse order of their making.
 type semaRun struct {
-	c         *semaCmd // the flags: the command, --ttl, --runtime-max, -E
-	job       job
-	rep       *reporter
-	stdio     unitrun.Spec // conch's own stdin, stdout and stderr, or the journal relay (childStdio), handed to the child
-	pre       *prestarter  // the guardian started ahead (D7); owned by this run, reset for re-entry
-	plan      *scopePlan   // where the child runs (D8)
-	sem       *sema.Semaphore
-	killAfter time.Duration   // the child's stop grace: -p TimeoutStopSec= or --kill-after (D7)
-	sigCtx    context.Context // cancelled with errSignal by SIGTERM, SIGINT or SIGHUP (D3)
-	waitCtx   context.Context // sigCtx bounded by --wait
-	closers   []func()
+	job     job
+	rep     *reporter
+	stdio   unitrun.Spec // conch's own stdin, stdout and stderr, or the journal relay (childStdio), handed to the child
+	pre     *prestarter  // the guardian started ahead (D7); owned by this run, reset for re-entry
+	plan    *scopePlan   // where the child runs (D8)
+	sem     *sema.Semaphore
+	sigCtx  context.Context // cancelled with errSignal by SIGTERM, SIGINT or SIGHUP (D3)
+	waitCtx context.Context // sigCtx bounded by --wait
+	// enqueued: etcd answered our enqueue (sema.EventEnqueued), so a key of ours was written
+	enqueued atomic.Bool
+	closers  []func()
 }
 
 // reporter is the reporter of job j's run (newReporter); with -q it prints only warnings and
-// errors on stderr (issue 10: a cron job is mailed only when something is wrong).
+// errors on stderr, so a cron job is mailed only when something is wrong.
 func (c *semaCmd) reporter(j job) *reporter {
 	r := newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
 	r.warnOnly = c.Quiet
 	return r
 }
 
-// newSemaRun starts what a run needs before etcd: the watchdog, the signal context, the
-// prestarted guardian and the scope plan (D8: before any etcd call), then connect. It
-// returns the run, to be closed even when err is not nil, and the error that ends the run.
-func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
-	r := &semaRun{c: c, job: j, rep: c.reporter(j)}
+// newSemaRun starts what job j's run needs before etcd, reporting through rep: the watchdog,
+// the signal context, the prestarted guardian and the scope plan (D8: before any etcd call),
+// then connect. It returns the run, to be closed even when err is not nil, and the error
+// that ends the run.
+func newSemaRun(j job, rep *reporter) (*semaRun, error) {
+	r := &semaRun{job: j, rep: rep}
 	r.closers = append(r.closers, startWatchdog(r.rep.notify))
 	ctx, stopSignals := signalContext()
 	r.sigCtx = ctx
@@ -46,7 +49,7 @@ func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
 	// it is closed while we wait behind others (D7). It is closed after the release: the
 	// guardian's exit is not waited for first.
 	var closeChildLog func()
-	r.stdio, closeChildLog = childStdio(r.rep, c.command[0]) // D5; the journal relay (childlog.go)
+	r.stdio, closeChildLog = childStdio(r.rep, j.command[0]) // D5; the journal relay (childlog.go)
 	r.closers = append(r.closers, closeChildLog)             // after the guardian: its last lines
 	r.pre = startPrestarter(r.stdio)
 	r.closers = append(r.closers, r.pre.close)
@@ -59,14 +62,14 @@ func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
 	if err := r.connect(); err != nil {
 		return r, err
 	}
-	r.pre.preloadWith(r.preloadSpec) // the key's spec, sent ahead of the slot (issue 11)
+	r.pre.preloadWith(r.preloadSpec) // the key's spec, sent ahead of the slot: off the hand-off's path
 	return r, nil
 }
 
 // connect makes the etcd client and the semaphore, and warns when the child's stop grace
 // does not fit in the lease (D7).
 func (r *semaRun) connect() error {
-	client, err := newClient(r.sigCtx, r.job.conn)
+	client, err := etcdconn.New(r.sigCtx, r.job.conn)
 	if sig := signalOf(context.Cause(r.sigCtx)); sig != 0 { // D3: a signal while connecting
 		if client != nil {
 			client.Close()
@@ -77,10 +80,9 @@ func (r *semaRun) connect() error {
 		return err // see exitStatus: 69 if etcd did not answer, else 64
 	}
 	r.closers = append(r.closers, func() { client.Close() })
-	c := r.c
-	r.killAfter = r.job.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter // -p TimeoutStopSec= wins in a scope
-	if sema.FenceTooLate(c.TTL.d, r.killAfter) {
-		r.rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", r.killAfter, sema.RoundTTL(c.TTL.d), minTTL(r.killAfter))
+	v := r.job.run
+	if sema.FenceTooLate(v.ttl, v.killAfter) {
+		r.rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", v.killAfter, sema.RoundTTL(v.ttl), minTTL(v.killAfter))
 	}
 	host := r.job.node // the node's name (D11), or the kernel hostname
 	if host == "" {
@@ -89,12 +91,12 @@ func (r *semaRun) connect() error {
 	r.sem, err = sema.New(client, r.job.name, r.job.max, sema.Options{
 		Spread:         r.job.spread,
 		Node:           r.job.node,
-		TTL:            c.TTL.d,
+		TTL:            v.ttl,
 		ConnectTimeout: r.job.conn.DialTimeout,
-		FenceMargin:    r.killAfter + time.Second, // D7
-		Nonblock:       c.Nonblock || (r.job.waitSet && r.job.wait == 0),
+		FenceMargin:    v.killAfter + time.Second, // D7
+		Nonblock:       v.nonblock,
 		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.plan.inScope()},
-		OnEvent:        func(e sema.Event) { r.rep.onEvent(e); r.pre.onEvent(e) },
+		OnEvent:        r.onEvent,
 	})
 	if err != nil {
 		return err // a name or capacity sema refuses: 64 (exitStatus)
@@ -105,12 +107,22 @@ func (r *semaRun) connect() error {
 		r.waitCtx, cancel = context.WithTimeout(r.sigCtx, r.job.wait)
 		r.closers = append(r.closers, cancel)
 	}
-	if !c.deadline.IsZero() { // --deadline: an absolute bound on the wait
+	if d := r.job.fleet.deadline; !d.IsZero() { // --deadline: an absolute bound on the wait
 		var cancel context.CancelFunc
-		r.waitCtx, cancel = context.WithDeadline(r.sigCtx, c.deadline)
+		r.waitCtx, cancel = context.WithDeadline(r.sigCtx, d)
 		r.closers = append(r.closers, cancel)
 	}
 	return nil
+}
+
+// onEvent is sema's report of the run's progress: the run notes that etcd answered its
+// enqueue, then hands the event to the reporter and the prestarter.
+func (r *semaRun) onEvent(e sema.Event) {
+	if e.Kind == sema.Enqueued || e.Kind == sema.Held {
+		r.enqueued.Store(true)
+	}
+	r.rep.onEvent(e)
+	r.pre.onEvent(e)
 }
 
 // close closes the run's parts, the last made first.
@@ -122,8 +134,8 @@ func (r *semaRun) close() {
 
 // minTTL is the smallest --ttl that leaves room to fence a child with a
 // stop grace of killAfter (D7: fence at deadline - kill-after - 1 s, with two
-// keep-alive intervals before it), computed rather than searched (issue 9:
-// a long --kill-after must not spin). Keep-alives go every ttl/6, at most
+// keep-alive intervals before it), computed rather than searched (a long
+// --kill-after must not spin). Keep-alives go every ttl/6, at most
 // 1 s apart (sema): under 6 s that needs ttl - kill-after - 1 s >= ttl/3,
 // from 6 s on ttl >= kill-after + 3 s.
 func minTTL(killAfter time.Duration) time.Duration {

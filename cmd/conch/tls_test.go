@@ -33,7 +33,7 @@ func rawEnv(t *testing.T, srv *etcdtest.Server, root *clientv3.Client) *env {
 }
 
 // nothingHalfWritten fails t if any key under /conch/ or any lease is left
-// (read as root: issue 9's "nothing half-written").
+// (read as root: "nothing half-written").
 func (e *env) nothingHalfWritten(what string) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -51,29 +51,29 @@ func (e *env) nothingHalfWritten(what string) {
 	}
 }
 
-// Issue 9: a permanent TLS misconfiguration exits 64 with the x509 or
+// A permanent TLS misconfiguration exits 64 with the x509 or
 // handshake reason, without waiting for the dial timeout (30 s here), and
 // writes nothing; the right set-up works. Certificates are made here.
 func TestTLSMisconfiguration(t *testing.T) {
 	dir := t.TempDir()
-	ca, other := newTestCA(t, dir, "ca"), newTestCA(t, dir, "other-ca")
+	ca, other := etcdtest.NewCA(t, dir, "ca"), etcdtest.NewCA(t, dir, "other-ca")
 	now := time.Now()
 	day := 24 * time.Hour
 	loop := []net.IP{net.ParseIP("127.0.0.1")}
-	srvCert, srvKey := ca.leaf(t, dir, "server", now.Add(-time.Hour), now.Add(day), loop, nil)
-	cliCert, cliKey := ca.leaf(t, dir, "client", now.Add(-time.Hour), now.Add(day), nil, nil)
-	oldCert, oldKey := ca.leaf(t, dir, "expired-client", now.Add(-2*day), now.Add(-day), nil, nil)
-	forCert, forKey := other.leaf(t, dir, "foreign-client", now.Add(-time.Hour), now.Add(day), nil, nil)
-	oldSrvCert, oldSrvKey := ca.leaf(t, dir, "expired-server", now.Add(-2*day), now.Add(-day), loop, nil)
+	srvCert, srvKey := ca.Leaf(t, dir, "server", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(day), IPs: loop})
+	cliCert, cliKey := ca.Leaf(t, dir, "client", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(day)})
+	oldCert, oldKey := ca.Leaf(t, dir, "expired-client", etcdtest.Cert{NotBefore: now.Add(-2 * day), NotAfter: now.Add(-day)})
+	forCert, forKey := other.Leaf(t, dir, "foreign-client", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(day)})
+	oldSrvCert, oldSrvKey := ca.Leaf(t, dir, "expired-server", etcdtest.Cert{NotBefore: now.Add(-2 * day), NotAfter: now.Add(-day), IPs: loop})
 	noCA := filepath.Join(dir, "no-cert.pem")
 	os.WriteFile(noCA, []byte("-----BEGIN NOTHING-----\n-----END NOTHING-----\n"), 0o644)
 
-	srv := etcdtest.StartConfig(t, etcdtest.Config{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: ca.file})
-	srv.ClientTLS = clientTLS(t, ca, cliCert, cliKey)
+	srv := etcdtest.StartConfig(t, etcdtest.Config{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: ca.File})
+	srv.ClientTLS = etcdtest.ClientTLS(t, ca, cliCert, cliKey)
 	oldSrv := etcdtest.StartConfig(t, etcdtest.Config{CertFile: oldSrvCert, KeyFile: oldSrvKey})
 	e := rawEnv(t, srv, srv.Client(t))
 	port := srv.Endpoint[strings.LastIndex(srv.Endpoint, ":")+1:]
-	good := []string{"--cacert", ca.file, "--cert", cliCert, "--key", cliKey}
+	good := []string{"--cacert", ca.File, "--cert", cliCert, "--key", cliKey}
 	for _, tc := range []struct {
 		name   string
 		ep     string
@@ -82,14 +82,14 @@ func TestTLSMisconfiguration(t *testing.T) {
 		want   string
 	}{
 		{"right CA and client certificate", srv.Endpoint, good, 0, ""},
-		{"wrong CA", srv.Endpoint, []string{"--cacert", other.file, "--cert", cliCert, "--key", cliKey}, 64, "x509: certificate signed by unknown authority"},
+		{"wrong CA", srv.Endpoint, []string{"--cacert", other.File, "--cert", cliCert, "--key", cliKey}, 64, "x509: certificate signed by unknown authority"},
 		{"wrong host name", "https://localhost:" + port, good, 64, "x509: certificate is not valid for any names, but wanted to match localhost"},
-		{"expired server certificate", oldSrv.Endpoint, []string{"--cacert", ca.file}, 64, "x509: certificate has expired"},
-		{"expired client certificate", srv.Endpoint, []string{"--cacert", ca.file, "--cert", oldCert, "--key", oldKey}, 64, "expired-client.pem: expired at"},
-		{"missing client certificate", srv.Endpoint, []string{"--cacert", ca.file}, 64, "the server rejected the handshake"},
-		{"client certificate of another CA", srv.Endpoint, []string{"--cacert", ca.file, "--cert", forCert, "--key", forKey}, 64, "the server rejected the handshake"},
+		{"expired server certificate", oldSrv.Endpoint, []string{"--cacert", ca.File}, 64, "x509: certificate has expired"},
+		{"expired client certificate", srv.Endpoint, []string{"--cacert", ca.File, "--cert", oldCert, "--key", oldKey}, 64, "expired-client.pem: expired at"},
+		{"missing client certificate", srv.Endpoint, []string{"--cacert", ca.File}, 64, "the server rejected the handshake"},
+		{"client certificate of another CA", srv.Endpoint, []string{"--cacert", ca.File, "--cert", forCert, "--key", forKey}, 64, "the server rejected the handshake"},
 		{"CA file without certificates", srv.Endpoint, []string{"--cacert", noCA}, 64, "holds no PEM certificate"},
-		{"key of another certificate", srv.Endpoint, []string{"--cacert", ca.file, "--cert", cliCert, "--key", forKey}, 64, "private key does not match public key"},
+		{"key of another certificate", srv.Endpoint, []string{"--cacert", ca.File, "--cert", cliCert, "--key", forKey}, 64, "private key does not match public key"},
 		{"http:// with TLS files", "http://127.0.0.1:" + port, good, 64, "is plaintext, but TLS files are set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,27 +2,48 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 )
 
-// job is a validated `conch sema` invocation.
+// job is a validated `conch sema` invocation: every value the run needs, decided once by
+// Execute; nothing reads the flags after it.
 type job struct {
 	name    string
 	max     int // 0 with --who and no --max
-	conn    connSettings
-	path    string // resolved command
+	conn    etcdconn.Settings
+	path    string   // resolved command
+	command []string // the child's argv, as given after "--"
 	wait    time.Duration
 	waitSet bool
-	scope   scopeFlags // --scope, -p, --slice (D8)
-	spread  bool       // --spread: one slot per node (D11)
-	node    string     // --node / CONCH_NODE, or with --spread the kernel hostname
+	scope   scopeFlags  // --scope, -p, --slice (D8)
+	spread  bool        // --spread: one slot per node (D11)
+	node    string      // --node / CONCH_NODE, or with --spread the kernel hostname
+	run     runValues   // what running a command needs beyond the semaphore's name
+	json    bool        // --who --json
+	fleet   fleetValues // --hold-after, --once-per, --deadline (fleet.go)
+}
+
+// runValues are the values of running a command (checkRun), decided at validation.
+type runValues struct {
+	ttl        time.Duration // the lease's TTL asked for (--ttl)
+	nonblock   bool          // --nonblock, or --wait 0: never wait
+	conflict   int           // the status of "no slot" (-E, default 75)
+	quiet      bool          // -q: no "no free slot" line, the status says it
+	keepCreds  bool          // --keep-credentials-env
+	runtimeMax time.Duration // --runtime-max; 0: none
+	// killAfterGiven is --kill-after as given, 0 when unset: unitrun decides the stop grace
+	// from it and the scope's properties (its default when neither sets one)
+	killAfterGiven time.Duration
+	// killAfter is the stop grace unitrun will use (-p TimeoutStopSec=, --kill-after or its
+	// default, D7), as unitrun.EffectiveTiming reports it: for the fence margin and messages
+	killAfter time.Duration
 }
 
 // Execute validates the invocation (go-flags calls it after parsing) and
@@ -38,43 +59,42 @@ func (c *semaCmd) Execute(args []string) error {
 	if err != nil {
 		return err
 	}
-	if handled, err := c.fleetExecute(j); handled || err != nil { // --release, --pause... (fleet.go)
+	if handled, err := c.fleetExecute(&j); handled || err != nil { // --release, --pause... (fleet.go)
 		return err
 	}
 	if c.Who {
 		if err := c.checkWho(); err != nil {
 			return err
 		}
-		c.run = func() error { return c.who(j) }
+		j.json = c.JSON
+		c.setRun(j, func() error { return c.who(j) })
 		return nil
 	}
 	if err := c.checkRun(j); err != nil {
 		return err
 	}
-	j.wait, j.waitSet = c.Wait.d, c.Wait.set
-	if j.scope, err = parseScopeFlags(string(c.Scope), c.Property, c.Slice); err != nil {
+	if j, err = c.runJob(j); err != nil {
 		return err
 	}
 	path, err := unitrun.Resolve(c.command[0])
 	if err != nil {
-		status := exitNotFound
-		if errors.Is(err, unitrun.ErrNotExecutable) {
-			status = exitCannotExec
-		}
-		c.run = func() error {
-			c.rep = c.reporter(j)
-			return exitf(status, "", "%v", err)
-		}
+		c.setRun(j, func() error { return endf(err, "", "%v", err) }) // 127 or 126 (exitStatus)
 		return nil
 	}
 	j.path = path
-	c.run = func() error { return c.acquire(j) }
+	c.setRun(j, func() error { return c.acquire(j) })
 	return nil
+}
+
+// setRun sets what Execute decided to run for job j, and the one reporter of its lines (the
+// line that says why it ended included): everything Execute refuses before is said bare.
+func (c *semaCmd) setRun(j job, run func() error) {
+	c.rep, c.run = c.reporter(j), run
 }
 
 // parseJob checks the one <name>, --max and the connection settings (D4, D9).
 func (c *semaCmd) parseJob(args []string) (job, error) {
-	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore (issue 10)
+	if len(args) == 0 && !c.Who { // --who with no name lists every semaphore
 		return job{}, usagef("missing <name>: conch sema <name> --max N -- <cmd...>")
 	}
 	if len(args) > 1 {
@@ -106,8 +126,8 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	for _, w := range conn.Warnings { // before anything else, whatever runs next
 		fmt.Fprintf(c.stderr, "conch: WARNING: %s\n", w)
 	}
-	if c.Verbose { // which cluster, and why that one (issue 10)
-		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.where(), conn.DialTimeout, conn.DialTimeoutFrom)
+	if c.Verbose { // which cluster, and why that one
+		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.Where(), conn.DialTimeout, conn.DialTimeoutFrom)
 	}
 	if j.node, err = nodeName(c.Node, c.Spread); err != nil {
 		return j, err
@@ -149,6 +169,27 @@ func (c *semaCmd) checkRun(j job) error {
 		return usagef("--ttl must be at least 1s (etcd leases are whole seconds)")
 	}
 	return nil
+}
+
+// runJob completes j with the values of running a command, from the flags checkRun passed.
+func (c *semaCmd) runJob(j job) (job, error) {
+	var err error
+	j.wait, j.waitSet = c.Wait.d, c.Wait.set
+	if j.scope, err = parseScopeFlags(string(c.Scope), c.Property, c.Slice); err != nil {
+		return j, err
+	}
+	j.command = c.command
+	j.run = runValues{
+		ttl:            c.TTL.d,
+		nonblock:       c.Nonblock || (c.Wait.set && c.Wait.d == 0),
+		conflict:       int(c.Conflict),
+		quiet:          c.Quiet,
+		keepCreds:      c.KeepCreds,
+		runtimeMax:     c.RuntimeMax.d,
+		killAfterGiven: c.KillAfter.d,
+		killAfter:      j.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter,
+	}
+	return j, nil
 }
 
 // nodeName returns this node's name (D11): --node / CONCH_NODE if set, else

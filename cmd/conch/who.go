@@ -8,30 +8,23 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 )
 
-// exitWhoOutput is --who's status when the listing cannot be rendered or
-// written (stdout closed, disk full): EX_SOFTWARE's 70, after a message, so
-// a script never takes an empty or cut document with 0 or 1 for "no holder"
-// (issue 9). --who holds no slot, so it cannot mean D3's "slot lost".
-const exitWhoOutput = 70
-
-// who lists the semaphore's keys (D6), or with no name every semaphore's
-// (issue 10): every capacity found under the name unless --max filters, with
-// loud stderr lines when several capacities exist for a name, when one
-// (name, max) mixes lease and node keys (D11), and when keys are not
-// conch's. It returns nil if any holder, an exit 1 if none, 69 if etcd is
-// unreachable, 64 if it refuses the read (D3), exitWhoOutput if the listing
-// cannot be printed (see exitStatus); its lines go through c.rep.
+// who lists the semaphore's keys (D6), or with no name every semaphore's: every capacity
+// found under the name unless --max filters, with loud stderr lines when several
+// capacities exist for a name, when one (name, max) mixes lease and node keys (D11), and
+// when keys are not conch's. It returns nil if any holder, errEmpty if none,
+// errUnavailable if etcd does not answer, errUsage if it refuses the read, errWhoOutput if
+// the listing cannot be printed (exitStatus maps them, D3); its lines go through c.rep.
 func (c *semaCmd) who(j job) error {
-	c.rep = c.reporter(j)
 	c.rep.bare = true // its lines name the semaphore their own way
 	what := j.name
 	if what == "" {
 		what = "--who"
 	}
-	client, err := newClient(context.Background(), j.conn)
+	client, err := etcdconn.New(context.Background(), j.conn)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -45,20 +38,20 @@ func (c *semaCmd) who(j job) error {
 		all, err = sema.List(ctx, client, j.name)
 	}
 	if errors.Is(err, sema.ErrRefused) { // permissions or credentials: retrying cannot help (D3)
-		return exitf(exitUsage, "", "%s: %s refused the read: %v", what, j.conn.where(), err)
+		return endf(errUsage, "", "%s: %s refused the read: %v", what, j.conn.Where(), err)
 	}
 	if err != nil {
-		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.where(), err)
+		return endf(errUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.Where(), err)
 	}
 	var pauses []sema.Pause // D16
 	if err == nil {
 		pauses, err = readPauses(ctx, client, j)
 	}
 	if errors.Is(err, sema.ErrRefused) {
-		return exitf(exitUsage, "", "%s: %s refused the read: %v", what, j.conn.where(), err)
+		return endf(errUsage, "", "%s: %s refused the read: %v", what, j.conn.Where(), err)
 	}
 	if err != nil {
-		return exitf(exitUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.where(), err)
+		return endf(errUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.Where(), err)
 	}
 	warnWho(c.rep.warnf, all)
 	entries := all
@@ -67,39 +60,39 @@ func (c *semaCmd) who(j job) error {
 			return e.Info.Kind.Counted() && e.Max != j.max
 		})
 	}
-	if err := c.printWho(what, entries, pauses); err != nil {
+	if err := c.printWho(what, entries, pauses, j.json); err != nil {
 		return err
 	}
 	if slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held }) {
 		return nil
 	}
-	if !c.JSON {
-		return exitf(exitEmpty, "", "%s", emptyMessage(j, entries, all))
+	if !j.json {
+		return endf(errEmpty, "", "%s", emptyMessage(j, entries, all))
 	}
-	return exitCode(exitEmpty)
+	return silent(errEmpty)
 }
 
-// printWho writes the listing to stdout in the chosen form; on failure it
-// returns the exitWhoOutput that says why.
-func (c *semaCmd) printWho(what string, entries []sema.Entry, pauses []sema.Pause) error {
+// printWho writes the listing to stdout, as one JSON document with asJSON, else as text,
+// the pauses (D16) included; on failure it returns the errWhoOutput that says why.
+func (c *semaCmd) printWho(what string, entries []sema.Entry, pauses []sema.Pause, asJSON bool) error {
 	var out []byte
-	if c.JSON {
+	if asJSON {
 		b, err := renderJSONPaused(entries, pauses)
 		if err != nil {
-			return exitf(exitWhoOutput, "", "%s: cannot render the listing as JSON: %v", what, err)
+			return endf(errWhoOutput, "", "%s: cannot render the listing as JSON: %v", what, err)
 		}
 		out = b
 	} else {
 		out = append(pauseBanner(pauses), renderText(entries)...)
 	}
 	if _, err := c.stdout.Write(out); err != nil {
-		return exitf(exitWhoOutput, "", "%s: cannot write the listing: %v", what, err)
+		return endf(errWhoOutput, "", "%s: cannot write the listing: %v", what, err)
 	}
 	return nil
 }
 
 // emptyMessage says that nothing holds, and when --max asked for a capacity
-// with no keys, names the capacities that have some (issue 10): "no holders
+// with no keys, names the capacities that have some: "no holders
 // or waiters for only2[3]; keys exist for --max 2". shown are the entries
 // listed (with no holder: foreign keys only), all those read.
 func emptyMessage(j job, shown, all []sema.Entry) string {
@@ -165,7 +158,7 @@ func warnWho(warn func(format string, args ...any), all []sema.Entry) {
 		}
 		for _, m := range caps[n] {
 			if k := kinds[capKey{n, m}]; k[0] > 0 && k[1] > 0 {
-				warn("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold (D11)",
+				warn("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold",
 					name, m, k[0], k[1])
 			}
 		}

@@ -12,7 +12,7 @@ import (
 // FuzzWhoRender: whatever etcd holds (any key under a name, any value, any
 // lease, rank and state), --who's JSON is one valid document with one
 // element per key, each with the key as stored, and its text has exactly
-// one line per key, with no raw control character (issue 9).
+// one line per key, with no raw control character.
 func FuzzWhoRender(f *testing.F) {
 	lease := sema.FormatLeaseID(0x0aa3000000000001)
 	forged := `{"v":1,"host":"evil\nhr[2/2] HELD  trusted pid=1\u001b[2J\u202e","pid":1,"since":"2026-06-12T10:15:00Z"}`

@@ -59,7 +59,7 @@ func noRawControl(t *testing.T, text string, lines int) {
 	}
 }
 
-// Issue 9: a host name with a newline and terminal escapes cannot forge a
+// A host name with a newline and terminal escapes cannot forge a
 // HELD line or reach the terminal; a record that decodes but could not be
 // re-encoded does not hide the real holder; every key is shown with its
 // real key and the lease etcd binds it to.
@@ -105,7 +105,7 @@ func TestWhoHostileRecords(t *testing.T) {
 	h.cmd.Process.Kill()
 }
 
-// Issue 10 item 4: --who for a capacity with no keys names those that have.
+// --who for a capacity with no keys names those that have.
 func TestWhoNamesOtherCapacities(t *testing.T) {
 	e := newEnv(t)
 	e.start("sema", "only2", "--max", "2", "--", "sleep", "60")
@@ -119,7 +119,7 @@ func TestWhoNamesOtherCapacities(t *testing.T) {
 	}
 }
 
-// Issue 10 item 4: --who with no name lists every semaphore, text and JSON.
+// --who with no name lists every semaphore, text and JSON.
 func TestWhoEverySemaphore(t *testing.T) {
 	e := newEnv(t)
 	if r := e.run("sema", "--who"); r.status != 1 || r.stdout != "" || !strings.Contains(r.stderr, "no holders or waiters for any semaphore") {
@@ -145,7 +145,7 @@ func TestWhoEverySemaphore(t *testing.T) {
 	}
 }
 
-// Issue 9: JSON that cannot be written is a loud failure, never an empty
+// JSON that cannot be written is a loud failure, never an empty
 // document with 0.
 func TestWhoOutputFailure(t *testing.T) {
 	e := newEnv(t)
@@ -162,7 +162,7 @@ func TestWhoOutputFailure(t *testing.T) {
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		cmd.Run()
-		if st := cmd.ProcessState.ExitCode(); st != exitWhoOutput || !strings.Contains(stderr.String(), "cannot write the listing") {
+		if st := cmd.ProcessState.ExitCode(); st != exitSoftware || !strings.Contains(stderr.String(), "cannot write the listing") {
 			t.Fatalf("%q to /dev/full: status %d, stderr %q", args, st, stderr.String())
 		}
 	}
@@ -179,7 +179,7 @@ func TestWhoOutputFailure(t *testing.T) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.Run()
-	if st := cmd.ProcessState.ExitCode(); st != exitWhoOutput || !strings.Contains(stderr.String(), "cannot write the listing") {
+	if st := cmd.ProcessState.ExitCode(); st != exitSoftware || !strings.Contains(stderr.String(), "cannot write the listing") {
 		t.Fatalf("--who to a closed pipe: status %d, stderr %q", st, stderr.String())
 	}
 	closed := exec.Command("bash", "-c", `"$0" sema full --who >&-`, conchBin)
@@ -189,7 +189,7 @@ func TestWhoOutputFailure(t *testing.T) {
 	}
 }
 
-// Issue 9, end to end: the key --who shows holding a slot is the key that
+// The key --who shows holding a slot is the key that
 // keeps another run out, and the key it shows as foreign keeps nobody out
 // (before, --who said 1/1 held while another run got the slot).
 func TestWhoAgreesWithRun(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 )
 
 // Everything --who prints was read from etcd, where any client with write
-// access to /conch/v1/ may have put it: hostile input (issue 9). The text
+// access to /conch/v1/ may have put it: hostile input. The text
 // form escapes it and bounds its width; the JSON form is exact, and always
 // one valid document (renderJSON cannot produce an invalid one).
 
@@ -26,7 +26,7 @@ const (
 	nameWidth = 128 // D4; only ListAll can meet a longer raw name segment
 )
 
-// whoRecord is one element of `--who --json` (D6, issue 9): every key under
+// whoRecord is one element of `--who --json` (D6): every key under
 // the prefix, with its real key, the lease etcd binds it to, and flags.
 // Fields the stored record lacks or spells wrongly are null.
 type whoRecord struct {

@@ -13,13 +13,14 @@ import (
 // fails it before review.
 func TestLayering(t *testing.T) {
 	mod := goList(t, "list", "-m")[0]
-	sema, unitrun, cmd := mod+"/sema", mod+"/unitrun", mod+"/cmd/"
-	// the libraries, with their tests: neither reaches the other, nor the CLI
-	for pkg, banned := range map[string][]string{sema: {unitrun, cmd}, unitrun: {sema, cmd}} {
+	sema, unitrun, cmd, conn := mod+"/sema", mod+"/unitrun", mod+"/cmd/", mod+"/internal/etcdconn"
+	// the libraries, with their tests: neither reaches the other, nor the CLI; the connection
+	// package reaches none of them
+	for pkg, banned := range map[string][]string{sema: {unitrun, cmd}, unitrun: {sema, cmd}, conn: {sema, unitrun, cmd}} {
 		for _, dep := range goList(t, "list", "-test", "-deps", pkg) {
 			for _, b := range banned {
 				if dep == b || (strings.HasSuffix(b, "/") && strings.HasPrefix(dep, b)) {
-					t.Errorf("%s imports %s (directly or through another package): sema and unitrun never import each other or cmd", pkg, dep)
+					t.Errorf("%s imports %s (directly or through another package): sema, unitrun and etcdconn never import each other (etcdconn none of them) or cmd", pkg, dep)
 				}
 			}
 		}
@@ -33,6 +34,19 @@ func TestLayering(t *testing.T) {
 		deps := goList(t, "list", "-deps", pkg)
 		if slices.Contains(deps, sema) && slices.Contains(deps, unitrun) {
 			t.Errorf("%s imports both sema and unitrun: only cmd/conch wires them", pkg)
+		}
+	}
+}
+
+// cmd/conch is flags, messages, the exit mapping and the wiring: the connection's plumbing
+// (gRPC, its logger, protobuf) belongs to internal/etcdconn, so the CLI imports none of it.
+func TestThinCLI(t *testing.T) {
+	mod := goList(t, "list", "-m")[0]
+	for _, imp := range goList(t, "list", "-f", `{{join .Imports "\n"}}`, mod+"/cmd/conch") {
+		for _, banned := range []string{"google.golang.org/grpc", "go.uber.org/zap", "google.golang.org/protobuf", "go.etcd.io/etcd/api/"} {
+			if strings.HasPrefix(imp, banned) {
+				t.Errorf("cmd/conch imports %s: connection plumbing belongs to internal/etcdconn", imp)
+			}
 		}
 	}
 }

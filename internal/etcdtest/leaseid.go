@@ -12,8 +12,8 @@ import (
 )
 
 // StartZeroLeases is Start for a member whose lease IDs all start with the
-// hex digit 0, as they do on some real clusters (issue 10: a lease spelled
-// unpadded there names no key). etcd derives lease IDs from the member ID:
+// hex digit 0, as they do on some real clusters (where a lease spelled
+// unpadded names no key). etcd derives lease IDs from the member ID:
 // etcdserver's request ID generator (pkg/idutil) puts the member ID's low
 // 16 bits in the ID's top 16 bits, and LeaseGrant clears the top bit; so the
 // first hex digit is bits 12..14 of the member ID, and is 0 when they are.

@@ -329,8 +329,8 @@ t "conch sema jobs --scope=n"
 		"conch se=>sema\n",
 		"conch sema jobs --max 2 --ki=>--kill-after\n",
 		"conch sema jobs --ru=>--runtime-max\n",
-		"conch sema jobs --scope =>always auto never\n", // issue 10
-		"conch sema jobs --scope=n=>never\n",            // what follows "=" (COMP_WORDBREAKS)
+		"conch sema jobs --scope =>always auto never\n",
+		"conch sema jobs --scope=n=>never\n", // what follows "=" (COMP_WORDBREAKS)
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bash completion output lacks %q", want)

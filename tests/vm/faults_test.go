@@ -10,7 +10,7 @@ import (
 // Bounds derived from the timers, not measured figures: generous on purpose (shared machine).
 const (
 	// deadConn is how long conch may take to notice a dead connection to a member: gRPC
-	// keep-alive (cmd/conch/keepalive.go: 10 s without traffic, then 3 s for the answer).
+	// keep-alive (internal/etcdconn/keepalive.go: 10 s without traffic, then 3 s for the answer).
 	deadConn = 13 * time.Second
 	// election bounds an etcd leader election with election timeout 500 ms (1-2 s measured).
 	election = 3 * time.Second

@@ -15,7 +15,7 @@ import (
 	"github.com/conch-project/conch/internal/systemdtest"
 )
 
-// The child's own output in the journal (issue 10, item 2): when conch's stdout and stderr are
+// The child's own output in the journal: when conch's stdout and stderr are
 // journald's stream, what the child prints is logged under conch's service, as the service's
 // SyslogIdentifier= or the command's base name, never under the child's scope; elsewhere the
 // child's stdio is conch's own, untouched (D5).

@@ -11,7 +11,7 @@ import (
 const handoff = 2 * time.Second
 
 // TestMultiNode proves the cluster-wide promise on 3 real systemd nodes with a real 3-member
-// etcd cluster and real faults (issue 12). The scenarios share one cluster; each prints its
+// etcd cluster and real faults. The scenarios share one cluster; each prints its
 // figures (t.Logf) and checks the history (check_test.go).
 func TestMultiNode(t *testing.T) {
 	c := newCluster(t)

@@ -77,7 +77,7 @@ func (s *scenario) keyDeleted(c childRec) int64 {
 // --kill-after 1s): the child is gone (pidfd, from the host) before any waiter elsewhere
 // starts, conch there exits 70, and a waiter on another node takes the slot after the lease
 // expires. fault cuts node 0 off; four waiters on the other nodes make it likely that one of
-// them watches through the cut member (the stranded-waiter bug of issue 12).
+// them watches through the cut member (the stranded-waiter bug).
 func testPartition(t *testing.T, c *cluster, name string, fault func(int) error) {
 	s := c.newScenario(t, name, 1)
 	const ttl = 3 * time.Second

@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	"crypto/tls"
@@ -10,7 +10,7 @@ import (
 
 // tlsWanted reports whether s asks for TLS: a CA or client certificate, or
 // an https:// or unixs:// endpoint.
-func tlsWanted(s connSettings) bool {
+func tlsWanted(s Settings) bool {
 	if s.CACert != "" || s.Cert != "" {
 		return true
 	}
@@ -23,42 +23,42 @@ func tlsWanted(s connSettings) bool {
 }
 
 // tlsConfig builds the client TLS configuration from s's files, each read
-// bounded and without blocking (readBounded, maxTLSFile). It returns nil when
-// s does not ask for TLS. Errors are permanent misconfigurations (64,
-// errTLS): a file that cannot be read, a CA file with no certificate in it,
+// bounded and without blocking (ReadBounded, maxTLSFile). It returns nil when
+// s does not ask for TLS. Errors are permanent misconfigurations, wrapping
+// ErrTLS: a file that cannot be read, a CA file with no certificate in it,
 // a key that does not match its certificate, a client certificate that
 // has expired or is not valid yet (now is the time checked against).
-func tlsConfig(s connSettings, now time.Time) (*tls.Config, error) {
+func tlsConfig(s Settings, now time.Time) (*tls.Config, error) {
 	if !tlsWanted(s) {
 		return nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if s.CACert != "" {
-		pemCA, _, err := readBounded(s.CACert, "CA file", maxTLSFile)
+		pemCA, _, err := ReadBounded(s.CACert, "CA file", maxTLSFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errTLS, err)
+			return nil, fmt.Errorf("%w: %w", ErrTLS, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pemCA) {
-			return nil, fmt.Errorf("%w: CA file %s holds no PEM certificate", errTLS, s.CACert)
+			return nil, fmt.Errorf("%w: CA file %s holds no PEM certificate", ErrTLS, s.CACert)
 		}
 		tc.RootCAs = pool
 	}
 	if s.Cert != "" {
-		certPEM, _, err := readBounded(s.Cert, "client certificate", maxTLSFile)
+		certPEM, _, err := ReadBounded(s.Cert, "client certificate", maxTLSFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errTLS, err)
+			return nil, fmt.Errorf("%w: %w", ErrTLS, err)
 		}
-		keyPEM, _, err := readBounded(s.Key, "client key", maxTLSFile)
+		keyPEM, _, err := ReadBounded(s.Key, "client key", maxTLSFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errTLS, err)
+			return nil, fmt.Errorf("%w: %w", ErrTLS, err)
 		}
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil { // (the message names no key material)
-			return nil, fmt.Errorf("%w: client certificate %s with key %s: %w", errTLS, s.Cert, s.Key, err)
+			return nil, fmt.Errorf("%w: client certificate %s with key %s: %w", ErrTLS, s.Cert, s.Key, err)
 		}
 		if err := checkValidity(pair, now); err != nil {
-			return nil, fmt.Errorf("%w: client certificate %s: %w", errTLS, s.Cert, err)
+			return nil, fmt.Errorf("%w: client certificate %s: %w", ErrTLS, s.Cert, err)
 		}
 		tc.Certificates = []tls.Certificate{pair}
 	}

@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // start of conch, against a real etcd on loopback: one TCP connection
 // (BenchmarkProbePlain), or one with a TLS 1.2 handshake and a client
 // certificate (BenchmarkProbeTLS).
-func benchProbe(b *testing.B, srv *etcdtest.Server, s connSettings) {
+func benchProbe(b *testing.B, srv *etcdtest.Server, s Settings) {
 	b.Helper()
 	tc, err := tlsConfig(s, time.Now())
 	if err != nil {
@@ -32,7 +32,7 @@ func benchProbe(b *testing.B, srv *etcdtest.Server, s connSettings) {
 
 func BenchmarkProbePlain(b *testing.B) {
 	srv := etcdtest.Start(b)
-	benchProbe(b, srv, connSettings{Endpoints: []string{srv.Endpoint}})
+	benchProbe(b, srv, Settings{Endpoints: []string{srv.Endpoint}})
 }
 
 func BenchmarkProbeTLS(b *testing.B) {
@@ -42,18 +42,18 @@ func BenchmarkProbeTLS(b *testing.B) {
 
 // startTLSBench starts an etcd that wants TLS with a client certificate, and returns it with
 // conch's settings for it.
-func startTLSBench(b *testing.B) (*etcdtest.Server, connSettings) {
+func startTLSBench(b *testing.B) (*etcdtest.Server, Settings) {
 	dir := b.TempDir()
-	ca := newTestCA(b, dir, "ca")
+	ca := etcdtest.NewCA(b, dir, "ca")
 	now := time.Now()
-	srvCert, srvKey := ca.leaf(b, dir, "server", now.Add(-time.Hour), now.Add(time.Hour), []net.IP{net.ParseIP("127.0.0.1")}, nil)
-	cliCert, cliKey := ca.leaf(b, dir, "client", now.Add(-time.Hour), now.Add(time.Hour), nil, nil)
-	srv := etcdtest.StartConfig(b, etcdtest.Config{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: ca.file})
-	return srv, connSettings{Endpoints: []string{srv.Endpoint}, CACert: ca.file, Cert: cliCert, Key: cliKey}
+	srvCert, srvKey := ca.Leaf(b, dir, "server", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPs: []net.IP{net.ParseIP("127.0.0.1")}})
+	cliCert, cliKey := ca.Leaf(b, dir, "client", etcdtest.Cert{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
+	srv := etcdtest.StartConfig(b, etcdtest.Config{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: ca.File})
+	return srv, Settings{Endpoints: []string{srv.Endpoint}, CACert: ca.File, Cert: cliCert, Key: cliKey}
 }
 
 // BenchmarkFirstRequest times a start's connection up to its first answer, a LeaseGrant, as
-// conch does it (newClient: the probe beside clientv3's dial, issue 11, mode=overlapped) and as
+// conch does it (New: the probe beside clientv3's dial, mode=overlapped) and as
 // it did before (mode=sequential: the probe, then the dial), with TLS and a client certificate
 // and in plain TCP.
 func BenchmarkFirstRequest(b *testing.B) {
@@ -61,11 +61,11 @@ func BenchmarkFirstRequest(b *testing.B) {
 		for _, overlapped := range []bool{false, true} {
 			name := map[bool]string{false: "plain", true: "tls"}[tls] + "/mode=" + map[bool]string{false: "sequential", true: "overlapped"}[overlapped]
 			b.Run(name, func(b *testing.B) {
-				var s connSettings
+				var s Settings
 				if tls {
 					_, s = startTLSBench(b)
 				} else {
-					s = connSettings{Endpoints: []string{etcdtest.Start(b).Endpoint}}
+					s = Settings{Endpoints: []string{etcdtest.Start(b).Endpoint}}
 				}
 				s.DialTimeout = 5 * time.Second
 				for range b.N {
@@ -83,10 +83,10 @@ func BenchmarkFirstRequest(b *testing.B) {
 	}
 }
 
-// firstRequestClient is newClient, or with overlapped false the probe and then the dial.
-func firstRequestClient(s connSettings, overlapped bool) (*clientv3.Client, error) {
+// firstRequestClient is New, or with overlapped false the probe and then the dial.
+func firstRequestClient(s Settings, overlapped bool) (*clientv3.Client, error) {
 	if overlapped {
-		return newClient(context.Background(), s)
+		return New(context.Background(), s)
 	}
 	tc, err := tlsConfig(s, time.Now())
 	if err != nil {

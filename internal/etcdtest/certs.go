@@ -1,4 +1,4 @@
-package main
+package etcdtest
 
 import (
 	"crypto/ecdsa"
@@ -12,20 +12,24 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// testCA is a certificate authority made in the test with crypto/x509 (issue 9).
-type testCA struct {
+// CA is a certificate authority made in a test with crypto/x509, for TLS tests: its
+// certificate is in File, and Leaf signs server and client certificates with it.
+type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
-	file string // PEM of cert
+	File string // the PEM file of cert
 }
 
-var serial int64
+// serial numbers the certificates made here, one each.
+var serial atomic.Int64
 
-func newTestCA(t testing.TB, dir, name string) *testCA {
+// NewCA makes a CA named name (its common name), written as dir/name.pem.
+func NewCA(t testing.TB, dir, name string) *CA {
 	t.Helper()
 	tmpl := &x509.Certificate{
 		Subject:   pkix.Name{CommonName: name},
@@ -34,8 +38,8 @@ func newTestCA(t testing.TB, dir, name string) *testCA {
 	}
 	der, key := sign(t, tmpl, nil, nil)
 	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{cert: cert, key: key, file: filepath.Join(dir, name+".pem")}
-	writePEM(t, ca.file, "CERTIFICATE", der)
+	ca := &CA{cert: cert, key: key, File: filepath.Join(dir, name+".pem")}
+	writePEM(t, ca.File, "CERTIFICATE", der)
 	return ca
 }
 
@@ -47,8 +51,7 @@ func sign(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.Private
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial++
-	tmpl.SerialNumber = big.NewInt(serial)
+	tmpl.SerialNumber = big.NewInt(serial.Add(1))
 	if parent == nil {
 		parent, parentKey = tmpl, key
 	}
@@ -59,14 +62,21 @@ func sign(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.Private
 	return der, key
 }
 
-// leaf writes a certificate signed by ca (and its key) as name.pem and
-// name-key.pem, valid from notBefore to notAfter, for the IPs and DNS names
-// given (a server certificate) or none (a client certificate).
-func (ca *testCA) leaf(t testing.TB, dir, name string, notBefore, notAfter time.Time, ips []net.IP, dns []string) (certFile, keyFile string) {
+// Cert is what a leaf certificate says: its validity period, and for a server
+// certificate the IPs and DNS names it is for (none for a client certificate).
+type Cert struct {
+	NotBefore, NotAfter time.Time
+	IPs                 []net.IP
+	DNS                 []string
+}
+
+// Leaf writes a certificate signed by ca (and its key) as name.pem and
+// name-key.pem in dir, saying what c says.
+func (ca *CA) Leaf(t testing.TB, dir, name string, c Cert) (certFile, keyFile string) {
 	t.Helper()
 	der, key := sign(t, &x509.Certificate{
 		Subject:   pkix.Name{CommonName: name},
-		NotBefore: notBefore, NotAfter: notAfter, IPAddresses: ips, DNSNames: dns,
+		NotBefore: c.NotBefore, NotAfter: c.NotAfter, IPAddresses: c.IPs, DNSNames: c.DNS,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}, ca.cert, ca.key)
@@ -87,8 +97,8 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 	}
 }
 
-// clientTLS is a tls.Config trusting ca and presenting cert/key.
-func clientTLS(t testing.TB, ca *testCA, cert, key string) *tls.Config {
+// ClientTLS is a tls.Config trusting ca and presenting cert/key.
+func ClientTLS(t testing.TB, ca *CA, cert, key string) *tls.Config {
 	t.Helper()
 	pair, err := tls.LoadX509KeyPair(cert, key)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	"context"
@@ -7,40 +7,31 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-// errUnreachable marks a newClient failure that is etcd not answering (D3:
-// 69), as opposed to bad settings or a refused login (64).
-var errUnreachable = errors.New("etcd unavailable")
-
-// errTLS marks a permanent TLS misconfiguration (64, issue 9): a CA file
-// without certificates, a client certificate that is expired or does not
-// match its key, a server certificate that does not verify (wrong CA,
-// expired, wrong host name), or a server that rejects our client certificate
-// or sends none. Retrying cannot help, so conch does not wait for
-// --dial-timeout.
-var errTLS = errors.New("TLS misconfiguration")
-
-// newClient builds an etcd client from s. Beside clientv3's dial (and its login, with a user),
+// New builds an etcd client from s. Beside clientv3's dial (and its login, with a user),
 // it probes the endpoints (probeEndpoints: one TCP connection, and the TLS handshake when TLS
-// is on, per endpoint in parallel, ending at the first that works; bounded by s.DialTimeout):
-// when none works it returns errUnreachable naming the kind of failure of each (refused, DNS,
-// timeout), or errTLS at once for a permanent TLS failure, and the dial is cancelled. The probe
-// runs beside the dial rather than before it (issue 11): with TLS, the two handshakes then
+// is on, per endpoint in parallel, ending at the first that works; bounded by s.DialTimeout).
+// The probe runs beside the dial rather than before it: with TLS, the two handshakes then
 // overlap instead of adding up. With a user set, clientv3 logs in within s.DialTimeout. A
 // password that came from a file is read again once when etcd rejects it
-// (reauthInterceptor), so rotating the password file does not stop a running holder. Errors:
-// errTLS and bad settings (64), a refused login (64), errUnreachable (69), also for a server
-// that answered the login with plain HTTP (isNotEtcd): see exitStatus.
+// (reauthInterceptor), so rotating the password file does not stop a running holder.
 //
-// abort ends the attempt early (conch got a signal while connecting, D3): newClient then
+// Errors, each naming the endpoints and their source (Settings.Where): ErrTLS (at once, when
+// the TLS set-up fails for good), ErrRefused (etcd refused the login), ErrUnreachable (no
+// endpoint answered within s.DialTimeout, or what answered is not an etcd: IsNotEtcd), or
+// an unusable setting (a TLS file that cannot be read is ErrTLS too).
+//
+// abort ends the attempt early (the caller got a signal while connecting): New then
 // returns context.Cause(abort) at once, and leaves nothing behind. abort bounds the attempt
 // only: a client that was returned lives until it is closed.
-func newClient(abort context.Context, s connSettings) (*clientv3.Client, error) {
+func New(abort context.Context, s Settings) (*clientv3.Client, error) {
 	tc, err := tlsConfig(s, time.Now())
 	if err != nil {
 		return nil, err
@@ -68,18 +59,38 @@ func newClient(abort context.Context, s connSettings) (*clientv3.Client, error) 
 	switch {
 	case abort.Err() != nil:
 		return nil, context.Cause(abort)
-	case errors.Is(perr, errTLS):
-		return nil, fmt.Errorf("cannot connect to %s: %w", s.where(), perr)
+	case errors.Is(perr, ErrTLS):
+		return nil, fmt.Errorf("cannot connect to %s: %w", s.Where(), perr)
 	case perr != nil:
-		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, perr)
-	case sema.Refused(d.err):
-		return nil, fmt.Errorf("%s refused the login of user %q: %w", s.where(), s.User, d.err)
-	case isNotEtcd(d.err): // it answered at once: no dial timeout to speak of
-		return nil, fmt.Errorf("%w: %s answers, but %w", errUnreachable, s.where(), d.err)
+		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", ErrUnreachable, s.Where(), s.DialTimeout, s.DialTimeoutFrom, perr)
+	case refused(d.err):
+		return nil, classed{ErrRefused, fmt.Errorf("%s refused the login of user %q: %w", s.Where(), s.User, d.err)}
+	case IsNotEtcd(d.err): // it answered at once: no dial timeout to speak of
+		return nil, fmt.Errorf("%w: %s answers, but %w", ErrUnreachable, s.Where(), d.err)
 	}
 	// the probe connected: it accepts connections, but the login got no answer
 	return nil, fmt.Errorf("%w: no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %w",
-		errUnreachable, s.where(), s.DialTimeout, s.DialTimeoutFrom, d.err)
+		ErrUnreachable, s.Where(), s.DialTimeout, s.DialTimeoutFrom, d.err)
+}
+
+// refused reports whether etcd answered a request for good, with an error retrying cannot
+// fix: permission denied, bad credentials (a refused login), an invalid argument or one out
+// of range. Other errors (unavailable, deadline) are not refusals.
+func refused(err error) bool {
+	var code codes.Code
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	} else if st, ok := status.FromError(err); ok && err != nil {
+		code = st.Code()
+	} else {
+		return false
+	}
+	switch code {
+	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.OutOfRange:
+		return true
+	}
+	return false
 }
 
 // dialResult is what dial returns.
@@ -101,7 +112,7 @@ func dial(cfg clientv3.Config) dialResult {
 }
 
 // clientConfig is clientv3's configuration for s, with TLS tc, living as long as life.
-func clientConfig(s connSettings, tc *tls.Config, life context.Context) clientv3.Config {
+func clientConfig(s Settings, tc *tls.Config, life context.Context) clientv3.Config {
 	cfg := clientv3.Config{
 		Endpoints:   s.Endpoints,
 		DialTimeout: s.DialTimeout,
@@ -112,7 +123,7 @@ func clientConfig(s connSettings, tc *tls.Config, life context.Context) clientv3
 		Context:     life,
 	}
 	cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = keepAliveTime, keepAliveTimeout // a dead member is noticed (keepalive.go)
-	// a server that answers plain HTTP is said to be "not an etcd" (issue 10)
+	// a server that answers plain HTTP is said to be "not an etcd", not "no answer"
 	interceptors := []grpc.UnaryClientInterceptor{notEtcdInterceptor()}
 	if s.PasswordFile != "" {
 		interceptors = append(interceptors, reauthInterceptor(s.Password, s.PasswordFile))

@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // password file at path once more and, if the password there differs,
 // retries once with it and keeps it on success. So an operator who rotates
 // the password (etcdctl user passwd, then the new one into the file) does
-// not stop the running holders (issue 9). Other calls pass through.
+// not stop the running holders. Other calls pass through.
 func reauthInterceptor(pw, path string) grpc.UnaryClientInterceptor {
 	var mu sync.Mutex
 	current := pw
@@ -34,7 +34,7 @@ func reauthInterceptor(pw, path string) grpc.UnaryClientInterceptor {
 		if !errors.Is(rpctypes.Error(err), rpctypes.ErrAuthFailed) {
 			return err
 		}
-		fresh, _, rerr := readPassword(path)
+		fresh, _, rerr := ReadPassword(path)
 		if rerr != nil || fresh == p {
 			return err
 		}

@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 )
 
 // TestWarmSamplesRoundTrip checks that every warm-up sample is a message that marshals and
-// unmarshals to itself, so that warmProtobuf reaches its encoder and decoder (issue 11), and
+// unmarshals to itself, so that WarmProtobuf reaches its encoder and decoder, and
 // that the samples cover the requests and answers of a run.
 func TestWarmSamplesRoundTrip(t *testing.T) {
 	seen := map[string]bool{}

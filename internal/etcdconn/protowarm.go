@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -10,7 +10,7 @@ import (
 // built by reflection the first time each message type is marshalled or unmarshalled: about
 // 1 ms of CPU here for the types one run sends and receives, which would otherwise fall on
 // the run's critical path, inside its first LeaseGrant, enqueue Txn, Watch and LeaseRevoke
-// (issue 11, bench/analysis.md). warmProtobuf builds them ahead, on another goroutine, while
+// (bench/analysis.md). WarmProtobuf builds them ahead, on another goroutine, while
 // conch parses its flags and the guardian and the TCP connection start. The tables are the
 // same either way (protobuf-go builds each once per process, under a sync.Once), so this
 // changes when the work is done, never what is sent.
@@ -47,10 +47,10 @@ func warmSamples() []proto.Message {
 	}
 }
 
-// warmProtobuf marshals and unmarshals each of warmSamples once, which builds their tables
+// WarmProtobuf marshals and unmarshals each of warmSamples once, which builds their tables
 // (see above); conch's main starts it on a goroutine of its own. It returns nothing: a
 // failure here would show again, and be handled, in the real request.
-func warmProtobuf() {
+func WarmProtobuf() {
 	for _, m := range warmSamples() {
 		b, err := proto.Marshal(m)
 		if err == nil {

@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	"context"
@@ -28,13 +28,13 @@ type probeResult struct {
 // probeEndpoints connects to each endpoint of s in parallel (TCP or unix
 // socket, then the TLS handshake when tc is not nil or the URL says https or
 // unixs), retrying with back-off until ctx ends. It returns nil at the first
-// endpoint that works. It returns an error wrapping errTLS as soon as every
+// endpoint that works. It returns an error wrapping ErrTLS as soon as every
 // endpoint was tried once and at least one failed for good (permanentTLS:
 // the ones that answered reject our TLS set-up, so retrying cannot help),
 // and otherwise, when ctx ends, an error naming each endpoint's kind of
 // failure (describeDial). It starts one goroutine per endpoint and waits for
 // them before it returns.
-func probeEndpoints(ctx context.Context, s connSettings, tc *tls.Config) error {
+func probeEndpoints(ctx context.Context, s Settings, tc *tls.Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -73,18 +73,18 @@ func anyPermanent(errs []error) bool {
 	return false
 }
 
-// probeError joins each endpoint's failure; it wraps errTLS when one is permanent.
+// probeError joins each endpoint's failure; it wraps ErrTLS when one is permanent.
 func probeError(eps []string, errs []error) error {
 	var parts []string
 	for i, err := range errs {
 		if err == nil {
 			err = errors.New("no answer (timed out)")
 		}
-		parts = append(parts, redactEndpoint(eps[i])+": "+describeDial(err))
+		parts = append(parts, RedactEndpoint(eps[i])+": "+describeDial(err))
 	}
 	msg := strings.Join(parts, "; ")
 	if anyPermanent(errs) {
-		return fmt.Errorf("%w: %s", errTLS, msg)
+		return fmt.Errorf("%w: %s", ErrTLS, msg)
 	}
 	return errors.New(msg)
 }

@@ -1,35 +1,31 @@
-package main
+package etcdconn
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 )
 
-// Size bounds on the files conch reads (issue 9: a password or config file
-// that is /dev/zero must not grow conch without limit). A password is one
-// line; a config file a handful of settings; a TLS file one certificate
+// Size bounds on the files read here (a password or TLS file that is
+// /dev/zero must not grow conch without limit). A password is one
+// line; a TLS file one certificate
 // chain or CA bundle (the Debian system bundle is ~220 KiB).
 const (
-	maxPasswordFile = 4 << 10  // 4 KiB
-	maxConfigFile   = 64 << 10 // 64 KiB
-	maxTLSFile      = 1 << 20  // 1 MiB
+	MaxPasswordFile = 4 << 10 // 4 KiB
+	maxTLSFile      = 1 << 20 // 1 MiB
 )
 
-// errNotRegular: the path names a FIFO, device, socket or directory.
-var errNotRegular = errors.New("not a regular file")
-
-// readBounded reads the regular file at path, at most limit bytes. It never
+// ReadBounded reads the regular file at path, at most limit bytes. It never
 // blocks on a FIFO or device: the file is opened with O_NONBLOCK and checked
 // with fstat on the opened descriptor (so a file swapped after a stat cannot
 // slip through) before a byte is read. what names the file in errors ("password
-// file"). It returns the content and the file's permission bits. Errors (exit
-// 64 for the callers): the open's, errNotRegular, or a file larger than limit.
+// file"). It returns the content and the file's permission bits. Errors, none of
+// which retrying helps: the open's, ErrNotRegular, or a file larger than limit.
 // The null device is the one non-regular file accepted: it reads as empty, with no
-// permission bits to warn about (the bench and operators use --config /dev/null).
-func readBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
+// permission bits to warn about (a config file of /dev/null is a usual way to say "none").
+func ReadBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read %s: %w", what, err)
@@ -39,11 +35,11 @@ func readBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("cannot read %s %s: %w", what, path, err)
 	}
-	if isNullDevice(fi) { // `--config /dev/null`: the usual way to say "no file", read as empty
+	if isNullDevice(fi) { // /dev/null: the usual way to say "no file", read as empty
 		return nil, 0, nil
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("cannot read %s %s: %w (it is a %s)", what, path, errNotRegular, fileKind(fi.Mode()))
+		return nil, 0, fmt.Errorf("cannot read %s %s: %w (it is a %s)", what, path, ErrNotRegular, fileKind(fi.Mode()))
 	}
 	if fi.Size() > limit {
 		return nil, 0, fmt.Errorf("cannot read %s %s: %d bytes, more than the %d allowed", what, path, fi.Size(), limit)
@@ -79,4 +75,23 @@ func fileKind(m os.FileMode) string {
 		return "block device"
 	}
 	return "special file"
+}
+
+// ReadPassword reads the first line of a password file (bounded, never
+// blocking: ReadBounded). warn is non-empty when group or others can read
+// the file. Errors: the file cannot be read, is not a regular file, is too
+// large, or its first line is empty.
+func ReadPassword(path string) (pw, warn string, err error) {
+	b, perm, err := ReadBounded(path, "password file", MaxPasswordFile)
+	if err != nil {
+		return "", "", err
+	}
+	if perm&0o044 != 0 {
+		warn = fmt.Sprintf("password file %s is readable by group or others (mode %04o): chmod 600 it", path, perm)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimRight(line, "\r"); line == "" {
+		return "", warn, fmt.Errorf("password file %s is empty (its first line is the password)", path)
+	}
+	return line, warn, nil
 }

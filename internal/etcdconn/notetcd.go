@@ -1,4 +1,4 @@
-package main
+package etcdconn
 
 import (
 	"context"
@@ -19,8 +19,8 @@ var httpStatusRE = regexp.MustCompile(`unexpected HTTP status code received from
 // the error of a call answered by something that speaks HTTP but is not
 // etcd's gRPC (a web server, a proxy's error page, another service on the
 // port) as "not an etcd: it answered HTTP 404 (Not Found) ...", keeping the
-// gRPC code, so retries and exit statuses stay as they were (issue 10: the
-// message said only "no answer within the dial timeout"). The server's
+// gRPC code, so retries and the caller's handling stay as they were: the
+// message says what answered, not only "no answer within the dial timeout". The server's
 // response body, which grpc-go quotes on lines of its own, is dropped.
 // Other errors pass through.
 func notEtcdInterceptor() grpc.UnaryClientInterceptor {
@@ -48,8 +48,8 @@ func notEtcd(err error) error {
 // notEtcdPrefix starts the message of every error notEtcd makes.
 const notEtcdPrefix = "not an etcd: "
 
-// isNotEtcd reports whether err is (or wraps) an error notEtcd made.
-func isNotEtcd(err error) bool {
+// IsNotEtcd reports whether err is (or wraps) an error notEtcd made.
+func IsNotEtcd(err error) bool {
 	var se interface{ GRPCStatus() *status.Status }
 	return errors.As(err, &se) && strings.HasPrefix(se.GRPCStatus().Message(), notEtcdPrefix)
 }
