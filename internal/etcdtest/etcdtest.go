@@ -43,6 +43,7 @@ type Server struct {
 	Username, Password string
 	etcd               *embed.Etcd
 	cfg                *embed.Config // what started etcd: Restart starts it again
+	killed             bool          // Kill closed etcd and no Revive started it again
 	stop               sync.Once
 }
 
@@ -164,6 +165,9 @@ func start(dir string, tweak func(*embed.Config)) (*Server, error) {
 // client streams drain. It is safe to call more than once, concurrently.
 func (s *Server) Stop() {
 	s.stop.Do(func() {
+		if s.killed { // a test that failed between Kill and Revive: already closed
+			return
+		}
 		s.etcd.Server.HardStop()
 		s.etcd.Close()
 	})
