@@ -69,7 +69,8 @@ type whoWatch struct {
 	client *clientv3.Client
 	ctx    context.Context
 	warned bool
-	last   []byte // the last listing shown, without its time stamp
+	last   []byte           // the last listing shown, without its time stamp
+	paused map[string]int64 // pause key -> create revision, of the pause keys already said on stderr
 }
 
 // show renders one listing and writes it unless it is the same as the
@@ -80,9 +81,9 @@ func (w *whoWatch) show(l sema.Listing) error {
 	cancel()
 	if !w.warned {
 		warnWho(w.c.rep.warnf, l.Entries)
-		warnPauses(w.c.rep.warnf, l.Pauses)
 		w.warned = true
 	}
+	warnPauses(w.c.rep.warnf, w.newPauses(l.Pauses))
 	l = filterMax(l, w.j.max)
 	body, err := w.body(l)
 	if err != nil || bytes.Equal(body, w.last) {
@@ -97,6 +98,25 @@ func (w *whoWatch) show(l sema.Listing) error {
 		return err
 	}
 	return nil
+}
+
+// newPauses returns the pauses of ps not seen by an earlier listing (by
+// key and create revision), so that a bad pause key (warnPauses) is said
+// once, when it appears, however many listings show it.
+func (w *whoWatch) newPauses(ps []sema.Pause) []sema.Pause {
+	if w.paused == nil {
+		w.paused = map[string]int64{}
+	}
+	var fresh []sema.Pause
+	seen := make(map[string]int64, len(ps))
+	for _, p := range ps {
+		if rev, ok := w.paused[p.Key]; !ok || rev != p.Rev {
+			fresh = append(fresh, p)
+		}
+		seen[p.Key] = p.Rev
+	}
+	w.paused = seen
+	return fresh
 }
 
 // body is the listing without its time stamp: the records and pauses as
