@@ -53,6 +53,7 @@ package:
 bench: build etcd
 	$(GO) build -o bin/bench ./bench
 	CGO_ENABLED=0 $(GO) build -o bin/bench-stamp ./bench/stamp
+	CGO_ENABLED=0 $(GO) test -c -o bin/bench-scope ./bench/scope
 	bin/bench $(BENCHFLAGS)
 
 # Debian packages and the test nodes' root filesystem (quick when present).
