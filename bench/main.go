@@ -81,11 +81,12 @@ type config struct {
 	lost5         int           // scenario 5: waiters whose lease is revoked mid-drain
 	drainTimeout5 time.Duration
 
-	reps6   int // scenario 6: uncontended runs per variant
-	rounds6 int // scenario 6: hand-off batches per variant
-	batch6  int // scenario 6: hand-offs per batch
-	hold6   int // scenario 6: ms each child of a batch holds
-	probes6 int // scenario 6: step-by-step probes of a scope's creation
+	reps6   int  // scenario 6: uncontended runs per variant
+	rounds6 int  // scenario 6: hand-off batches per variant
+	batch6  int  // scenario 6: hand-offs per batch
+	hold6   int  // scenario 6: ms each child of a batch holds
+	probes6 int  // scenario 6: step-by-step probes of a scope's creation
+	trace6  bool // scenario 6: CONCH_TRACE=1 (a build with bench/trace/points.patch)
 }
 
 func parseConfig() config {
@@ -122,6 +123,7 @@ func parseConfig() config {
 	flag.IntVar(&c.batch6, "batch6", 10, "scenario 6: hand-offs per batch")
 	flag.IntVar(&c.hold6, "hold6", 50, "scenario 6: ms each child of a batch holds the slot")
 	flag.IntVar(&c.probes6, "probes6", 30, "scenario 6: step-by-step probes of a scope's creation")
+	flag.BoolVar(&c.trace6, "trace6", false, "scenario 6: run conch with CONCH_TRACE=1 and report its trace points (-bin: a build with bench/trace/points.patch)")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })

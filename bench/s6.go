@@ -20,7 +20,7 @@ import (
 func (h *harness) scenario6() (*section, error) {
 	sec := &section{n: 6, title: "Under systemd: scope mode against `etcdctl lock` with and without `systemd-run --scope`"}
 	bin := filepath.Dir(h.conch)
-	cfg := scopebench.Config{Endpoint: h.etcd.endpoint, Reps: h.cfg.reps6, Rounds: h.cfg.rounds6, Batch: h.cfg.batch6, HoldMs: h.cfg.hold6, Probes: h.cfg.probes6}
+	cfg := scopebench.Config{Endpoint: h.etcd.endpoint, Reps: h.cfg.reps6, Rounds: h.cfg.rounds6, Batch: h.cfg.batch6, HoldMs: h.cfg.hold6, Probes: h.cfg.probes6, Trace: h.cfg.trace6}
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		return sec, err

@@ -41,6 +41,10 @@ type Config struct {
 	Batch    int    `json:"batch"`    // hand-offs per batch
 	HoldMs   int    `json:"hold_ms"`  // how long each child of a batch holds
 	Probes   int    `json:"probes"`   // D-Bus probes of a scope's creation
+	// Trace sets CONCH_TRACE=1 for conch: a build with bench/trace/points.patch applied then
+	// writes trace points ("T PID NS NAME") on stderr, which Drive reports for the uncontended
+	// scope-mode runs.
+	Trace bool `json:"trace,omitempty"`
 }
 
 // Output is what Drive prints: one row per measure (measure, variant value, reference value,
@@ -63,6 +67,7 @@ type variant struct {
 	// instruction, "released" to exit.
 	toHeld, heldToChild, relToExit []float64
 	overlaps                       int
+	trace                          map[string][]float64 // trace point: ms from exec, per run
 }
 
 // driver holds one Drive's state.
@@ -88,6 +93,9 @@ func Drive(ctx context.Context, cfg Config, w io.Writer) error {
 		}
 	}
 	d.env = append(d.env, "CONCH_CONFIG=/dev/null", "CONCH_ENDPOINTS="+cfg.Endpoint, "ETCDCTL_ENDPOINTS="+cfg.Endpoint)
+	if cfg.Trace {
+		d.env = append(d.env, "CONCH_TRACE=1")
+	}
 	vs := []*variant{
 		{label: "conch, scope mode", conch: true, scope: true, key: "cs"},
 		{label: "conch --scope never", conch: true, key: "cd"},
@@ -218,6 +226,23 @@ func (p *proc) lineTime(s string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// traces adds the first time of each trace point in p's stderr, in ms from p's exec, to m.
+func (p *proc) traces(m map[string][]float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := map[string]bool{}
+	for _, l := range p.lines {
+		f := strings.Fields(l.text)
+		if len(f) != 4 || f[0] != "T" || seen[f[3]] {
+			continue
+		}
+		if t, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+			seen[f[3]] = true
+			m[f[3]] = append(m[f[3]], ms(t-p.start))
+		}
+	}
 }
 
 // stampEvent is one line of a bench-stamp file.

@@ -1,6 +1,7 @@
 package scopebench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -169,6 +170,9 @@ func (d *driver) output(vs []*variant, pr *probeResult) Output {
 	} {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.what, f2(median(s.xs)), f2(pct(s.xs, 99)), s.when)
 	}
+	for _, v := range []*variant{cs, cd} {
+		traceTable(&b, v)
+	}
 	o.Detail = b.String()
 	for _, v := range vs {
 		if v.overlaps > 0 {
@@ -176,4 +180,21 @@ func (d *driver) output(vs []*variant, pr *probeResult) Output {
 		}
 	}
 	return o
+}
+
+// traceTable writes v's trace points (a build with bench/trace/points.patch, Config.Trace), in
+// the order of their medians, if there are any.
+func traceTable(b *strings.Builder, v *variant) {
+	if len(v.trace) == 0 {
+		return
+	}
+	names := make([]string, 0, len(v.trace))
+	for k := range v.trace {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(x, y string) int { return cmp.Compare(median(v.trace[x]), median(v.trace[y])) })
+	fmt.Fprintf(b, "\nTrace points of %s, uncontended (p50 ms from exec; c- conch's unitrun, g- the guardian, m- conch's main):\n\n| point | p50 | runs |\n| --- | --- | --- |\n", v.label)
+	for _, k := range names {
+		fmt.Fprintf(b, "| %s | %s | %d |\n", k, f2(median(v.trace[k])), len(v.trace[k]))
+	}
 }

@@ -36,6 +36,10 @@ func (d *driver) uncontended(vs []*variant) error {
 			v.wall = append(v.wall, ms(p.end-p.start))
 			if v.conch {
 				d.split(v, p, stamps, tag)
+				if v.trace == nil {
+					v.trace = map[string][]float64{}
+				}
+				p.traces(v.trace)
 			}
 		}
 	}
