@@ -28,6 +28,13 @@ func (h *harness) scenario6() (*section, error) {
 	out := filepath.Join(h.work, "s6.json")
 	cmd := exec.CommandContext(h.ctx, filepath.Join(bin, "bench-scope"), "-test.run", "^$", "-test.bench", "^BenchmarkScopeScenario$", "-test.benchtime", "1x", "-test.timeout", "60m")
 	cmd.Env = append(os.Environ(), "BENCH_SCOPE_OUT="+out, "BENCH_SCOPE_BIN="+bin, "BENCH_SCOPE_CONFIG="+string(js))
+	if h.cfg.alt != "" { // -alt: that build (its conch-guardian beside it) in scope mode and direct
+		alt, err := filepath.Abs(filepath.Dir(h.cfg.alt))
+		if err != nil {
+			return sec, err
+		}
+		cmd.Env = append(cmd.Env, "BENCH_SCOPE_ALT="+alt)
+	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return sec, fmt.Errorf("bench-scope (needs root, systemd-nspawn and the test nodes' root filesystem, `make test-deps`): %w", err)

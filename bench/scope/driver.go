@@ -12,6 +12,7 @@ package scopebench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,6 +46,10 @@ type Config struct {
 	// writes trace points ("T PID NS NAME") on stderr, which Drive reports for the uncontended
 	// scope-mode runs.
 	Trace bool `json:"trace,omitempty"`
+	// Alt is the directory, in the node, of another conch build (with its conch-guardian)
+	// measured beside Bin's in scope mode and with --scope never (an A/B of a patch); "" for
+	// none.
+	Alt string `json:"alt,omitempty"`
 }
 
 // Output is what Drive prints: one row per measure (measure, variant value, reference value,
@@ -61,6 +66,7 @@ type variant struct {
 	conch    bool
 	scope    bool   // the child runs in a scope (conch scope mode, systemd-run --scope)
 	key      string // short name for the semaphore / lock name
+	bin      string // conch's directory; "" for Config.Bin
 	handoffs []float64
 	wall     []float64
 	// conch -v lines (uncontended): exec to "slot held", "slot held" to the child's first
@@ -102,6 +108,11 @@ func Drive(ctx context.Context, cfg Config, w io.Writer) error {
 		{label: "etcdctl lock", key: "el"},
 		{label: "etcdctl lock -- systemd-run --scope", scope: true, key: "es"},
 	}
+	if cfg.Alt != "" {
+		vs = append(vs,
+			&variant{label: "-alt: conch, scope mode", conch: true, scope: true, key: "as", bin: cfg.Alt},
+			&variant{label: "-alt: conch --scope never", conch: true, key: "ad", bin: cfg.Alt})
+	}
 	if err := d.uncontended(vs); err != nil {
 		return fmt.Errorf("uncontended: %w", err)
 	}
@@ -124,11 +135,12 @@ func Drive(ctx context.Context, cfg Config, w io.Writer) error {
 // argv is variant v's command line for lock name, its child being bench-stamp FILE TAG HOLD.
 func (d *driver) argv(v *variant, name string, child ...string) []string {
 	stamp := append([]string{filepath.Join(d.cfg.Bin, "bench-stamp")}, child...)
+	conch := filepath.Join(cmp.Or(v.bin, d.cfg.Bin), "conch")
 	switch {
 	case v.conch && v.scope:
-		return append([]string{filepath.Join(d.cfg.Bin, "conch"), "sema", name, "--max", "1", "-v", "--"}, stamp...)
+		return append([]string{conch, "sema", name, "--max", "1", "-v", "--"}, stamp...)
 	case v.conch:
-		return append([]string{filepath.Join(d.cfg.Bin, "conch"), "sema", name, "--max", "1", "-v", "--scope", "never", "--"}, stamp...)
+		return append([]string{conch, "sema", name, "--max", "1", "-v", "--scope", "never", "--"}, stamp...)
 	case v.scope:
 		return append([]string{filepath.Join(d.cfg.Bin, "etcdctl"), "lock", name, "--", "systemd-run", "--scope", "--quiet", "--collect"}, stamp...)
 	}

@@ -35,7 +35,8 @@ func TestMain(m *testing.M) {
 // BenchmarkScopeScenario is scenario 6 of bin/bench, which runs it once (-test.benchtime 1x)
 // with BENCH_SCOPE_OUT (where to write Output as JSON), BENCH_SCOPE_BIN (the directory with
 // conch, conch-guardian, etcdctl, bench-stamp and this binary, as bench-scope), and
-// BENCH_SCOPE_CONFIG (Config as JSON without Bin and Work, which the node decides). It boots
+// BENCH_SCOPE_CONFIG (Config as JSON without Bin and Work, which the node decides), and
+// optionally BENCH_SCOPE_ALT (the directory of another conch build, -alt). It boots
 // one node and runs Drive in it as a transient service.
 func BenchmarkScopeScenario(b *testing.B) {
 	out := os.Getenv("BENCH_SCOPE_OUT")
@@ -46,7 +47,12 @@ func BenchmarkScopeScenario(b *testing.B) {
 	if err := json.Unmarshal([]byte(os.Getenv("BENCH_SCOPE_CONFIG")), &cfg); err != nil {
 		b.Fatalf("BENCH_SCOPE_CONFIG: %v", err)
 	}
-	n := systemdtest.Boot(b, systemdtest.Options{Name: "bench6", BinDir: os.Getenv("BENCH_SCOPE_BIN")})
+	opts := systemdtest.Options{Name: "bench6", BinDir: os.Getenv("BENCH_SCOPE_BIN")}
+	if alt := os.Getenv("BENCH_SCOPE_ALT"); alt != "" {
+		opts.Binds = append(opts.Binds, systemdtest.Bind{Host: alt, Node: "/opt/alt"})
+		cfg.Alt = "/opt/alt"
+	}
+	n := systemdtest.Boot(b, opts)
 	cfg.Bin, cfg.Work = systemdtest.BinMount, "/var/tmp/bench6"
 	js, _ := json.Marshal(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
