@@ -74,6 +74,7 @@ type variant struct {
 	toHeld, heldToChild, relToExit []float64
 	overlaps                       int
 	trace                          map[string][]float64 // trace point: ms from exec, per run
+	htrace                         map[string][]float64 // trace point: ms from the previous child's end, per hand-off
 }
 
 // driver holds one Drive's state.
@@ -253,6 +254,24 @@ func (p *proc) traces(m map[string][]float64) {
 		if t, err := strconv.ParseInt(f[2], 10, 64); err == nil {
 			seen[f[3]] = true
 			m[f[3]] = append(m[f[3]], ms(t-p.start))
+		}
+	}
+}
+
+// tracesSince adds the first time at or after t0 of each trace point in p's stderr, in ms from
+// t0, to m.
+func (p *proc) tracesSince(t0 int64, m map[string][]float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := map[string]bool{}
+	for _, l := range p.lines {
+		f := strings.Fields(l.text)
+		if len(f) != 4 || f[0] != "T" || seen[f[3]] {
+			continue
+		}
+		if t, err := strconv.ParseInt(f[2], 10, 64); err == nil && t >= t0 {
+			seen[f[3]] = true
+			m[f[3]] = append(m[f[3]], ms(t-t0))
 		}
 	}
 }

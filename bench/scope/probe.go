@@ -194,7 +194,8 @@ func (d *driver) output(vs []*variant, pr *probeResult) Output {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.what, f2(median(s.xs)), f2(pct(s.xs, 99)), s.when)
 	}
 	for _, v := range []*variant{cs, cd} {
-		traceTable(&b, v)
+		traceTable(&b, v.label+", uncontended (p50 ms from exec", v.trace)
+		traceTable(&b, v.label+", hand-off (p50 ms from the previous child's last instruction", v.htrace)
 	}
 	if len(vs) > 4 {
 		as, ad := vs[4], vs[5]
@@ -211,19 +212,19 @@ func (d *driver) output(vs []*variant, pr *probeResult) Output {
 	return o
 }
 
-// traceTable writes v's trace points (a build with bench/trace/points.patch, Config.Trace), in
-// the order of their medians, if there are any.
-func traceTable(b *strings.Builder, v *variant) {
-	if len(v.trace) == 0 {
+// traceTable writes the trace points tr (a build with bench/trace/points.patch, Config.Trace),
+// in the order of their medians, if there are any.
+func traceTable(b *strings.Builder, what string, tr map[string][]float64) {
+	if len(tr) == 0 {
 		return
 	}
-	names := make([]string, 0, len(v.trace))
-	for k := range v.trace {
+	names := make([]string, 0, len(tr))
+	for k := range tr {
 		names = append(names, k)
 	}
-	slices.SortFunc(names, func(x, y string) int { return cmp.Compare(median(v.trace[x]), median(v.trace[y])) })
-	fmt.Fprintf(b, "\nTrace points of %s, uncontended (p50 ms from exec; c- conch's unitrun, g- the guardian, m- conch's main):\n\n| point | p50 | runs |\n| --- | --- | --- |\n", v.label)
+	slices.SortFunc(names, func(x, y string) int { return cmp.Compare(median(tr[x]), median(tr[y])) })
+	fmt.Fprintf(b, "\nTrace points of %s; c- conch's unitrun, g- the guardian, m- conch's main, s- sema):\n\n| point | p50 | count |\n| --- | --- | --- |\n", what)
 	for _, k := range names {
-		fmt.Fprintf(b, "| %s | %s | %d |\n", k, f2(median(v.trace[k])), len(v.trace[k]))
+		fmt.Fprintf(b, "| %s | %s | %d |\n", k, f2(median(tr[k])), len(tr[k]))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -110,7 +112,36 @@ func (d *driver) batch(v *variant, round int) error {
 			return err
 		}
 	}
-	return d.handoffs(v, stamps)
+	if err := d.handoffs(v, stamps); err != nil {
+		return err
+	}
+	return d.handoffTraces(v, stamps, ps[1:])
+}
+
+// handoffTraces adds, for each waiter of a batch (ws[i] is tag w<i>), the first time of each of
+// its trace points after the previous child's last instruction, in ms from it (Config.Trace).
+func (d *driver) handoffTraces(v *variant, stamps string, ws []*proc) error {
+	if !d.cfg.Trace || !v.conch {
+		return nil
+	}
+	ev, err := readStamps(stamps)
+	if err != nil {
+		return err
+	}
+	if v.htrace == nil {
+		v.htrace = map[string][]float64{}
+	}
+	var lastEnd int64
+	for _, e := range ev {
+		i, err := strconv.Atoi(strings.TrimPrefix(e.tag, "w"))
+		switch {
+		case e.kind == "E":
+			lastEnd = e.t
+		case e.kind == "S" && err == nil && i < len(ws) && lastEnd != 0:
+			ws[i].tracesSince(lastEnd, v.htrace)
+		}
+	}
+	return nil
 }
 
 // handoffs adds the batch's hand-offs from its stamp file to v.
