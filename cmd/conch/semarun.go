@@ -17,7 +17,7 @@ type semaRun struct {
 	rep       *reporter
 	stdio     unitrun.Spec // conch's own stdin, stdout and stderr, or the journal relay (childStdio), handed to the child
 	pre       *prestarter  // the guardian started ahead (D7); owned by this run, reset for re-entry
-	plan      *scopePlan   // where the child runs (D8)
+	planning  *planning    // where the child runs (D8), decided beside the etcd round trips (D8b)
 	sem       *sema.Semaphore
 	killAfter time.Duration   // the child's stop grace: -p TimeoutStopSec= or --kill-after (D7)
 	sigCtx    context.Context // cancelled with errSignal by SIGTERM, SIGINT or SIGHUP (D3)
@@ -34,7 +34,8 @@ func (c *semaCmd) reporter(j job) *reporter {
 }
 
 // newSemaRun starts what a run needs before etcd: the watchdog, the signal context, the
-// prestarted guardian and the scope plan (D8: before any etcd call), then connect. It
+// scope plan (D8, D8b: decided beside the etcd round trips where systemd runs) and the
+// prestarted guardian, then connect. It
 // returns the run, to be closed even when err is not nil, and the error that ends the run.
 func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
 	r := &semaRun{c: c, job: j, rep: c.reporter(j)}
@@ -42,6 +43,16 @@ func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
 	ctx, stopSignals := signalContext()
 	r.sigCtx = ctx
 	r.closers = append(r.closers, stopSignals)
+	// The scope plan first: without systemd it is decided now (D8: --scope=always exits 69
+	// before any etcd call), else on a goroutine of its own (D8b). Its bus connection is
+	// closed after the guardian, whose prepared scope is stopped through it (D8b).
+	r.planning = startPlanning(j.scope)
+	r.closers = append(r.closers, r.planning.close)
+	if r.planning.decided() {
+		if _, err := r.planning.wait(r.rep, true); err != nil {
+			return r, err
+		}
+	}
 	// The guardian starts now, so that its start-up overlaps the D-Bus and etcd round trips;
 	// it is closed while we wait behind others (D7). It is closed after the release: the
 	// guardian's exit is not waited for first.
@@ -50,12 +61,6 @@ func (c *semaCmd) newSemaRun(j job) (*semaRun, error) {
 	r.closers = append(r.closers, closeChildLog)             // after the guardian: its last lines
 	r.pre = startPrestarter(r.stdio)
 	r.closers = append(r.closers, r.pre.close)
-	plan, err := openScope(r.rep, j.scope)
-	if err != nil {
-		return r, err
-	}
-	r.plan = plan
-	r.closers = append(r.closers, plan.close)
 	if err := r.connect(); err != nil {
 		return r, err
 	}
@@ -93,7 +98,7 @@ func (r *semaRun) connect() error {
 		ConnectTimeout: r.job.conn.DialTimeout,
 		FenceMargin:    r.killAfter + time.Second, // D7
 		Nonblock:       c.Nonblock || (r.job.waitSet && r.job.wait == 0),
-		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.plan.inScope()},
+		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.planning.intent()},
 		OnEvent:        func(e sema.Event) { r.rep.onEvent(e); r.pre.onEvent(e) },
 	})
 	if err != nil {
