@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-
-	scopebench "github.com/conch-project/conch/bench/scope"
 )
 
 // scenario6: under systemd, where operators run conch. bin/bench-scope (bench/scope, built
@@ -20,7 +18,7 @@ import (
 func (h *harness) scenario6() (*section, error) {
 	sec := &section{n: 6, title: "Under systemd: scope mode against `etcdctl lock` with and without `systemd-run --scope`"}
 	bin := filepath.Dir(h.conch)
-	cfg := scopebench.Config{Endpoint: h.etcd.endpoint, Reps: h.cfg.reps6, Rounds: h.cfg.rounds6, Batch: h.cfg.batch6, HoldMs: h.cfg.hold6, Probes: h.cfg.probes6, Trace: h.cfg.trace6}
+	cfg := config6{Endpoint: h.etcd.endpoint, Reps: h.cfg.reps6, Rounds: h.cfg.rounds6, Batch: h.cfg.batch6, HoldMs: h.cfg.hold6, Probes: h.cfg.probes6, Trace: h.cfg.trace6}
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		return sec, err
@@ -43,7 +41,7 @@ func (h *harness) scenario6() (*section, error) {
 	if err != nil {
 		return sec, err
 	}
-	var o scopebench.Output
+	var o output6
 	if err := json.Unmarshal(b, &o); err != nil {
 		return sec, fmt.Errorf("bench-scope's output: %w", err)
 	}
@@ -53,4 +51,23 @@ func (h *harness) scenario6() (*section, error) {
 	sec.detail = append(sec.detail, o.Detail)
 	sec.notes = append(sec.notes, o.Notes...)
 	return sec, nil
+}
+
+// config6 is bench/scope's Config as JSON (bin/bench does not link that package: it links
+// unitrun, and bench links sema; only cmd/conch may link both).
+type config6 struct {
+	Endpoint string `json:"endpoint"`
+	Reps     int    `json:"reps"`
+	Rounds   int    `json:"rounds"`
+	Batch    int    `json:"batch"`
+	HoldMs   int    `json:"hold_ms"`
+	Probes   int    `json:"probes"`
+	Trace    bool   `json:"trace,omitempty"`
+}
+
+// output6 is bench/scope's Output as JSON.
+type output6 struct {
+	Rows   [][6]string `json:"rows"`
+	Detail string      `json:"detail"`
+	Notes  []string    `json:"notes,omitempty"`
 }

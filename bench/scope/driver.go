@@ -28,8 +28,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sys/unix"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // Config is what Drive is told by the host half (JSON in BENCH_SCOPE_DRIVER).
@@ -148,10 +146,12 @@ func (d *driver) argv(v *variant, name string, child ...string) []string {
 	return append([]string{filepath.Join(d.cfg.Bin, "etcdctl"), "lock", name}, stamp...)
 }
 
-// prefix is where variant v's keys for lock name live.
+// prefix is where variant v's keys for lock name live: conch's under the spec's
+// /conch/v1/sema/<name>/ (this package drives conch and unitrun, and only cmd/conch may link
+// both sema and unitrun), etcdctl's under <name>/.
 func prefix(v *variant, name string) string {
 	if v.conch {
-		return sema.Prefix(name, 1)
+		return "/conch/v1/sema/" + name + "/"
 	}
 	return name + "/"
 }
