@@ -183,12 +183,12 @@ func (d *driver) output(vs []*variant, pr *probeResult) Output {
 		xs   []float64
 		when string
 	}{
-		{"Dial: connect, authenticate, Hello, Subscribe, SystemState", pr.dial, "before the enqueue (D8)"},
-		{"FindCallerService: the service's limits (GetUnit, properties)", pr.service, "before the enqueue"},
-		{"StartTransientUnit: call to reply (unit loaded, job queued)", pr.call, "between slot and child"},
-		{"job: reply to JobRemoved \"done\" (cgroup created, PID moved)", pr.job, "between slot and child"},
+		{"Dial: connect, authenticate, Hello, Subscribe, SystemState", pr.dial, "beside the etcd connection, grant and enqueue (D8b)"},
+		{"FindCallerService: the service's limits (GetUnit, properties)", pr.service, "beside them too"},
+		{"StartTransientUnit: call to reply (unit loaded, job queued)", pr.call, "after the enqueue (the name holds the rev, D8): uncontended, between slot and child; next in line, while it waits (D8b)"},
+		{"job: reply to JobRemoved \"done\" (cgroup created, PID moved)", pr.job, "the same"},
 		{"(polled: reply to the PID seen in the scope's cgroup, during the job's wait)", pr.moved, ""},
-		{"cgroup check (/proc/PID/cgroup)", pr.check, "between slot and child"},
+		{"cgroup check (/proc/PID/cgroup)", pr.check, "the same"},
 		{"StopUnit and wait until gone (not on conch's path when the child ends)", pr.stop, "no"},
 	} {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.what, f2(median(s.xs)), f2(pct(s.xs, 99)), s.when)
