@@ -110,6 +110,7 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 	switch ev.Event {
 	case evStarted:
 		rec.pid, rec.facts.started = ev.PID, true
+		r.mode.commandStarted()
 		if r.spec.RuntimeMax > 0 {
 			r.timers.runtimeMax = time.NewTimer(r.spec.RuntimeMax - time.Since(r.mode.runtimeFrom(time.Now())))
 		}
