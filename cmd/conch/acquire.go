@@ -65,7 +65,10 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	defer stopNotify()
 	heldAt := time.Now()
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
-	res, runErr := plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
+	// D7b: no grace once the lease's deadline has passed
+	stopCtx, unstop := noGraceWhenLate(runCtx)
+	defer unstop()
+	res, runErr := plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
 		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
 	if v.requeue {
@@ -106,6 +109,7 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 		Stderr:     r.stdio.Stderr,
 		KillAfter:  r.job.run.killAfterGiven, // unitrun decides the grace (D7)
 		RuntimeMax: r.job.run.runtimeMax,
+		Deadline:   r.deadline,    // D7b
 		Started:    r.rep.started, // READY=1 (D10)
 		Warn:       func(msg string) { r.rep.warnf("%s", msg) },
 	}
