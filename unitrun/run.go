@@ -29,7 +29,9 @@ import (
 // error wrapping context.Cause(ctx). Cancelling ctx afterwards stops the command: StopSignal
 // to its process group and to every descendant, reparented ones included, then SIGKILL after
 // KillAfter; Run still returns only when the whole tree is gone, with Result.Stopped set (if
-// the command was still running) and a nil error: why ctx ended is the caller's to know.
+// the command was still running) and a nil error: why ctx ended is the caller's to know. A
+// cause of ctx that wraps ErrNoGrace makes that stop SIGKILL at once, with no grace (D7b), even
+// when a stop with the grace was under way.
 // Spec.RuntimeMax, counted from the start, stops the command the same way and sets
 // Result.RuntimeExceeded.
 //
@@ -90,12 +92,13 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 // done its start-up and waits, blocked, for Run or Close. It is not safe for concurrent use.
 type Prepared struct {
 	g        *guardianProc
-	start    Spec     // Guardian, Stdin, Stdout and Stderr as Prepare was given them
-	guardian []string // the guardian's argv in use: start.Guardian, or reexecGuardian (D7a)
-	used     bool     // Run was called
-	trusted  bool     // g said hello with this build's BuildID, or needs no check (D7a)
-	sent     bool     // g was sent a spec (by Preload), or a send to it was attempted
-	loaded   []byte   // the spec line Preload sent g, nil if none
+	start    Spec      // Guardian, Stdin, Stdout and Stderr as Prepare was given them
+	guardian []string  // the guardian's argv in use: start.Guardian, or reexecGuardian (D7a)
+	used     bool      // Run was called
+	trusted  bool      // g said hello with this build's BuildID, or needs no check (D7a)
+	sent     bool      // g was sent a spec (by Preload), or a send to it was attempted
+	loaded   []byte    // the spec line Preload sent g, nil if none
+	scope    *scopeRun // the scope Preload made for g, which waits in it, ready (D8b); nil if none
 }
 
 // Prepare starts the guardian of a command that Prepared.Run will start later, so that the
@@ -224,19 +227,50 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	fg := inForeground(spec.Stdin)
 	line, err := specLine(spec, fg, r.mode.wire())
 	if err == nil {
+		err = p.takeScope(spec)
+	}
+	if err == nil {
 		err = p.load(ctx, spec.Warn, line)
 	}
 	if err != nil {
 		_ = p.g.close()
 		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 	}
+	if p.scope != nil { // load kept the preloaded guardian, which waits in its scope (D8b)
+		p.scope.Conn = spec.Scope.Conn
+		r.mode, r.ready = p.scope, true
+	}
 	r.g = p.g
 	res, err := r.run(ctx)
+	if errors.Is(err, errNotReady) || errors.Is(err, errGoUnanswered) && r.mode.wire() == nil {
+		// D7b: the guardian was not ready, or did not answer go, in time and was killed; the
+		// command did not start under it. A fresh guardian gets it, once (in scope mode not
+		// after go: a scope is not made twice, that error is returned and the caller
+		// releases the slot).
+		res, err = p.rerun(ctx, spec, line)
+	}
 	if fg {
 		// Also after an exec failure: the child took the terminal before its execve failed.
 		_ = reclaimForeground(spec.Stdin)
 	}
 	return res, err
+}
+
+// rerun runs spec, whose spec line is line, with a fresh guardian in place of p's (D7b), in
+// direct mode.
+func (p *Prepared) rerun(ctx context.Context, spec Spec, line []byte) (Result, error) {
+	if err := p.replace(); err != nil {
+		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
+	}
+	if err := p.load(ctx, spec.Warn, line); err != nil {
+		_ = p.g.close()
+		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
+	}
+	if spec.Warn != nil {
+		spec.Warn("the guardian did not get ready for the command, or did not start it, in time (hung or stopped): replaced by a fresh one")
+	}
+	r := &runner{spec: spec, g: p.g, mode: newRunMode(spec)}
+	return r.run(ctx)
 }
 
 // Close ends the prepared guardian and waits for it to exit: before Run, the guardian is
@@ -245,6 +279,7 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 // exit (milliseconds). Calling it more than once is harmless.
 func (p *Prepared) Close() {
 	_ = p.g.close()
+	p.abandonScope()
 }
 
 // check validates what Run needs before anything starts.

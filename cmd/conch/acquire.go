@@ -52,6 +52,11 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	if err != nil {
 		return false, r.waitFailed(err)
 	}
+	plan, err := r.planning.wait(r.rep, true)
+	if err != nil { // --scope=always and no scope (D3): the child never starts
+		_ = h.Release(context.Background())
+		return false, err
+	}
 	// one context, one cause: a signal to conch (errSignal) or the slot's loss (D7)
 	runCtx, unbind := h.Bind(r.sigCtx)
 	defer unbind()
@@ -67,7 +72,10 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	}
 	heldAt := time.Now()
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
-	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
+	// D7b: no grace once the lease's deadline has passed
+	stopCtx, unstop := noGraceWhenLate(runCtx)
+	defer unstop()
+	res, runErr := plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
 		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
 	if v.requeue {
@@ -94,7 +102,11 @@ func (r *semaRun) scopeID(rev int64) scopeID { return scopeID{r.job.name, r.job.
 // preloadSpec is the spec the run's plan will give unitrun for the key created at rev with
 // lease, once it holds (childSpec, scoped as the plan says): what the prestarter preloads.
 func (r *semaRun) preloadSpec(rev, lease int64) unitrun.Spec {
-	return r.plan.scoped(r.childSpec(rev, lease), r.scopeID(rev))
+	plan, err := r.planning.wait(r.rep, false)
+	if err != nil {
+		return r.childSpec(rev, lease) // the run ends at the slot (holdOnce)
+	}
+	return plan.scoped(r.childSpec(rev, lease), r.scopeID(rev))
 }
 
 // childSpec is what unitrun runs while the key created at rev, bound to lease, holds the slot.
@@ -108,6 +120,7 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 		Stderr:     r.stdio.Stderr,
 		KillAfter:  r.job.run.killAfterGiven, // unitrun decides the grace (D7)
 		RuntimeMax: r.job.run.runtimeMax,
+		Deadline:   r.deadline,    // D7b
 		Started:    r.rep.started, // READY=1 (D10)
 		Warn:       func(msg string) { r.rep.warnf("%s", msg) },
 	}

@@ -43,8 +43,10 @@ type Server struct {
 	Username, Password string
 	etcd               *embed.Etcd
 	cfg                *embed.Config // what started etcd: Restart starts it again
-	killed             bool          // Kill closed etcd and no Revive started it again
 	stop               sync.Once
+	// down is set by Kill and cleared by Revive: a killed server is already
+	// closed, and closing it again at Stop would panic.
+	down bool
 }
 
 // Config changes the server StartConfig starts; the zero value is Start's:
@@ -165,7 +167,7 @@ func start(dir string, tweak func(*embed.Config)) (*Server, error) {
 // client streams drain. It is safe to call more than once, concurrently.
 func (s *Server) Stop() {
 	s.stop.Do(func() {
-		if s.killed { // a test that failed between Kill and Revive: already closed
+		if s.down {
 			return
 		}
 		s.etcd.Server.HardStop()
