@@ -25,6 +25,9 @@ func (e errSignal) Error() string { return "received " + unix.SignalName(e.sig) 
 // is safely held, release. It returns the error the run ended with (see
 // exitStatus: the child's status, or the signal to re-raise, D3).
 func (c *semaCmd) acquire(j job) error {
+	if err := j.fleet.deadlinePassed(j.run.conflict, time.Now()); err != nil { // before etcd
+		return err
+	}
 	r, err := newSemaRun(j, c.rep)
 	defer r.close()
 	if err != nil {
@@ -49,6 +52,11 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	if err != nil {
 		return false, r.waitFailed(err)
 	}
+	plan, err := r.planning.wait(r.rep, true)
+	if err != nil { // --scope=always and no scope (D3): the child never starts
+		_ = h.Release(context.Background())
+		return false, err
+	}
 	// one context, one cause: a signal to conch (errSignal) or the slot's loss (D7)
 	runCtx, unbind := h.Bind(r.sigCtx)
 	defer unbind()
@@ -58,18 +66,26 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 		}
 	})
 	defer stopNotify()
+	if skip, err := r.onceSkip(h); skip { // --once-per (D15): this period's run is done
+		_ = h.Release(context.Background())
+		return false, err
+	}
 	heldAt := time.Now()
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
 	// D7b: no grace once the lease's deadline has passed
 	stopCtx, unstop := noGraceWhenLate(runCtx)
 	defer unstop()
-	res, runErr := r.plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
+	res, runErr := plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
 		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
 	if v.requeue {
 		r.rep.line(stateWait, false, "slot lost before the command started (%v): queueing again", context.Cause(runCtx))
 		_ = h.Release(context.Background())
 		return true, nil
+	}
+	r.markOnce(h, v, res, heldAt)                   // --once-per (D15): a successful run closes the period
+	if r.keepAfter(h, res, context.Cause(runCtx)) { // --hold-after (D13): kept, or released saying why
+		return false, v.err
 	}
 	if v.ran {
 		r.rep.released(res.ExitStatus, time.Since(heldAt))
@@ -86,7 +102,11 @@ func (r *semaRun) scopeID(rev int64) scopeID { return scopeID{r.job.name, r.job.
 // preloadSpec is the spec the run's plan will give unitrun for the key created at rev with
 // lease, once it holds (childSpec, scoped as the plan says): what the prestarter preloads.
 func (r *semaRun) preloadSpec(rev, lease int64) unitrun.Spec {
-	return r.plan.scoped(r.childSpec(rev, lease), r.scopeID(rev))
+	plan, err := r.planning.wait(r.rep, false)
+	if err != nil {
+		return r.childSpec(rev, lease) // the run ends at the slot (holdOnce)
+	}
+	return plan.scoped(r.childSpec(rev, lease), r.scopeID(rev))
 }
 
 // childSpec is what unitrun runs while the key created at rev, bound to lease, holds the slot.
@@ -123,10 +143,14 @@ func (r *semaRun) waitFailed(err error) error {
 		return endf(errUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
 	case errors.As(err, &we) && !we.Unreachable && j.run.quiet: // -q: the status says it, so cron mails nothing
 		return noSlot(j.run.conflict, "")
+	case errors.As(err, &we) && !we.Unreachable && we.Paused != nil: // D16
+		return noSlot(j.run.conflict, "no slot: %s (not waiting: --nonblock or --wait 0)", pauseText(*we.Paused))
 	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
 		return noSlot(j.run.conflict, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
 		return noSlot(j.run.conflict, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
+	case errors.As(err, &we) && !we.Unreachable && !j.fleet.deadline.IsZero():
+		return noSlot(j.run.conflict, "no slot before --deadline %s", j.fleet.deadline.Format(time.RFC3339))
 	case errors.As(err, &we) && !we.Unreachable:
 		return noSlot(j.run.conflict, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:

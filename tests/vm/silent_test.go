@@ -41,7 +41,7 @@ func testSilentMember(t *testing.T, c *cluster) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("scenario 11: member of the waiter's node stopped: the waiter started %v after the holder's child ended (%d runs)", gaps, runs)
+	t.Logf("scenario 14: member of the waiter's node stopped: the waiter started %v after the holder's child ended (%d runs)", gaps, runs)
 	if worst := slices.Max(gaps); worst > 5*time.Second {
 		t.Errorf("a waiter started %v after the holder ended, its member stopped: want about a second", worst)
 	}
