@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Scenario 11: the waiter's own member (first in its --endpoints) is stopped (SIGSTOP: its
+// Scenario 14: the waiter's own member (first in its --endpoints) is stopped (SIGSTOP: its
 // connections open and silent) while the holder on another node runs; the holder ends: the
 // waiter starts about a second later whatever member its watch was on, not when gRPC's
 // keep-alive gives up on the connection (13 s). Several runs, as clientv3 spreads the
