@@ -45,7 +45,7 @@ func (s connSettings) where() string {
 	for i, e := range s.Endpoints {
 		eps[i] = redactEndpoint(e)
 	}
-	return fmt.Sprintf("etcd at %s (from %s)", strings.Join(eps, ","), s.EndpointsFrom)
+	return fmt.Sprintf("etcd at %s (from %s)", strings.Join(eps, ","), endpointsFromText(s.EndpointsFrom))
 }
 
 // resolveConn applies D9's precedence to each setting: flags > CONCH_*

@@ -79,9 +79,8 @@ func (r *semaRun) connect() error {
 	r.closers = append(r.closers, func() { client.Close() })
 	c := r.c
 	r.killAfter = r.job.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter // -p TimeoutStopSec= wins in a scope
-	if sema.FenceTooLate(c.TTL.d, r.killAfter) {
-		r.rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", r.killAfter, sema.RoundTTL(c.TTL.d), minTTL(r.killAfter))
-	}
+	// the short-TTL warning, on the TTL etcd grants (ttlwarn.go)
+	checkLease := r.leaseCheck(r.killAfter)
 	host := r.job.node // the node's name (D11), or the kernel hostname
 	if host == "" {
 		host, _ = os.Hostname()
@@ -94,7 +93,7 @@ func (r *semaRun) connect() error {
 		FenceMargin:    r.killAfter + time.Second, // D7
 		Nonblock:       c.Nonblock || (r.job.waitSet && r.job.wait == 0),
 		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.plan.inScope()},
-		OnEvent:        func(e sema.Event) { r.rep.onEvent(e); r.pre.onEvent(e) },
+		OnEvent:        func(e sema.Event) { checkLease(e); r.rep.onEvent(e); r.pre.onEvent(e) },
 	})
 	if err != nil {
 		return err // a name or capacity sema refuses: 64 (exitStatus)
