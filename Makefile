@@ -46,6 +46,13 @@ man: build
 package:
 	VERSION=$(VERSION) BUILD_ID=$(BUILD_ID) scripts/package.sh dist
 
+# The distributions' checkers on `make package`'s output: rpmlint (no error), lintian
+# --pedantic (no error or warning), shellcheck -S warning over the tree's scripts
+# (scripts/check-packages.sh; a few seconds).
+.PHONY: check-packages
+check-packages: package
+	scripts/check-packages.sh dist
+
 # Benchmarks (issue 5): conch against etcdctl lock on a throw-away etcd with /metrics; prints
 # one table and writes docs/benchmarks.md. BENCHFLAGS=-quick reruns with fewer repetitions;
 # `bin/bench -h` lists the other knobs (-only, -alt for an A/B of a patched conch, -perf4).
