@@ -62,6 +62,17 @@ bench: build etcd
 	CGO_ENABLED=0 $(GO) build -o bin/bench-stamp ./bench/stamp
 	bin/bench $(BENCHFLAGS)
 
+# Three systemd nodes on this machine with a 3-member etcd and the fresh .deb installed, to
+# try conch by hand (README "Try it on three nodes"; scripts/cluster.sh says how). NODE=n1..n3.
+NODE ?= n1
+.PHONY: cluster cluster-down cluster-shell
+cluster: package etcd test-deps
+	scripts/cluster.sh up
+cluster-down:
+	scripts/cluster.sh down
+cluster-shell:
+	scripts/cluster.sh shell $(NODE)
+
 # Debian packages and the test nodes' root filesystem (quick when present).
 test-deps:
 	scripts/test-deps.sh
