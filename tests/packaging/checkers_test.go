@@ -11,14 +11,16 @@ import (
 
 // The distributions' own checkers, as scripts/check-packages.sh (make check-packages, run by
 // .ci/run) runs them: rpmlint finds no error in the .rpm (its filters, each with a reason, in
-// packaging/rpm/conch.rpmlintrc), lintian --pedantic no error or warning in the .deb, and
-// shellcheck -S warning nothing in the tree's scripts.
+// packaging/rpm/conch.rpmlintrc), lintian --pedantic no error or warning in the .deb,
+// shellcheck -S warning nothing in the tree's scripts, and piuparts installs, removes and
+// purges the .deb cleanly in a copy of the test nodes' Debian 12 root filesystem.
 func TestDistributionCheckers(t *testing.T) {
 	needPackages(t)
 	for _, c := range []struct{ checker, tool, pkg string }{
 		{"rpmlint", "rpmlint", "rpmlint"},
 		{"lintian", "lintian", "lintian"},
 		{"shellcheck", "shellcheck", "shellcheck"},
+		{"piuparts", "piuparts", "piuparts"},
 	} {
 		t.Run(c.checker, func(t *testing.T) {
 			needTool(t, c.tool, c.pkg)
