@@ -56,7 +56,7 @@ func TestClusterScript(t *testing.T) {
 	}
 	dir := t.TempDir()
 	deb, etcd := buildForCluster(t, dir)
-	name := fmt.Sprintf("conch-ct-%d", os.Getpid()%100000)
+	name := fmt.Sprintf("conch-ct-%d", os.Getpid()) // tests/vm/cleanup.sh removes it if this process dies
 	env := []string{"CONCH_CLUSTER_DEB=" + deb, "CONCH_CLUSTER_ETCD=" + etcd}
 	t.Cleanup(func() { cluster(t, name, nil, "down") })
 	began := time.Now()

@@ -86,4 +86,14 @@ for h in "${hierarchies[@]}"; do
 		kill_node "$m"
 	done
 done
+# Clusters of tests/scripts' TestClusterScript (scripts/cluster.sh, named conch-ct-<pid>)
+# whose test process is gone; never a cluster of make cluster (conch-cluster-*).
+for dir in /var/tmp/conch-ct-*/; do
+	[ -d "$dir" ] || continue
+	name=$(basename "$dir")
+	pid=${name#conch-ct-}
+	[ $all = 0 ] && [ -d "/proc/$pid" ] && continue
+	echo "cleanup.sh: removing test cluster $name"
+	CONCH_CLUSTER=$name bash "$(dirname "$0")/../../scripts/cluster.sh" down >/dev/null || rc=1
+done
 exit $rc
