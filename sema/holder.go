@@ -142,7 +142,7 @@ func (h *Holder) follow(ctx context.Context, wch clientv3.WatchChan, rev int64) 
 			switch {
 			case ev.Kv.ModRevision <= rev: // covered by a read (D1a)
 			case ev.Type == mvccpb.DELETE:
-				h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+				h.cancel(h.goneErr())
 				return rev, true
 			case ev.Kv.Lease != int64(h.l.id): // an operator's put detached it from our lease
 				h.overwritten.Store(true)
@@ -164,7 +164,7 @@ func (h *Holder) verify(ctx context.Context, rev int64) (int64, bool) {
 	case err != nil:
 		return rev, sleepCtx(ctx, time.Second)
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
-		h.cancel(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+		h.cancel(h.goneErr())
 		return rev, false
 	case resp.Kvs[0].Lease != int64(h.l.id):
 		h.overwritten.Store(true)

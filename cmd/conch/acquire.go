@@ -60,7 +60,10 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	defer stopNotify()
 	heldAt := time.Now()
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
+	// a line when the stop moves to SIGKILL (escalation.go)
+	stopWatch := r.watchEscalation(runCtx, heldAt)
 	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
+	stopWatch()
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
 		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
 	if v.requeue {
