@@ -36,6 +36,12 @@ var (
 	// ErrFenced: no keep-alive was confirmed in time, so the lease cannot be
 	// proven alive past the fencing point (D7 self-fencing).
 	ErrFenced = errors.New("lease not confirmable before its deadline")
+	// ErrDeadlinePassed comes wrapped together with ErrFenced or ErrLeaseLost when a held
+	// lease was found lost only after its deadline had passed (the last confirmed
+	// keep-alive's send time plus the TTL, on our own clock): the process was stopped,
+	// frozen or starved meanwhile, and the server may have handed the slot on already, so
+	// the work under the slot must end at once, with no grace (D7b).
+	ErrDeadlinePassed = errors.New("its deadline had passed when conch noticed")
 	// ErrKeyDeleted: our key was deleted by someone else, e.g. an operator (D7).
 	ErrKeyDeleted = errors.New("key deleted")
 	// ErrReleased: the holder was released by its owner.

@@ -52,7 +52,7 @@ type heldKey struct {
 // key's create revision: if it finds the key gone, the Holder's context
 // ends with ErrKeyDeleted, as for any deletion of a holder's key (D7).
 func (s *Semaphore) newHolder(ctx context.Context, l *lease, c heldKey) (*Holder, error) {
-	if err := l.startFencing(ctx, s.opts.FenceMargin); err != nil {
+	if err := l.startFencing(ctx, s.opts.FenceMargin, s.opts.OnRenew); err != nil {
 		return nil, err
 	}
 	s.emit(Event{Kind: Held, Rev: c.rev, Lease: l.id, TTL: l.ttl})
@@ -93,7 +93,7 @@ func (h *Holder) markHeld(ctx context.Context, value string) (int64, error) {
 		return err
 	})
 	if err != nil && ctx.Err() == nil {
-		h.cancel(err)
+		h.lose(err)
 	}
 	return rev, err
 }
@@ -142,11 +142,11 @@ func (h *Holder) follow(ctx context.Context, wch clientv3.WatchChan, rev int64) 
 			switch {
 			case ev.Kv.ModRevision <= rev: // covered by a read (D1a)
 			case ev.Type == mvccpb.DELETE:
-				h.cancel(h.goneErr())
+				h.lose(h.goneErr())
 				return rev, true
 			case ev.Kv.Lease != int64(h.l.id): // an operator's put detached it from our lease
 				h.overwritten.Store(true)
-				h.cancel(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
+				h.lose(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
 				return rev, true
 			}
 		}
@@ -164,15 +164,19 @@ func (h *Holder) verify(ctx context.Context, rev int64) (int64, bool) {
 	case err != nil:
 		return rev, sleepCtx(ctx, time.Second)
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
-		h.cancel(h.goneErr())
+		h.lose(h.goneErr())
 		return rev, false
 	case resp.Kvs[0].Lease != int64(h.l.id):
 		h.overwritten.Store(true)
-		h.cancel(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
+		h.lose(fmt.Errorf("%w: %s was overwritten without our lease", ErrKeyDeleted, h.key))
 		return rev, false
 	}
 	return resp.Header.Revision, true
 }
+
+// lose ends the holder's context with err, the slot's loss, marked ErrDeadlinePassed when
+// the lease's deadline had passed already (D7b (1): the child must go at once).
+func (h *Holder) lose(err error) { h.cancel(h.l.lateCause(err)) }
 
 // Context ends when the slot is lost or released; context.Cause(ctx) says why.
 func (h *Holder) Context() context.Context { return h.ctx }
@@ -191,19 +195,22 @@ func (h *Holder) TTL() time.Duration { return h.l.ttl }
 func (h *Holder) Key() string { return h.key }
 
 // Release gives the slot back: it stops the supervisors and revokes the
-// lease, which deletes our key (D2: one request). It blocks on etcd at most
-// min(TTL, 5 s), or 1 s once the slot is already lost (etcd is then likely
-// unreachable), twice that when an operator's put detached our key from the
-// lease (then it is deleted too), and ignores ctx's cancellation (a fresh bounded context: the release must happen after
-// the caller's context ended). If etcd does not
-// answer, the key goes at lease expiry and the error says so.
+// lease, which deletes our key (D2: one request). It ignores ctx's cancellation (a fresh
+// bounded context: the release must happen after the caller's context ended).
+// Once the slot is lost (fenced while etcd did not answer), or when the revoke fails, it tries
+// again every releaseRetry, each try bounded by 1 s, until etcd answers or one TTL has passed
+// since the call (D7b: after an outage shorter than the TTL the slot is free again as soon as
+// etcd answers, instead of idle until the lease expires, which etcd's restart even postpones
+// by a whole TTL); a healthy etcd answers the first try in milliseconds. It blocks twice as
+// long at most when an operator's put detached our key from the lease (then it is deleted too).
+// If etcd does not answer in time, the key goes at lease expiry and the error says so.
 func (h *Holder) Release(ctx context.Context) error {
 	h.stop()
 	within := min(h.l.ttl, releaseTimeout)
 	if h.ctx.Err() != nil {
 		within = min(within, giveUpTimeout)
 	}
-	err := h.l.revoke(ctx, within)
+	err := h.l.revokeRetrying(ctx, within, h.l.ttl)
 	if h.overwritten.Load() {
 		// revoking no longer deletes a key detached from our lease; delete
 		// it ourselves, if it is still the one we created, or the slot

@@ -26,11 +26,12 @@ type lease struct {
 	c   *clientv3.Client
 
 	mu        sync.Mutex
-	confirmed time.Time     // send time of the last confirmed keep-alive
-	margin    time.Duration // fence this long before the deadline; 0 while waiting (not holding)
-	fast      bool          // holding cadence (head of the queue, or holding)
-	waitEvery time.Duration // waiting cadence (setWaitInterval); 0: TTL/3
-	changed   chan struct{} // poked when the cadence or margin change
+	confirmed time.Time                       // send time of the last confirmed keep-alive
+	margin    time.Duration                   // fence this long before the deadline; 0 while waiting (not holding)
+	fast      bool                            // holding cadence (head of the queue, or holding)
+	waitEvery time.Duration                   // waiting cadence (setWaitInterval); 0: TTL/3
+	changed   chan struct{}                   // poked when the cadence or margin change
+	onRenew   func(fence, deadline time.Time) // Options.OnRenew, while holding
 
 	done   chan struct{} // closed when the lease is lost or stopped
 	cause  error
@@ -94,7 +95,10 @@ func (l *lease) useHoldCadence() {
 // keep-alive, so a healthy lease is never fenced at once. margin must be > 0
 // (0 means waiting). Errors: ErrLeaseLost if the server no longer knows the
 // lease, ErrFenced if no answer came in time.
-func (l *lease) startFencing(ctx context.Context, margin time.Duration) error {
+func (l *lease) startFencing(ctx context.Context, margin time.Duration, onRenew func(fence, deadline time.Time)) error {
+	l.mu.Lock()
+	l.onRenew = onRenew
+	l.mu.Unlock()
 	l.mu.Lock()
 	iv := keepAliveInterval(l.ttl, true)
 	stale := time.Until(l.confirmed.Add(fenceDelay(l.ttl, margin))) < iv
@@ -121,7 +125,20 @@ func (l *lease) startFencing(ctx context.Context, margin time.Duration) error {
 	l.fast, l.margin = true, margin
 	l.mu.Unlock()
 	l.poke()
+	l.renewed()
 	return nil
+}
+
+// renewed tells onRenew, while holding, the fence instant and the deadline of the last
+// confirmation (D7b: the child's guardian keeps a copy of them).
+func (l *lease) renewed() {
+	l.mu.Lock()
+	fn, holding := l.onRenew, l.margin > 0
+	fence, deadline := l.confirmed.Add(fenceDelay(l.ttl, l.margin)), l.confirmed.Add(l.ttl)
+	l.mu.Unlock()
+	if fn != nil && holding {
+		fn(fence, deadline)
+	}
 }
 
 func (l *lease) poke() {
@@ -183,7 +200,11 @@ func (l *lease) run(ctx context.Context) {
 				fence.Reset(time.Until(l.fenceAt()))
 				continue
 			}
-			l.fail(l.fenceCause())
+			if !l.holding() { // D7b (5): only the server's answer ends a waiting lease
+				fence.Reset(l.interval())
+				continue
+			}
+			l.fail(l.lateCause(ErrFenced))
 			return
 		case <-tick.C:
 			ka.send(ctx, l)
@@ -197,46 +218,68 @@ func (l *lease) run(ctx context.Context) {
 				continue
 			}
 			if r.ttl <= 0 {
-				l.fail(ErrLeaseLost)
+				l.fail(l.lateCause(ErrLeaseLost))
 				return
 			}
 			l.confirm(sent)
+			l.renewed()
 			fence.Reset(time.Until(l.fenceAt()))
 		}
 	}
 }
 
 // kaRetry is how soon a holder (or the head of the queue) tries again when its keep-alive
-// stream failed: during a leader election every member refuses it ("no leader") until the
+// failed: during a leader election every member refuses it ("no leader") until the
 // new leader is there, and each second of waiting for the next regular send is a second less
 // before the fence (D7: a routine election must not stop the child; tests/vm scenario 5 was
-// fenced once after a 4 s election on a loaded machine). Only while broken, so it costs etcd
-// a few requests per election; waiters further back keep their slow cadence.
+// fenced once after a 4 s election on a loaded machine). Only while failing, so it costs etcd
+// a few requests per election.
 const kaRetry = 200 * time.Millisecond
 
-// nextSend is the pause before the next keep-alive: the lease's cadence, or kaRetry for a
-// fast-cadence lease whose stream just failed.
+// nextSend is the pause before the next keep-alive: the lease's cadence while keep-alives
+// are answered. After a failed one (an error, or no answer within an interval) a holder or
+// the head of the queue retries every kaRetry, and every other waiter at the holding cadence,
+// min(TTL/6, 1 s), until one is answered (D7b): on the slow TTL/3 cadence a waiter's third
+// try after an outage fell on its lease's deadline, and an etcd outage shorter than the TTL
+// cost it its place in the queue.
 func (l *lease) nextSend(ka *kaStream) time.Duration {
 	d := l.interval()
 	l.mu.Lock()
 	fast := l.fast
 	l.mu.Unlock()
-	if ka.stream == nil && fast {
+	switch {
+	case !ka.failing:
+		return d
+	case fast:
 		return min(d, kaRetry)
 	}
-	return d
+	return min(d, keepAliveInterval(l.ttl, true))
 }
 
-// fenceCause is why the lease ends at its fence deadline: ErrFenced while a slot is held
-// (the child must stop, D7), ErrLeaseLost while waiting.
-func (l *lease) fenceCause() error {
+// holding reports whether the lease holds a slot: its fence ends it with ErrFenced (the child
+// must stop, D7). A waiting lease is not ended by its deadline on our clock while etcd does
+// not answer (D7b (5)): etcd expires no lease while it is down or has no leader, and renews
+// every lease by a whole TTL when it is back, so a waiter that gave up its key at its own
+// deadline lost its place in the queue to an outage shorter than the TTL. It ends only when
+// the server says the lease is gone (TTL 0 to a keep-alive); a head of the queue promoted
+// on a stale confirmation checks with the server first (startFencing).
+func (l *lease) holding() bool {
 	l.mu.Lock()
-	holding := l.margin > 0
+	defer l.mu.Unlock()
+	return l.margin > 0
+}
+
+// lateCause is err, wrapped with ErrDeadlinePassed when the lease is held and its deadline
+// (the last confirmed send + TTL) has passed already: the loss is noticed too late for the
+// grace (D7b (1)), as after a stall of this process longer than the fence margin.
+func (l *lease) lateCause(err error) error {
+	l.mu.Lock()
+	holding, deadline := l.margin > 0, l.confirmed.Add(l.ttl)
 	l.mu.Unlock()
-	if holding {
-		return ErrFenced
+	if over := time.Since(deadline); holding && over >= 0 {
+		return fmt.Errorf("%w; %w, %v late: conch was stopped, frozen or starved", err, ErrDeadlinePassed, over.Round(time.Millisecond))
 	}
-	return ErrLeaseLost
+	return err
 }
 
 // confirm records that the keep-alive sent at sent was answered: the lease lives at least
@@ -259,6 +302,7 @@ type kaStream struct {
 	cancel  context.CancelFunc
 	gen     int
 	pending []time.Time
+	failing bool // the last keep-alive failed or went unanswered: retry sooner (nextSend)
 }
 
 // drop closes the stream, if any; the next send opens a new one.
@@ -278,12 +322,14 @@ func (k *kaStream) drop() {
 func (k *kaStream) send(ctx context.Context, l *lease) {
 	if len(k.pending) > 0 && time.Since(k.pending[0]) >= l.interval() {
 		k.drop()
+		k.failing = true
 	}
 	if k.stream == nil {
 		sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		s, err := k.lc.LeaseKeepAlive(sctx)
 		if err != nil {
 			cancel()
+			k.failing = true
 			return
 		}
 		k.stream, k.cancel = s, cancel
@@ -293,6 +339,7 @@ func (k *kaStream) send(ctx context.Context, l *lease) {
 	k.pending = append(k.pending, time.Now())
 	if err := k.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(l.id)}); err != nil {
 		k.drop()
+		k.failing = true
 	}
 }
 
@@ -304,10 +351,12 @@ func (k *kaStream) answered(r kaResult) (time.Time, bool) {
 	}
 	if r.err != nil || len(k.pending) == 0 {
 		k.drop()
+		k.failing = true
 		return time.Time{}, false
 	}
 	sent := k.pending[0]
 	k.pending = k.pending[1:]
+	k.failing = false
 	return sent, true
 }
 
@@ -349,6 +398,24 @@ func (l *lease) revoke(ctx context.Context, within time.Duration) error {
 	}
 	return nil
 }
+
+// revokeRetrying is revoke, each try bounded by within, tried again every releaseRetry while
+// it fails for want of an answer and until total has passed since the call (Holder.Release,
+// D7b); a refusal (permission denied...) is not tried again. It returns the last try's error.
+func (l *lease) revokeRetrying(ctx context.Context, within, total time.Duration) error {
+	end := time.Now().Add(total)
+	for {
+		err := l.revoke(ctx, min(within, time.Until(end)))
+		if err == nil || Refused(err) || time.Until(end) < releaseRetry {
+			return err
+		}
+		time.Sleep(releaseRetry)
+	}
+}
+
+// releaseRetry is the pause between two tries of a revoke that failed: etcd was unreachable,
+// or had no leader yet after its restart.
+const releaseRetry = 200 * time.Millisecond
 
 // Bounds on the clean-up revoke. A healthy etcd answers in milliseconds; a
 // lease that was already lost, or a wait that ran out, must not hold conch

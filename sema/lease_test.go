@@ -19,7 +19,7 @@ func TestHoldConfirmsStaleLease(t *testing.T) {
 	l.mu.Lock()
 	l.confirmed = time.Now().Add(-4 * time.Second) // fence point would already be past
 	l.mu.Unlock()
-	if err := l.startFencing(t.Context(), 2*time.Second); err != nil {
+	if err := l.startFencing(t.Context(), 2*time.Second, nil); err != nil {
 		t.Fatalf("hold on a live lease with a stale confirmation: %v", err)
 	}
 	if until := time.Until(l.fenceAt()); until < keepAliveInterval(l.ttl, true) {
@@ -45,7 +45,7 @@ func TestHoldOnRevokedLease(t *testing.T) {
 	l.mu.Lock()
 	l.confirmed = time.Now().Add(-4 * time.Second)
 	l.mu.Unlock()
-	if err := l.startFencing(t.Context(), 2*time.Second); !errors.Is(err, ErrLeaseLost) {
+	if err := l.startFencing(t.Context(), 2*time.Second, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("hold on a revoked lease: %v, want ErrLeaseLost", err)
 	}
 }

@@ -52,6 +52,14 @@ type Options struct {
 	// Record is the template of the value written under our key; Version
 	// and Since are filled in by Acquire (D6).
 	Record Record
+	// OnRenew, if set, is called while a slot is held, once when the holding begins and
+	// again after every confirmed keep-alive, with the instant at which the holder will be
+	// fenced (its context cancelled with ErrFenced) unless the lease is confirmed again
+	// before, and the lease's deadline: the last confirmed keep-alive's send time plus the
+	// TTL, before which the server cannot expire the lease. Both are local times with a
+	// monotonic reading. It runs on the keep-alive goroutine and must not block (D7b: the
+	// child's guardian keeps a copy, to fence on its own should this process go silent).
+	OnRenew func(fence, deadline time.Time)
 	// OnEvent, if set, is called synchronously from Acquire's goroutine on
 	// every queue transition, for logging and sd_notify STATUS= (D10).
 	OnEvent func(Event)

@@ -2,6 +2,7 @@ package unitrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"time"
@@ -24,7 +25,11 @@ type runRecord struct {
 	cmdExited  bool     // evCmdExited: the command itself was reaped
 	cmdEndedAt time.Time
 	takenOver  bool // the guardian did not stop the command in time: Run killed it
+	killAsked  bool // the guardian was told to SIGKILL at once (ErrNoGrace)
 	err        error
+
+	// goUnanswered: the guardian did not answer go within goTimeout and was killed (D7b)
+	goUnanswered bool
 }
 
 // follow consumes the guardian's events until evExited or its exit, turning ctx's end and
@@ -36,16 +41,28 @@ type runRecord struct {
 // is killed (takeOver). The timers it starts are stopped when it returns.
 func (r *runner) follow(ctx context.Context) *runRecord {
 	rec := &runRecord{}
+	r.timers.goAnswer = time.NewTimer(goTimeout)
+	check := time.NewTicker(guardianCheckInterval)
+	defer check.Stop()
 	defer r.timers.stop()
 	done := ctx.Done()
 	for {
 		select {
+		case <-check.C: // D7b: a stopped guardian would neither start nor reap the command
+			r.g.wakeIfStopped()
+		case <-timerC(r.timers.goAnswer):
+			r.timers.goAnswer = nil
+			r.goUnanswered(rec)
 		case <-done:
 			done = nil
-			r.requestStop(rec, stopByContext)
+			r.requestStop(rec, stopByContext, errors.Is(context.Cause(ctx), ErrNoGrace))
 		case <-timerC(r.timers.runtimeMax):
 			r.timers.runtimeMax = nil
-			r.requestStop(rec, stopByRuntimeMax)
+			r.requestStop(rec, stopByRuntimeMax, false)
+		case <-r.spec.Deadline.changes():
+			if rec.facts.asked == notStopping { // once stopping, the guardian's own bound stands
+				r.sendDeadline()
+			}
 		case <-timerC(r.timers.takeOver):
 			r.timers.takeOver = nil
 			r.takeOver(rec)
@@ -61,10 +78,11 @@ func (r *runner) follow(ctx context.Context) *runRecord {
 type runTimers struct {
 	runtimeMax *time.Timer // Spec.RuntimeMax, from the start (runMode.runtimeFrom)
 	takeOver   *time.Timer // after a stop request, until Run takes over (runMode.stop)
+	goAnswer   *time.Timer // from go until the guardian says the command started (D7b)
 }
 
 func (t *runTimers) stop() {
-	for _, tm := range []*time.Timer{t.runtimeMax, t.takeOver} {
+	for _, tm := range []*time.Timer{t.runtimeMax, t.takeOver, t.goAnswer} {
 		if tm != nil {
 			tm.Stop()
 		}
@@ -80,18 +98,36 @@ func timerC(t *time.Timer) <-chan time.Time {
 }
 
 // requestStop asks the guardian, and the mode, to stop the command, once: the first reason is
-// recorded and wins.
-func (r *runner) requestStop(rec *runRecord, why stopReason) {
-	if rec.facts.asked != notStopping {
+// recorded and wins. now asks for SIGKILL at once, without the grace (ErrNoGrace, D7b), also
+// when a stop with the grace is under way already.
+func (r *runner) requestStop(rec *runRecord, why stopReason, now bool) {
+	word := ctlStop
+	if now {
+		if rec.killAsked {
+			return
+		}
+		rec.killAsked, word = true, ctlKill
+	}
+	if rec.facts.asked != notStopping && !now {
 		return
 	}
-	rec.facts.asked = why
+	first := rec.facts.asked == notStopping
+	if first {
+		rec.facts.asked = why
+	}
 	// A stopped guardian (SIGSTOP) would never act on the stop word (D7): continue it, but
 	// only once the word is in the pipe, so that a go it has not read yet is withdrawn
 	// (readControl) instead of starting the command.
-	_ = r.g.send(ctlStop)
+	_ = r.g.send(word)
 	_ = r.g.proc.Signal(syscall.SIGCONT)
-	if after := r.mode.stop(); after > 0 {
+	if !first {
+		return
+	}
+	after := r.mode.stop()
+	if now && after > 0 {
+		after = guardianStopMargin // no grace to wait for
+	}
+	if after > 0 {
 		r.timers.takeOver = time.NewTimer(after)
 	}
 }
@@ -110,6 +146,7 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 	switch ev.Event {
 	case evStarted:
 		rec.pid, rec.facts.started = ev.PID, true
+		r.stopGoAnswer()
 		if r.spec.RuntimeMax > 0 {
 			r.timers.runtimeMax = time.NewTimer(r.spec.RuntimeMax - time.Since(r.mode.runtimeFrom(time.Now())))
 		}
@@ -117,6 +154,7 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 			r.spec.Started(rec.pid)
 		}
 	case evExecError:
+		r.stopGoAnswer()
 		rec.facts.reported, rec.facts.status = true, ev.Status
 		rec.err = startFailureError(r.spec.Path, ev.Status, ev.Msg)
 	case evCmdExited:
@@ -126,12 +164,21 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 	case evExited: // the last event: the guardian only exits after it
 		rec.exited = true
 		rec.facts.reported, rec.facts.status, rec.facts.signal = true, ev.Status, syscall.Signal(ev.Signal)
+		rec.facts.guardianFenced = ev.Fenced
 		r.mode.record(rec, ev)
 		return true
 	case evError:
 		rec.err = fmt.Errorf("%s: %w: %s", r.spec.Path, ErrGuardian, ev.Msg)
 	}
 	return false
+}
+
+// stopGoAnswer stops the go timer: the guardian answered.
+func (r *runner) stopGoAnswer() {
+	if r.timers.goAnswer != nil {
+		r.timers.goAnswer.Stop()
+		r.timers.goAnswer = nil
+	}
 }
 
 // finish checks, once the guardian has exited, that it reported what it had to. It returns

@@ -198,6 +198,8 @@ func (g *guardianProc) close() error {
 	_ = g.ctl.Close()
 	if !g.specSent {
 		_ = g.proc.Kill() // not reaped yet (its wait is pending), so the PID is still ours
+	} else {
+		_ = g.proc.Signal(syscall.SIGCONT) // D7b: a stopped guardian could not see the EOF
 	}
 	for range g.events {
 		// drain until the guardian exits

@@ -75,6 +75,9 @@ func directEnd(r *runner, rec *runRecord) (Result, error) {
 		return res, nil
 	}
 	werr := r.g.close()
+	if rec.goUnanswered { // D7b: whatever the killed guardian may have started goes too
+		stopOrphans(0, syscall.SIGKILL, 0)
+	}
 	if err == nil || !errors.Is(err, ErrGuardian) {
 		return res, err
 	}

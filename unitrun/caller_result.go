@@ -31,6 +31,10 @@ type endFacts struct {
 	// mode the guardian's evExited without Stopped, in scope mode evCmdExited before Run asked.
 	endedFirst bool
 
+	// guardianFenced: the guardian began the stop on its own at its copy of the lease's
+	// deadline, the caller having gone silent (D7b).
+	guardianFenced bool
+
 	// Scope mode only (D8).
 	//
 	// systemdStop: the guardian got the scope's stop signal (evStopSignal): systemd stopped
@@ -57,6 +61,7 @@ type endFacts struct {
 //     its own; or, in scope mode, systemd's RuntimeMaxSec did (the command ended past RuntimeMax,
 //     stopped by systemd or killed by a signal) unless Run had asked for a stop because ctx
 //     ended.
+//   - Fenced: the guardian stopped the command on its own at the lease's deadline (D7b).
 //   - ScopeStopped: systemd stopped the scope on its own: Run never asked, and it was not the
 //     runtime limit.
 func decideResult(f endFacts) Result {
@@ -77,5 +82,6 @@ func decideResult(f endFacts) Result {
 		res.RuntimeExceeded = true // systemd's RuntimeMaxSec fired before Run's own timer
 	}
 	res.ScopeStopped = f.systemdStop && f.asked == notStopping && !res.RuntimeExceeded
+	res.Fenced = f.guardianFenced
 	return res
 }

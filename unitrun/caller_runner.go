@@ -3,6 +3,7 @@ package unitrun
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // This file runs in the caller's process (conch): one Run driving its guardian from "ready"
@@ -28,8 +29,16 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	if err := r.beforeGo(ctx); err != nil {
 		return Result{}, r.abort(err)
 	}
+	r.sendDeadline()    // D7b: the guardian knows the deadline before it starts anything
 	_ = r.g.send(ctlGo) // a dead guardian shows up as EOF below
 	return r.mode.end(r, r.follow(ctx))
+}
+
+// sendDeadline sends the guardian the caller's latest Deadline, if there is one (D7b).
+func (r *runner) sendDeadline() {
+	if w := r.spec.Deadline.word(); w != "" {
+		_ = r.g.send(w)
+	}
 }
 
 // beforeGo does what must precede the command's start once the guardian is ready: the scope
@@ -60,9 +69,20 @@ func (r *runner) abort(err error) error {
 }
 
 // awaitReady waits for the guardian's ready event. Cancelling ctx makes it return the cause.
+// A guardian found stopped meanwhile is woken; one that is not ready in time (hung)
+// is killed, and the error wraps errNotReady (D7b). readyTimeout counts from the call.
 func (r *runner) awaitReady(ctx context.Context) error {
+	check := time.NewTicker(guardianCheckInterval)
+	defer check.Stop()
+	deadline := time.NewTimer(readyTimeout)
+	defer deadline.Stop()
 	for {
 		select {
+		case <-check.C:
+			r.g.wakeIfStopped()
+		case <-deadline.C:
+			_ = r.g.proc.Kill() // it started nothing: no go was sent
+			return fmt.Errorf("%s: not started: %w", r.spec.Path, errNotReady)
 		case ev, ok := <-r.g.events:
 			switch {
 			case !ok:

@@ -43,6 +43,10 @@ func TestReadControlDropsWithdrawnGo(t *testing.T) {
 		{"go, then stop, then EOF", "go\nstop\n", true, []string{"stop"}, true},
 		{"spec line, then go alone", "{}\ngo\n", false, []string{"{}", "go"}, false},
 		{"stop alone", "stop\n", false, []string{"stop"}, false},
+		{"go, then kill", "go\nkill\n", false, []string{"kill"}, false},
+		{"deadline, go, deadline", "deadline 1 2\ngo\ndeadline 3 4\n", false, []string{"deadline 1 2", "deadline 3 4", "go"}, false},
+		{"go, deadline, stop", "go\ndeadline 3 4\nstop\n", false, []string{"deadline 3 4", "stop"}, false},
+		{"go, deadline, EOF", "go\ndeadline 3 4\n", true, []string{"deadline 3 4"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, w, err := os.Pipe()

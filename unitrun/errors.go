@@ -23,6 +23,12 @@ var (
 	// mode).
 	ErrGuardian = errors.New("guardian failed")
 
+	// ErrNoGrace, in the cause of the context given to Run, makes the stop that the
+	// context's end asks for skip the grace: SIGKILL to the command's whole tree at once
+	// (D7b: the caller learnt too late that it must stop, so every moment counts). It is
+	// the caller's to wrap into its cause; Run never returns it.
+	ErrNoGrace = errors.New("stop at once, without the grace")
+
 	// ErrScopeFailed means Run in scope mode could not create the transient scope or move the
 	// guardian into it; the command never started. The chain also holds StartScope's error
 	// (ErrUnitExists, ErrAccessDenied, ErrBusUnavailable, ErrJobFailed, ErrNotInScope...).

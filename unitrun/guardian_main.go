@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,8 +95,13 @@ func guard(sigs chan os.Signal, control <-chan string, out eventWriter, parent i
 	}
 	out.send(guardianEvent{Event: evReady})
 
-	if !awaitGo(sigs, control) || os.Getppid() != parent { // conch died since: start nothing (D7)
+	var clock leaseClock
+	if !awaitGo(sigs, control, &clock) || os.Getppid() != parent { // conch died since: start nothing (D7)
 		return 0
+	}
+	if clock.set() && !time.Now().Before(clock.stopAt) { // D7b: the slot may be gone already
+		out.send(guardianEvent{Event: evError, Msg: "the lease's deadline had passed when the go came: not started"})
+		return 1
 	}
 	pid, err := startCommand(spec)
 	if err != nil {
@@ -114,10 +120,11 @@ func guard(sigs chan os.Signal, control <-chan string, out eventWriter, parent i
 		killAfter: spec.KillAfter,
 		out:       out,
 		mode:      newGuardianMode(spec.Scope, parent),
+		clock:     clock,
 	}
 	ws, stopped := sup.run(sigs, control)
 	code, sig := shellStatus(ws)
-	out.send(guardianEvent{Event: evExited, Status: code, Signal: int(sig), Stopped: stopped})
+	out.send(guardianEvent{Event: evExited, Status: code, Signal: int(sig), Stopped: stopped, Fenced: sup.fenced})
 	return 0
 }
 
@@ -178,9 +185,10 @@ func awaitSpec(sigs <-chan os.Signal, control <-chan string) (spec wireSpec, ok 
 	}
 }
 
-// awaitGo waits for ctlGo. It returns false, meaning exit without starting anything, on
-// ctlAbort, ctlStop, EOF of the control pipe or SIGTERM.
-func awaitGo(sigs <-chan os.Signal, control <-chan string) bool {
+// awaitGo waits for ctlGo, keeping the last ctlDeadline in clock. It returns false, meaning
+// exit without starting anything, on ctlAbort, ctlStop, ctlKill, EOF of the control pipe or
+// SIGTERM.
+func awaitGo(sigs <-chan os.Signal, control <-chan string, clock *leaseClock) bool {
 	for {
 		select {
 		case sig := <-sigs:
@@ -193,8 +201,10 @@ func awaitGo(sigs <-chan os.Signal, control <-chan string) bool {
 				return false
 			case word == ctlGo:
 				return true
-			case word == ctlAbort || word == ctlStop:
+			case word == ctlAbort || word == ctlStop || word == ctlKill:
 				return false
+			default:
+				clock.parse(word)
 			}
 		}
 	}

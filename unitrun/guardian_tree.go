@@ -33,6 +33,12 @@ type treeKeeper struct {
 	stoppedRun bool // the stop began while the command was still running
 	graceOver  <-chan time.Time
 	killTick   *time.Ticker
+
+	// D7b: the guardian's copy of the lease's deadline, and its own fence
+	clock     leaseClock
+	fenceStop *time.Timer // at clock.stopAt: begin the stop on our own
+	fenceKill *time.Timer // at clock.killBy: SIGKILL whatever stop is under way
+	fenced    bool        // the stop began at fenceStop, not at conch's word
 }
 
 // reapedChild is one child reaped by wait4.
@@ -47,12 +53,13 @@ type reapedChild struct {
 // exits (to stop what it left running).
 func (s *treeKeeper) run(sigs <-chan os.Signal, control <-chan string) (syscall.WaitStatus, bool) {
 	s.reaped = reapChildren()
+	s.armFence()
 	defer func() {
 		if s.killTick != nil {
 			s.killTick.Stop()
 		}
+		s.disarmFence()
 	}()
-	var tick <-chan time.Time
 	for !s.allGone {
 		select {
 		case sig := <-sigs:
@@ -63,7 +70,18 @@ func (s *treeKeeper) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 				s.conchGone()
 			} else if word == ctlStop || word == ctlAbort {
 				s.requestStop()
+			} else if word == ctlKill {
+				s.killNow()
+			} else if s.clock.parse(word) {
+				s.armFence()
 			}
+		case <-timerC(s.fenceStop):
+			s.fenceStop = nil
+			s.fenceOnOwn()
+		case <-timerC(s.fenceKill):
+			s.fenceKill = nil
+			s.fenceOnOwn()
+			s.escalate()
 		case c, ok := <-s.reaped:
 			if ok && c.pid == s.cmdPID {
 				s.mode.settle(s, c, sigs)
@@ -71,10 +89,8 @@ func (s *treeKeeper) run(sigs <-chan os.Signal, control <-chan string) (syscall.
 			s.handleReaped(c, ok)
 		case <-s.graceOver:
 			s.graceOver = nil
-			s.killTick = time.NewTicker(killRetryInterval)
-			tick = s.killTick.C
-			s.killAll()
-		case <-tick:
+			s.escalate()
+		case <-tickerC(s.killTick):
 			s.killAll()
 		}
 	}
@@ -109,16 +125,20 @@ func (s *treeKeeper) handleReaped(c reapedChild, ok bool) {
 // accounted for first, so that a command that has just exited on its own is not reported as
 // stopped and its PGID, possibly free by now, is not signalled.
 func (s *treeKeeper) requestStop() {
-	for drained := false; !drained && !s.allGone; {
+	if s.drainReaped(); !s.allGone {
+		s.beginStop()
+	}
+}
+
+// drainReaped handles the children already reaped, without waiting.
+func (s *treeKeeper) drainReaped() {
+	for !s.allGone {
 		select {
 		case c, ok := <-s.reaped:
 			s.handleReaped(c, ok)
 		default:
-			drained = true
+			return
 		}
-	}
-	if !s.allGone {
-		s.beginStop()
 	}
 }
 
@@ -149,6 +169,39 @@ func (s *treeKeeper) beginStop() {
 		}
 	}
 	s.graceOver = time.After(s.killAfter)
+}
+
+// escalate ends the grace: it SIGKILLs the tree now and again every killRetryInterval
+// until none is left (killAll), once.
+func (s *treeKeeper) escalate() {
+	if s.killTick != nil {
+		return
+	}
+	s.graceOver = nil
+	s.killTick = time.NewTicker(killRetryInterval)
+	s.killAll()
+}
+
+// killNow handles a kill word (D7b: the caller learnt too late that the command must stop):
+// as requestStop, but with SIGKILL to the command's group and every descendant at once, no
+// stop signal and no grace.
+func (s *treeKeeper) killNow() {
+	if s.drainReaped(); s.allGone {
+		return
+	}
+	if !s.stopping {
+		s.stopping = true
+		s.stoppedRun = !s.cmdReaped
+	}
+	s.escalate()
+}
+
+// tickerC is t's channel, nil (never ready) for no ticker.
+func tickerC(t *time.Ticker) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
 }
 
 // killAll SIGKILLs the command's process group (while its PGID is still certainly ours) and
@@ -183,4 +236,34 @@ func reapChildren() <-chan reapedChild {
 		}
 	}()
 	return ch
+}
+
+// armFence (re)starts the fence timers from the clock, if conch sent a deadline (D7b).
+func (s *treeKeeper) armFence() {
+	if !s.clock.set() {
+		return
+	}
+	s.disarmFence()
+	s.fenceStop = time.NewTimer(time.Until(s.clock.stopAt))
+	s.fenceKill = time.NewTimer(time.Until(s.clock.killBy))
+}
+
+func (s *treeKeeper) disarmFence() {
+	for _, t := range []*time.Timer{s.fenceStop, s.fenceKill} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	s.fenceStop, s.fenceKill = nil, nil
+}
+
+// fenceOnOwn begins the stop at the guardian's copy of the deadline, conch having sent
+// neither a newer deadline nor a stop word (D7b): conch is stopped, frozen or stuck, and the
+// command must be gone before the server can hand the slot on. It is reported in evExited.
+func (s *treeKeeper) fenceOnOwn() {
+	if s.drainReaped(); s.stopping || s.allGone {
+		return
+	}
+	s.fenced = true
+	s.requestStop()
 }

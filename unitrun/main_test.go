@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == hungGuardianArg {
 		os.Exit(hungGuardianMain())
 	}
+	if len(os.Args) > 3 && os.Args[1] == deafGuardianArg {
+		os.Exit(deafGuardianMain(os.Args[2], os.Args[3] == "mute"))
+	}
 	useGuardianProgramFromEnv() // before the helper: it inherits the environment
 	if cfg := os.Getenv(helperEnv); cfg != "" {
 		os.Exit(runHelper(cfg))

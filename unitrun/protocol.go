@@ -16,7 +16,7 @@ import (
 //
 //   - the control pipe (conch -> guardian, fd ctlFD): one JSON line with the wireSpec, sent
 //     when Run is called (the guardian may have been started by Prepare long before and waits
-//     for it), then one word per line: ctlGo, ctlStop or ctlAbort. EOF means conch died or
+//     for it), then one word per line: ctlGo, ctlStop, ctlKill, ctlAbort or ctlDeadline with its values. EOF means conch died or
 //     closed a prepared guardian: stop, or exit if nothing was started.
 //   - the status pipe (guardian -> conch, fd statusFD): JSON lines of guardianEvent, in the
 //     order evHello (the guardian's BuildID, sent as soon as it runs), evReady, then evStarted or evExecError, then (scope mode) evCmdExited as soon as
@@ -38,6 +38,11 @@ const (
 	ctlGo    = "go"    // start the command now
 	ctlStop  = "stop"  // stop the command and its descendants (stop signal, grace, SIGKILL)
 	ctlAbort = "abort" // exit without starting the command (BeforeStart failed)
+	ctlKill  = "kill"  // stop the command and its descendants with SIGKILL at once (D7b)
+	// ctlDeadline, followed by two CLOCK_MONOTONIC instants in nanoseconds (the caller's fence
+	// and the lease's deadline), is the caller's latest Deadline (D7b); sent before ctlGo and
+	// after every change while the command runs.
+	ctlDeadline = "deadline"
 
 	evHello      = "hello"          // the guardian runs: Build, its BuildID (D7a)
 	evReady      = "ready"          // spec read, subreaper set; waiting for ctlGo
@@ -88,8 +93,11 @@ type guardianEvent struct {
 	Status  int    `json:"status,omitempty"`
 	Signal  int    `json:"signal,omitempty"`
 	Stopped bool   `json:"stopped,omitempty"` // the stop began while the command still ran
-	Msg     string `json:"msg,omitempty"`
-	Build   string `json:"build,omitempty"` // evHello: the guardian's BuildID
+	// Fenced (evExited): the guardian began the stop on its own, at its copy of the lease's
+	// deadline, the caller having sent neither a new deadline nor a stop word (D7b)
+	Fenced bool   `json:"fenced,omitempty"`
+	Msg    string `json:"msg,omitempty"`
+	Build  string `json:"build,omitempty"` // evHello: the guardian's BuildID
 }
 
 // parseSpec decodes the first line of the control pipe.
@@ -122,15 +130,7 @@ func readControl(r *bufio.Reader, fd int) <-chan string {
 			line, err := r.ReadString('\n')
 			word := strings.TrimSuffix(line, "\n")
 			if word == ctlGo && err == nil && controlPending(r, fd) {
-				next, nerr := r.ReadString('\n')
-				switch nw := strings.TrimSuffix(next, "\n"); {
-				case nw == ctlStop || nw == ctlAbort:
-					ch <- nw // instead of go
-				case nw != "":
-					ch <- word
-					ch <- nw
-				} // nothing but EOF: conch is gone, close without go
-				if nerr != nil {
+				if goUnlessWithdrawn(r, fd, ch) {
 					return
 				}
 				continue
@@ -144,6 +144,33 @@ func readControl(r *bufio.Reader, fd int) <-chan string {
 		}
 	}()
 	return ch
+}
+
+// goUnlessWithdrawn reads what is pending after a go (readControl) and sends go to ch only if
+// no stop, kill, abort or EOF is among it; deadline words (D7b), which conch sends before and
+// after go, are passed on meanwhile and do not decide. It reports whether the pipe ended.
+func goUnlessWithdrawn(r *bufio.Reader, fd int, ch chan<- string) bool {
+	for {
+		next, err := r.ReadString('\n')
+		switch nw := strings.TrimSuffix(next, "\n"); {
+		case nw == ctlStop || nw == ctlAbort || nw == ctlKill:
+			ch <- nw // instead of go
+			return err != nil
+		case strings.HasPrefix(nw, ctlDeadline+" "):
+			ch <- nw
+		case nw != "":
+			ch <- ctlGo
+			ch <- nw
+			return err != nil
+		}
+		if err != nil {
+			return true // EOF: conch is gone, close without go
+		}
+		if !controlPending(r, fd) {
+			ch <- ctlGo
+			return false
+		}
+	}
 }
 
 // controlPending reports whether more control input, or the pipe's EOF (every writer closed:

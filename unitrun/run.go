@@ -29,7 +29,9 @@ import (
 // error wrapping context.Cause(ctx). Cancelling ctx afterwards stops the command: StopSignal
 // to its process group and to every descendant, reparented ones included, then SIGKILL after
 // KillAfter; Run still returns only when the whole tree is gone, with Result.Stopped set (if
-// the command was still running) and a nil error: why ctx ended is the caller's to know.
+// the command was still running) and a nil error: why ctx ended is the caller's to know. A
+// cause of ctx that wraps ErrNoGrace makes that stop SIGKILL at once, with no grace (D7b), even
+// when a stop with the grace was under way.
 // Spec.RuntimeMax, counted from the start, stops the command the same way and sets
 // Result.RuntimeExceeded.
 //
@@ -232,11 +234,35 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	r.g = p.g
 	res, err := r.run(ctx)
+	if errors.Is(err, errNotReady) || errors.Is(err, errGoUnanswered) && r.mode.wire() == nil {
+		// D7b: the guardian was not ready, or did not answer go, in time and was killed; the
+		// command did not start under it. A fresh guardian gets it, once (in scope mode not
+		// after go: a scope is not made twice, that error is returned and the caller
+		// releases the slot).
+		res, err = p.rerun(ctx, spec, line)
+	}
 	if fg {
 		// Also after an exec failure: the child took the terminal before its execve failed.
 		_ = reclaimForeground(spec.Stdin)
 	}
 	return res, err
+}
+
+// rerun runs spec, whose spec line is line, with a fresh guardian in place of p's (D7b), in
+// direct mode.
+func (p *Prepared) rerun(ctx context.Context, spec Spec, line []byte) (Result, error) {
+	if err := p.replace(); err != nil {
+		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
+	}
+	if err := p.load(ctx, spec.Warn, line); err != nil {
+		_ = p.g.close()
+		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
+	}
+	if spec.Warn != nil {
+		spec.Warn("the guardian did not get ready for the command, or did not start it, in time (hung or stopped): replaced by a fresh one")
+	}
+	r := &runner{spec: spec, g: p.g, mode: newRunMode(spec)}
+	return r.run(ctx)
 }
 
 // Close ends the prepared guardian and waits for it to exit: before Run, the guardian is

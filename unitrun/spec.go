@@ -67,6 +67,10 @@ type Spec struct {
 	// Started, if set, is called once with the command's PID as soon as it has started (for
 	// READY=1 and logs, D10). It runs on Run's goroutine: it must not block for long.
 	Started func(pid int)
+	// Deadline, if set, is the lease's deadline as the caller keeps learning it (D7b): the
+	// guardian gets every new value and stops the command on its own if the caller goes
+	// silent (see Deadline). Nil: the guardian stops the command only when told.
+	Deadline *Deadline
 	// Warn, if set, is told (on Run's goroutine, in one line without a prefix) about a fault Run
 	// worked around: the guardian program was replaced by this program re-executed because it
 	// stayed silent, died before its hello or is of another build (D7a). Nil: silent.
@@ -89,6 +93,10 @@ type Result struct {
 	// still running command because it ran longer than Spec.RuntimeMax (D7: the caller exits
 	// 124).
 	RuntimeExceeded bool
+	// Fenced is true when the guardian stopped the still running command on its own because
+	// Spec.Deadline came while the caller was silent (stopped, frozen, stuck: D7b): the caller
+	// exits as for a lost slot. Stopped may be set too, when the caller asked afterwards.
+	Fenced bool
 	// ScopeStopped is true in scope mode when systemd stopped the scope on its own while the
 	// command ran, not at Run's request nor for RuntimeMax: the caller's service stopping
 	// (BindsTo=, D8) or an operator's `systemctl stop` of the scope.

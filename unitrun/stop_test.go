@@ -3,6 +3,7 @@ package unitrun
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -188,4 +189,84 @@ func TestRunGuardianDies(t *testing.T) {
 		t.Fatalf("Run = %+v, %v; want started, status -1 and ErrGuardian", o.res, o.err)
 	}
 	waitFor(t, generousTimeout, "the command to end", func() bool { return !alive(child) })
+}
+
+// D7b (1): a context whose cause wraps ErrNoGrace stops the command with SIGKILL at once,
+// however long KillAfter is and though the command ignores SIGTERM; also when a stop with the
+// grace is already under way (here Spec.RuntimeMax asked first).
+func TestRunNoGraceKillsAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, graceFirst := range []bool{false, true} {
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancelCause(t.Context())
+		ch := startRunSh(ctx, t, `trap "" TERM; echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
+			func(s *Spec) {
+				s.Env = append(s.Env, "DIR="+dir)
+				s.KillAfter = time.Minute
+				if graceFirst {
+					s.RuntimeMax = 100 * time.Millisecond
+				}
+			})
+		waitPIDFile(t, filepath.Join(dir, "pid"))
+		if graceFirst {
+			time.Sleep(300 * time.Millisecond) // past RuntimeMax: its stop, with the grace, is under way
+		}
+		cancel(fmt.Errorf("late: %w", ErrNoGrace))
+		o := awaitRun(t, ch, generousTimeout)
+		if o.err != nil || o.res.Signal != syscall.SIGKILL || !o.res.Started {
+			t.Fatalf("graceFirst %v: Run = %+v, %v; want the command SIGKILLed", graceFirst, o.res, o.err)
+		}
+	}
+}
+
+// D7b (2): a caller that gives Run a Deadline and then goes silent (no newer value, no
+// cancellation) has the command stopped by the guardian on its own: the stop signal at the
+// fence (plus guardianFenceLag), SIGKILL by the deadline less guardianKillMargin however long
+// KillAfter is, and Result.Fenced says so.
+func TestGuardianFencesOnItsOwn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dl := NewDeadline()
+	now := time.Now()
+	deadline := now.Add(4 * time.Second) // SIGKILL due 3 s from now: 1 s to spare under load
+	dl.Set(now.Add(300*time.Millisecond), deadline)
+	ch := startRunSh(t.Context(), t, `trap "" TERM; echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
+		func(s *Spec) {
+			s.Env = append(s.Env, "DIR="+dir)
+			s.KillAfter = time.Minute
+			s.Deadline = dl
+		})
+	child := snapshotProc(t, waitPIDFile(t, filepath.Join(dir, "pid")))
+	for alive(child) && time.Since(now) < generousTimeout {
+		time.Sleep(pollInterval)
+	}
+	gone := time.Now()
+	// (Run itself may return later: it joins the guardian, whose exit the race detector delays.)
+	o := awaitRun(t, ch, generousTimeout)
+	t.Logf("the command was gone %v before the deadline", deadline.Sub(gone).Round(time.Millisecond))
+	if o.err != nil || !o.res.Fenced || o.res.Signal != syscall.SIGKILL || o.res.Stopped {
+		t.Fatalf("Run = %+v, %v; want the command SIGKILLed by the guardian's own fence", o.res, o.err)
+	}
+	if !gone.Before(deadline) {
+		t.Fatalf("the command was gone %v after Set, the deadline was %v", gone.Sub(now), deadline.Sub(now))
+	}
+}
+
+// D7b (2): the guardian's copy of the deadline moves with each Set while the command runs: a
+// caller that keeps renewing is never fenced by it.
+func TestGuardianDeadlineFollowsRenewals(t *testing.T) {
+	t.Parallel()
+	dl := NewDeadline()
+	renew := func() { now := time.Now(); dl.Set(now.Add(200*time.Millisecond), now.Add(1500*time.Millisecond)) }
+	renew()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch := startRunSh(ctx, t, `sleep 2`, func(s *Spec) { s.Deadline = dl })
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		renew()
+	}
+	o := awaitRun(t, ch, generousTimeout)
+	if o.err != nil || o.res.Fenced || o.res.ExitStatus != 0 {
+		t.Fatalf("Run = %+v, %v; want the command's own exit 0, never fenced", o.res, o.err)
+	}
 }

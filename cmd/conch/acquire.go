@@ -60,9 +60,12 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	defer stopNotify()
 	heldAt := time.Now()
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
+	// D7b: no grace once the lease's deadline has passed
+	stopCtx, unstop := noGraceWhenLate(runCtx)
+	defer unstop()
 	// a line when the stop moves to SIGKILL (escalation.go)
 	stopWatch := r.watchEscalation(runCtx, heldAt)
-	res, runErr := r.plan.run(runCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
+	res, runErr := r.plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
 	stopWatch()
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
 		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
@@ -100,6 +103,7 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 		Stderr:     r.stdio.Stderr,
 		KillAfter:  r.job.run.killAfterGiven, // unitrun decides the grace (D7)
 		RuntimeMax: r.job.run.runtimeMax,
+		Deadline:   r.deadline,    // D7b
 		Started:    r.rep.started, // READY=1 (D10)
 		Warn:       func(msg string) { r.rep.warnf("%s", msg) },
 	}

@@ -205,7 +205,10 @@ func TestEscalationToSIGKILLReported(t *testing.T) {
 }
 
 // A holder frozen past its TTL finds, when it thaws, its key gone with its expired lease:
-// that is said as the lease's expiry, not as an operator's deletion of the key.
+// that is said as the lease's expiry or the stall, not as an operator's deletion of the key
+// (D7d). Which notices first after the thaw is a race (D7b): the key's DELETE (the lease
+// expired), conch's late fence (its deadline had passed) or, as only conch is stopped here,
+// the guardian's own fence; sema's TestGoneErrAfterDeadline checks the DELETE's wording alone.
 func TestFrozenHolderSaysLeaseExpired(t *testing.T) {
 	e := newEnv(t)
 	started := e.path("started")
@@ -219,7 +222,9 @@ func TestFrozenHolderSaysLeaseExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := p.wait(t)
-	if r.status != exitSlotLost || !strings.Contains(r.stderr, "lease expired") || strings.Contains(r.stderr, "key deleted") {
-		t.Errorf("%v, want 70: the lease expired", r)
+	said := strings.Contains(r.stderr, "lease expired") || strings.Contains(r.stderr, "deadline had passed") ||
+		strings.Contains(r.stderr, guardianFencedLine)
+	if r.status != exitSlotLost || !said || strings.Contains(r.stderr, "key deleted") {
+		t.Errorf("%v, want 70: the lease expired or conch was late, not a deletion", r)
 	}
 }

@@ -57,6 +57,10 @@ func outcome(h holding) verdict {
 		// (a child killed by a signal while conch got one was stopped with it, even if
 		// systemd's stop of the scope reached it before conch's own stop request did)
 		return verdict{err: signalExit(sig, stateReleased, "%s: stopped the child and released the slot", unix.SignalName(sig))}
+	case res.Fenced: // D7b: whatever conch learnt after its stall, the guardian stopped the child
+		return verdict{err: endf(errSlotLost, stateLost, "slot lost while the child ran: conch was stopped or stalled until its lease's deadline, so the child's guardian stopped the child on its own before the lease could expire%s", causeNote(h.cause))}
+	case lost && res.Stopped && errors.Is(h.cause, sema.ErrDeadlinePassed):
+		return verdict{err: endf(errSlotLost, stateLost, "slot lost while the child ran (%v): child killed at once, without the --kill-after grace", h.cause)}
 	case lost && res.Stopped:
 		return verdict{err: endf(errSlotLost, stateLost, "slot lost while the child ran (%v): child stopped", h.cause)}
 	case res.RuntimeExceeded:
@@ -80,6 +84,14 @@ func outcome(h holding) verdict {
 		return verdict{ran: true}
 	}
 	return verdict{ran: true, err: xe}
+}
+
+// causeNote is " (cause)" for a cause that is the slot's loss, "" otherwise.
+func causeNote(cause error) string {
+	if slotLost(cause) {
+		return " (" + cause.Error() + ")"
+	}
+	return ""
 }
 
 // notStarted is the end of a command that did not start (runErr says why).

@@ -23,6 +23,8 @@ func TestOutcome(t *testing.T) {
 	lost := fmt.Errorf("%w: /conch/v1/sema/x/1/abc", sema.ErrLeaseLost)
 	fenced := fmt.Errorf("%w: /conch/v1/sema/x/1/abc", sema.ErrFenced)
 	deleted := fmt.Errorf("%w: /conch/v1/sema/x/1/abc", sema.ErrKeyDeleted)
+	const guardianFenced = "slot lost while the child ran: conch was stopped or stalled until its lease's deadline, so the child's guardian stopped the child on its own before the lease could expire"
+	late := fmt.Errorf("%w; %w, 4s late: /conch/v1/sema/x/1/abc", sema.ErrFenced, sema.ErrDeadlinePassed)
 	notFound := fmt.Errorf("nosuch: %w", unitrun.ErrNotFound)
 	notExec := fmt.Errorf("./x: %w", unitrun.ErrNotExecutable)
 	noScope := fmt.Errorf("x: not started: %w", unitrun.ErrScopeFailed)
@@ -67,6 +69,12 @@ func TestOutcome(t *testing.T) {
 			state: stateLost, line: "slot lost while the child ran (" + fenced.Error() + "): child stopped"},
 		{name: "slot lost: key deleted", h: holding{res: stopped, cause: deleted}, status: exitSlotLost,
 			state: stateLost, line: "slot lost while the child ran (" + deleted.Error() + "): child stopped"},
+		{name: "slot lost past the deadline (D7b)", h: holding{res: unitrun.Result{Started: true, ExitStatus: 137, Signal: syscall.SIGKILL, Stopped: true}, cause: late}, status: exitSlotLost,
+			state: stateLost, line: "slot lost while the child ran (" + late.Error() + "): child killed at once, without the --kill-after grace"},
+		{name: "fenced by the guardian while conch was stalled (D7b)", h: holding{res: unitrun.Result{Started: true, ExitStatus: 137, Signal: syscall.SIGKILL, Fenced: true}},
+			status: exitSlotLost, state: stateLost, line: guardianFenced},
+		{name: "fenced by the guardian, then conch found the slot lost (D7b)", h: holding{res: unitrun.Result{Started: true, ExitStatus: 137, Signal: syscall.SIGKILL, Fenced: true, Stopped: true}, cause: late},
+			status: exitSlotLost, state: stateLost, line: guardianFenced + " (" + late.Error() + ")"},
 		{name: "slot lost after the child ended", h: holding{res: started(4), cause: lost}, ran: true, status: 4},
 		{name: "runtime limit", h: holding{res: overran, limit: limit}, status: exitRuntimeMax,
 			state: stateReleased, line: "child ran past --runtime-max 1s: stopped"},

@@ -25,6 +25,8 @@ type semaRun struct {
 	// enqueued: etcd answered our enqueue (sema.EventEnqueued), so a key of ours was written
 	enqueued atomic.Bool
 	closers  []func()
+
+	deadline *unitrun.Deadline // the held lease's deadline, for the guardian's own fence (D7b)
 }
 
 // reporter is the reporter of job j's run (newReporter); with -q it prints only warnings and
@@ -40,7 +42,7 @@ func (c *semaCmd) reporter(j job) *reporter {
 // then connect. It returns the run, to be closed even when err is not nil, and the error
 // that ends the run.
 func newSemaRun(j job, rep *reporter) (*semaRun, error) {
-	r := &semaRun{job: j, rep: rep}
+	r := &semaRun{job: j, rep: rep, deadline: unitrun.NewDeadline()}
 	r.closers = append(r.closers, startWatchdog(r.rep.notify))
 	ctx, stopSignals := signalContext()
 	r.sigCtx = ctx
@@ -93,6 +95,7 @@ func (r *semaRun) connect() error {
 		TTL:            v.ttl,
 		ConnectTimeout: r.job.conn.DialTimeout,
 		FenceMargin:    v.killAfter + time.Second, // D7
+		OnRenew:        r.deadline.Set,            // D7b
 		Nonblock:       v.nonblock,
 		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.plan.inScope()},
 		OnEvent:        func(e sema.Event) { checkLease(e); r.onEvent(e) },

@@ -44,6 +44,9 @@ type Server struct {
 	etcd               *embed.Etcd
 	cfg                *embed.Config // what started etcd: Restart starts it again
 	stop               sync.Once
+	// down is set by Kill and cleared by Revive: a killed server is already
+	// closed, and closing it again at Stop would panic.
+	down bool
 }
 
 // Config changes the server StartConfig starts; the zero value is Start's:
@@ -171,6 +174,9 @@ func start(dir string, tweak func(*embed.Config)) (*Server, error) {
 // client streams drain. It is safe to call more than once, concurrently.
 func (s *Server) Stop() {
 	s.stop.Do(func() {
+		if s.down {
+			return
+		}
 		s.etcd.Server.HardStop()
 		s.etcd.Close()
 	})

@@ -24,6 +24,7 @@ func (s *Server) Restart(t testing.TB, down time.Duration) {
 func (s *Server) Kill() {
 	s.etcd.Server.HardStop()
 	s.etcd.Close()
+	s.down = true
 }
 
 // Revive starts a killed server again with the same data, ports and
@@ -37,7 +38,7 @@ func (s *Server) Revive(t testing.TB) {
 		if e, err = embed.StartEtcd(s.cfg); err == nil {
 			select {
 			case <-e.Server.ReadyNotify():
-				s.etcd = e
+				s.etcd, s.down = e, false
 				return
 			case <-time.After(readyWait):
 				e.Server.HardStop()
