@@ -56,10 +56,14 @@ check-packages: package
 # Benchmarks (issue 5): conch against etcdctl lock on a throw-away etcd with /metrics; prints
 # one table and writes docs/benchmarks.md. BENCHFLAGS=-quick reruns with fewer repetitions;
 # `bin/bench -h` lists the other knobs (-only, -alt for an A/B of a patched conch, -perf4).
+# Scenario 6 (bin/bench-scope, a test binary of bench/scope) boots a systemd node as the
+# integration tests do: it needs root, systemd-nspawn and the nodes' root filesystem
+# (`make test-deps`, built on first use).
 .PHONY: bench
 bench: build etcd
 	$(GO) build -o bin/bench ./bench
 	CGO_ENABLED=0 $(GO) build -o bin/bench-stamp ./bench/stamp
+	CGO_ENABLED=0 $(GO) test -c -o bin/bench-scope ./bench/scope
 	bin/bench $(BENCHFLAGS)
 
 # Three systemd nodes on this machine with a 3-member etcd and the fresh .deb installed, to

@@ -2,7 +2,7 @@
 // `etcdctl lock` on one throw-away single-node etcd, side by side, in one run.
 //
 // It starts etcd with scripts/etcd-local.sh (loopback, free ports, /metrics
-// on a port of its own), runs five scenarios, prints one table and writes
+// on a port of its own), runs six scenarios, prints one table and writes
 // docs/benchmarks.md with the machine and the date:
 //
 //  1. uncontended: wall time and peak RSS of `conch sema b --max 1 -- true`
@@ -26,7 +26,13 @@
 //
 // Usage (from the repository root, after `make build etcd`):
 //
-//	bin/bench [-quick] [-only 1,2,3,4,5] [-waiters 10000] [-out docs/benchmarks.md]
+//  6. under systemd (inside an nspawn node, as the integration tests boot
+//     theirs): conch in scope mode, conch --scope never, etcdctl lock and
+//     `etcdctl lock -- systemd-run --scope`, started from a transient service:
+//     hand-off, uncontended wall, a scope's creation step by step
+//     (bench/scope, run as bin/bench-scope).
+//
+//     bin/bench [-quick] [-only 1,2,3,4,5,6] [-waiters 10000] [-out docs/benchmarks.md]
 package main
 
 import (
@@ -74,11 +80,18 @@ type config struct {
 	hold5         time.Duration // scenario 5: mean hold (uniform 0..2x): releases in random order
 	lost5         int           // scenario 5: waiters whose lease is revoked mid-drain
 	drainTimeout5 time.Duration
+
+	reps6   int  // scenario 6: uncontended runs per variant
+	rounds6 int  // scenario 6: hand-off batches per variant
+	batch6  int  // scenario 6: hand-offs per batch
+	hold6   int  // scenario 6: ms each child of a batch holds
+	probes6 int  // scenario 6: step-by-step probes of a scope's creation
+	trace6  bool // scenario 6: CONCH_TRACE=1 (a build with bench/trace/points.patch)
 }
 
 func parseConfig() config {
 	c := config{}
-	only := flag.String("only", "1,2,3,4,5", "scenarios to run, comma-separated")
+	only := flag.String("only", "1,2,3,4,5,6", "scenarios to run, comma-separated")
 	flag.StringVar(&c.binDir, "bin", "bin", "directory holding conch, etcd, etcdctl and bench-stamp")
 	flag.StringVar(&c.script, "etcd-script", "scripts/etcd-local.sh", "script that starts a throw-away etcd")
 	flag.StringVar(&c.out, "out", "docs/benchmarks.md", "markdown report to write (empty: none)")
@@ -105,11 +118,18 @@ func parseConfig() config {
 	flag.DurationVar(&c.hold5, "hold5", 2*time.Millisecond, "scenario 5: mean hold of a slot (uniform 0..2x), so holders release in random order")
 	flag.IntVar(&c.lost5, "lost5", 5, "scenario 5: queued waiters whose lease is revoked during the drain (each must re-enter and be served)")
 	flag.DurationVar(&c.drainTimeout5, "drain-timeout5", 15*time.Minute, "scenario 5: give up the drain after this")
+	flag.IntVar(&c.reps6, "reps6", 30, "scenario 6: uncontended runs per variant")
+	flag.IntVar(&c.rounds6, "rounds6", 6, "scenario 6: hand-off batches per variant")
+	flag.IntVar(&c.batch6, "batch6", 10, "scenario 6: hand-offs per batch")
+	flag.IntVar(&c.hold6, "hold6", 50, "scenario 6: ms each child of a batch holds the slot")
+	flag.IntVar(&c.probes6, "probes6", 30, "scenario 6: step-by-step probes of a scope's creation")
+	flag.BoolVar(&c.trace6, "trace6", false, "scenario 6: run conch with CONCH_TRACE=1 and report its trace points (-bin: a build with bench/trace/points.patch)")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.quick {
 		c.reps1, c.rounds2, c.batch2, c.probes3, c.reps4 = 10, 3, 20, 1, 1
+		c.reps6, c.rounds6, c.probes6 = 10, 3, 10
 		if !set["waiters"] {
 			c.waiters5 = 1000
 		}
@@ -171,7 +191,7 @@ func run() int {
 		n  int
 		fn func() (*section, error)
 	}{
-		{1, h.scenario1}, {2, h.scenario2}, {3, h.scenario3}, {4, h.scenario4}, {5, h.scenario5},
+		{1, h.scenario1}, {2, h.scenario2}, {3, h.scenario3}, {4, h.scenario4}, {5, h.scenario5}, {6, h.scenario6},
 	}
 	failed := false
 	for _, s := range scenarios {

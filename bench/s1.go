@@ -78,7 +78,7 @@ func (h *harness) scenario1() (*section, error) {
 | exec to "enqueued" (process start, flags, client, LeaseGrant, enqueue Txn) | %s |
 | "enqueued" to "slot held" | %s |
 | "slot held" to "released" (guardian start, child, guardian teardown, LeaseRevoke) | %s |
-| "released" to exit (wait4) | %s |
+| "released" to exit (the LeaseRevoke, sent after that line: etcd's commit and answer; then closing the client and the bus, exit, wait4) | %s |
 `, len(toEnq), f2(median(toEnq)), f2(median(toHeld)), f2(median(toRel)),
 		f2(median(toExit))))
 	return sec, nil

@@ -147,6 +147,7 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 	case evStarted:
 		rec.pid, rec.facts.started = ev.PID, true
 		r.stopGoAnswer()
+		r.mode.commandStarted()
 		if r.spec.RuntimeMax > 0 {
 			r.timers.runtimeMax = time.NewTimer(r.spec.RuntimeMax - time.Since(r.mode.runtimeFrom(time.Now())))
 		}

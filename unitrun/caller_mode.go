@@ -18,8 +18,12 @@ type runMode interface {
 	// direct mode.
 	wire() *wireScope
 	// beforeStart runs once the guardian is ready and before the command starts: scope mode
-	// creates the scope with the guardian in it. An error means the command must not start.
+	// creates the scope with the guardian in it (unless it was prepared ahead, D8b). An error
+	// means the command must not start.
 	beforeStart(ctx context.Context, spec Spec, guardianPID int) error
+	// commandStarted runs when the guardian reports the command started: a scope prepared ahead gets
+	// its holder's Description (D8b).
+	commandStarted()
 	// runtimeFrom is when Spec.RuntimeMax starts counting, now being the command's start.
 	runtimeFrom(now time.Time) time.Time
 	// stop does the mode's part of a stop Run asks for, once: in scope mode StopScope begins.
@@ -52,6 +56,8 @@ type directMode struct{ killAfter time.Duration }
 func (directMode) wire() *wireScope { return nil }
 
 func (directMode) beforeStart(context.Context, Spec, int) error { return nil }
+
+func (directMode) commandStarted() {}
 
 func (directMode) runtimeFrom(now time.Time) time.Time { return now }
 
@@ -98,8 +104,13 @@ func directEnd(r *runner, rec *runRecord) (Result, error) {
 // Scope mode's runMode (the rest of scopeRun is in scope_run.go).
 
 func (sc *scopeRun) beforeStart(ctx context.Context, spec Spec, guardianPID int) error {
+	if sc.prepared {
+		return nil // the guardian waits in its scope already (D8b)
+	}
 	return sc.start(ctx, spec, guardianPID)
 }
+
+func (sc *scopeRun) commandStarted() { sc.relabel() }
 
 func (sc *scopeRun) runtimeFrom(time.Time) time.Time { return sc.started } // as RuntimeMaxSec
 

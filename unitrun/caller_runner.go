@@ -15,6 +15,7 @@ type runner struct {
 	g      *guardianProc
 	mode   runMode
 	timers runTimers // follow's
+	ready  bool      // the guardian's ready was received already (a scope prepared ahead, D8b)
 }
 
 // run drives the guardian from "ready" to evExited, or to its exit when it does not report
@@ -22,9 +23,11 @@ type runner struct {
 // guardian's exit (close) on every path but the one where the guardian reported evExited
 // and no scope is being stopped: the caller's Prepared.Close joins it then.
 func (r *runner) run(ctx context.Context) (Result, error) {
-	if err := r.awaitReady(ctx); err != nil {
-		_ = r.g.close()
-		return Result{}, err
+	if !r.ready {
+		if err := r.awaitReady(ctx); err != nil {
+			_ = r.g.close()
+			return Result{}, err
+		}
 	}
 	if err := r.beforeGo(ctx); err != nil {
 		return Result{}, r.abort(err)

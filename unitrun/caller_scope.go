@@ -65,6 +65,9 @@ type scopeRun struct {
 	runtimeMax time.Duration // Spec.RuntimeMax, also the scope's RuntimeMaxSec
 	started    time.Time     // just before StartScope: systemd's RuntimeMaxSec counts from later
 	stopping   chan error    // StopScope's result, once a stop was begun; buffered
+	waiting    bool          // being prepared ahead of the slot: described as waiting (D8b)
+	prepared   bool          // created ahead of the slot with the guardian in it (D8b)
+	relabeled  chan struct{} // closed when relabel's call has ended; nil if none was begun
 }
 
 // wireScope returns what the guardian needs to know about the scope: its name and how to reach
@@ -83,7 +86,7 @@ func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
 	defer cancel()
 	req := ScopeRequest{
 		Name:        sc.Name,
-		Description: sc.Description,
+		Description: sc.description(),
 		PIDs:        []int{pid},
 		Slice:       cmp.Or(sc.Slice, sc.Service.Slice),
 		BindTo:      sc.Service.Unit,

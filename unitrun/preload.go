@@ -19,6 +19,13 @@ import (
 // before. If Run's spec turns out different (another fencing token after a re-entry, the
 // terminal's foreground changed), Run gives it to a fresh guardian instead.
 //
+// In scope mode (Spec.Scope) without a run-time limit, Preload then also waits for the
+// guardian's ready and creates the scope with the guardian in it (D8b), described as waiting
+// for the slot; Run only says go, and the scope gets its holder's Description once the command
+// runs. Close (or a Run with another spec) stops that scope and waits until it is gone. It
+// blocks for the scope's creation (ctx and ScopeSpec.Timeout bound it); if that fails, the
+// guardian is replaced by a fresh one and Run creates the scope itself.
+//
 // Errors: spec's own error (as Run would return it, see Spec), or one wrapping ErrGuardian
 // when the guardian was already used, closed or preloaded, was prepared with other Guardian or
 // stdio, or cannot be sent the spec. After an error Run still works: it starts afresh.
@@ -41,6 +48,12 @@ func (p *Prepared) Preload(ctx context.Context, spec Spec) error {
 		return err
 	}
 	p.loaded = line
+	if prepareAhead(spec) {
+		if err := p.prepareScope(ctx, spec); err != nil {
+			_ = p.replace() // Run starts afresh with a guardian in no scope
+			return preparedError(spec.Path, err)
+		}
+	}
 	return nil
 }
 
@@ -69,6 +82,7 @@ func (p *Prepared) load(ctx context.Context, warn func(string), line []byte) err
 // has had no spec and is not yet trusted. Errors wrap ErrGuardian.
 func (p *Prepared) replace() error {
 	_ = p.g.close()
+	p.abandonScope()
 	g, err := p.startGuardian()
 	if err != nil {
 		return err

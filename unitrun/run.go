@@ -92,12 +92,13 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 // done its start-up and waits, blocked, for Run or Close. It is not safe for concurrent use.
 type Prepared struct {
 	g        *guardianProc
-	start    Spec     // Guardian, Stdin, Stdout and Stderr as Prepare was given them
-	guardian []string // the guardian's argv in use: start.Guardian, or reexecGuardian (D7a)
-	used     bool     // Run was called
-	trusted  bool     // g said hello with this build's BuildID, or needs no check (D7a)
-	sent     bool     // g was sent a spec (by Preload), or a send to it was attempted
-	loaded   []byte   // the spec line Preload sent g, nil if none
+	start    Spec      // Guardian, Stdin, Stdout and Stderr as Prepare was given them
+	guardian []string  // the guardian's argv in use: start.Guardian, or reexecGuardian (D7a)
+	used     bool      // Run was called
+	trusted  bool      // g said hello with this build's BuildID, or needs no check (D7a)
+	sent     bool      // g was sent a spec (by Preload), or a send to it was attempted
+	loaded   []byte    // the spec line Preload sent g, nil if none
+	scope    *scopeRun // the scope Preload made for g, which waits in it, ready (D8b); nil if none
 }
 
 // Prepare starts the guardian of a command that Prepared.Run will start later, so that the
@@ -226,11 +227,18 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	fg := inForeground(spec.Stdin)
 	line, err := specLine(spec, fg, r.mode.wire())
 	if err == nil {
+		err = p.takeScope(spec)
+	}
+	if err == nil {
 		err = p.load(ctx, spec.Warn, line)
 	}
 	if err != nil {
 		_ = p.g.close()
 		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
+	}
+	if p.scope != nil { // load kept the preloaded guardian, which waits in its scope (D8b)
+		p.scope.Conn = spec.Scope.Conn
+		r.mode, r.ready = p.scope, true
 	}
 	r.g = p.g
 	res, err := r.run(ctx)
@@ -271,6 +279,7 @@ func (p *Prepared) rerun(ctx context.Context, spec Spec, line []byte) (Result, e
 // exit (milliseconds). Calling it more than once is harmless.
 func (p *Prepared) Close() {
 	_ = p.g.close()
+	p.abandonScope()
 }
 
 // check validates what Run needs before anything starts.

@@ -49,6 +49,11 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	if err != nil {
 		return false, r.waitFailed(err)
 	}
+	plan, err := r.planning.wait(r.rep, true)
+	if err != nil { // --scope=always and no scope (D3): the child never starts
+		_ = h.Release(context.Background())
+		return false, err
+	}
 	// one context, one cause: a signal to conch (errSignal) or the slot's loss (D7)
 	runCtx, unbind := h.Bind(r.sigCtx)
 	defer unbind()
@@ -65,7 +70,7 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	defer unstop()
 	// a line when the stop moves to SIGKILL (escalation.go)
 	stopWatch := r.watchEscalation(runCtx, heldAt)
-	res, runErr := r.plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
+	res, runErr := plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
 	stopWatch()
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
 		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
@@ -89,7 +94,11 @@ func (r *semaRun) scopeID(rev int64) scopeID { return scopeID{r.job.name, r.job.
 // preloadSpec is the spec the run's plan will give unitrun for the key created at rev with
 // lease, once it holds (childSpec, scoped as the plan says): what the prestarter preloads.
 func (r *semaRun) preloadSpec(rev, lease int64) unitrun.Spec {
-	return r.plan.scoped(r.childSpec(rev, lease), r.scopeID(rev))
+	plan, err := r.planning.wait(r.rep, false)
+	if err != nil {
+		return r.childSpec(rev, lease) // the run ends at the slot (holdOnce)
+	}
+	return plan.scoped(r.childSpec(rev, lease), r.scopeID(rev))
 }
 
 // childSpec is what unitrun runs while the key created at rev, bound to lease, holds the slot.

@@ -92,16 +92,17 @@ type scopePlan struct {
 	service unitrun.CallerService // the service conch runs in, read before the slot is taken
 }
 
-// openScope decides, before any etcd call, whether the child will run in a scope (D8):
-// never with --scope=never; with auto when systemd is the init system and its manager answers
-// (the system bus as root, the user's manager otherwise) and, when conch runs in a service,
-// that service's limits can be read (unitrun.FindCallerService), else direct mode; with always (or
-// -p/--slice) the same, but without systemd it returns the error that ends the run with 69
-// (D3). The plan must be closed.
-func openScope(rep *reporter, f scopeFlags) (*scopePlan, error) {
+// decideScope decides whether the child will run in a scope (D8): never with --scope=never;
+// with auto when systemd is the init system and its manager answers (the system bus as root,
+// the user's manager otherwise) and, when conch runs in a service, that service's limits can
+// be read (unitrun.FindCallerService), else direct mode, with note the line that says so;
+// with always (or -p/--slice) the same, but without systemd it returns the error that ends the
+// run with 69 (D3). It runs before any etcd call without systemd, beside them with it
+// (startPlanning, D8b). The plan must be closed.
+func decideScope(f scopeFlags) (plan *scopePlan, note string, err error) {
 	p := &scopePlan{flags: f}
 	if f.mode == scopeNever {
-		return p, nil
+		return p, "", nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scopeDialTimeout)
 	defer cancel()
@@ -116,11 +117,11 @@ func openScope(rep *reporter, f scopeFlags) (*scopePlan, error) {
 	case err == nil:
 		p.conn = conn
 	case f.mode == scopeAlways:
-		return nil, endf(errUnavailable, "", "cannot run the child in a systemd scope (--scope=always, -p or --slice): %v", err)
+		return nil, "", endf(errUnavailable, "", "cannot run the child in a systemd scope (--scope=always, -p or --slice): %v", err)
 	default:
-		rep.line("", true, "no systemd scope (%v): the child runs under conch's own supervision", err)
+		note = fmt.Sprintf("no systemd scope (%v): the child runs under conch's own supervision", err)
 	}
-	return p, nil
+	return p, note, nil
 }
 
 // inScope reports whether the child is meant to run in a scope (sema.Record.Scope, D6).

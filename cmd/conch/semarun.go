@@ -14,14 +14,14 @@ import (
 // semaRun is one `conch sema <name> --max N -- <cmd...>` run: its parts are set once, by
 // newSemaRun and connect, and closed once, by close, in the reverse order of their making.
 type semaRun struct {
-	job     job
-	rep     *reporter
-	stdio   unitrun.Spec // conch's own stdin, stdout and stderr, or the journal relay (childStdio), handed to the child
-	pre     *prestarter  // the guardian started ahead (D7); owned by this run, reset for re-entry
-	plan    *scopePlan   // where the child runs (D8)
-	sem     *sema.Semaphore
-	sigCtx  context.Context // cancelled with errSignal by SIGTERM, SIGINT or SIGHUP (D3)
-	waitCtx context.Context // sigCtx bounded by --wait
+	job      job
+	rep      *reporter
+	stdio    unitrun.Spec // conch's own stdin, stdout and stderr, or the journal relay (childStdio), handed to the child
+	pre      *prestarter  // the guardian started ahead (D7); owned by this run, reset for re-entry
+	planning *planning    // where the child runs (D8), decided beside the etcd round trips (D8b)
+	sem      *sema.Semaphore
+	sigCtx   context.Context // cancelled with errSignal by SIGTERM, SIGINT or SIGHUP (D3)
+	waitCtx  context.Context // sigCtx bounded by --wait
 	// enqueued: etcd answered our enqueue (sema.EventEnqueued), so a key of ours was written
 	enqueued atomic.Bool
 	closers  []func()
@@ -38,15 +38,25 @@ func (c *semaCmd) reporter(j job) *reporter {
 }
 
 // newSemaRun starts what job j's run needs before etcd, reporting through rep: the watchdog,
-// the signal context, the prestarted guardian and the scope plan (D8: before any etcd call),
-// then connect. It returns the run, to be closed even when err is not nil, and the error
-// that ends the run.
+// the signal context, the scope plan (D8, D8b: decided beside the etcd round trips where
+// systemd runs) and the prestarted guardian, then connect. It returns the run, to be closed
+// even when err is not nil, and the error that ends the run.
 func newSemaRun(j job, rep *reporter) (*semaRun, error) {
 	r := &semaRun{job: j, rep: rep, deadline: unitrun.NewDeadline()}
 	r.closers = append(r.closers, startWatchdog(r.rep.notify))
 	ctx, stopSignals := signalContext()
 	r.sigCtx = ctx
 	r.closers = append(r.closers, stopSignals)
+	// The scope plan first: without systemd it is decided now (D8: --scope=always exits 69
+	// before any etcd call), else on a goroutine of its own (D8b). Its bus connection is
+	// closed after the guardian, whose prepared scope is stopped through it (D8b).
+	r.planning = startPlanning(j.scope)
+	r.closers = append(r.closers, r.planning.close)
+	if r.planning.decided() {
+		if _, err := r.planning.wait(r.rep, true); err != nil {
+			return r, err
+		}
+	}
 	// The guardian starts now, so that its start-up overlaps the D-Bus and etcd round trips;
 	// it is closed while we wait behind others (D7). It is closed after the release: the
 	// guardian's exit is not waited for first.
@@ -55,12 +65,6 @@ func newSemaRun(j job, rep *reporter) (*semaRun, error) {
 	r.closers = append(r.closers, closeChildLog)             // after the guardian: its last lines
 	r.pre = startPrestarter(r.stdio)
 	r.closers = append(r.closers, r.pre.close)
-	plan, err := openScope(r.rep, j.scope)
-	if err != nil {
-		return r, err
-	}
-	r.plan = plan
-	r.closers = append(r.closers, plan.close)
 	if err := r.connect(); err != nil {
 		return r, err
 	}
@@ -97,7 +101,7 @@ func (r *semaRun) connect() error {
 		FenceMargin:    v.killAfter + time.Second, // D7
 		OnRenew:        r.deadline.Set,            // D7b
 		Nonblock:       v.nonblock,
-		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.plan.inScope()},
+		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.planning.intent()},
 		OnEvent:        func(e sema.Event) { checkLease(e); r.onEvent(e) },
 	})
 	if err != nil {
