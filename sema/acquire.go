@@ -126,7 +126,7 @@ func (a *acquiring) queueFailed(ctx context.Context, err error) error {
 	case Refused(err):
 		return fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 	case errors.Is(err, ErrNoSlot):
-		return s.verdict(ctx, waitEnd{stale: a.stale, nonblock: true, nodeBusy: errors.Is(err, ErrNodeHasKey)})
+		return s.verdict(ctx, waitEnd{stale: a.stale, nonblock: true, nodeBusy: errors.Is(err, ErrNodeHasKey), paused: pauseOf(err)})
 	case ctx.Err() != nil:
 		return s.verdict(ctx, waitEnd{stale: a.stale})
 	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):

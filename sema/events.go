@@ -43,7 +43,10 @@ type Event struct {
 	OtherCapacities int64
 	OtherKind       int  // Enqueued: see EventKind Enqueued (D11)
 	NodeBusy        bool // Waiting: see EventKind Waiting (D11)
-	Err             error
+	// Paused: Waiting while the semaphore is paused (D16), with the pause;
+	// a key of rank < max waits for the pause to go, in its place.
+	Paused *Pause
+	Err    error
 }
 
 func (s *Semaphore) emit(e Event) {

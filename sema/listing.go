@@ -3,27 +3,13 @@ package sema
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// PauseRoot is the prefix of the pause keys, PauseRoot + <name> + "/" +
-// <max>, bound to no lease and holding who, when and why: while one
-// exists, its semaphore starts no new holder.
-const PauseRoot = "/conch/v1/pause/"
-
-// Pause is a key read under PauseRoot. Everything in it is hostile
-// input: Max is 0 when the key's name does not parse as <name>/<max>.
-type Pause struct {
-	Name  string // the name segment, as stored
-	Max   int
-	Key   string
-	Value []byte // the who/when/why record, undecoded
-}
-
 // Listing is one consistent read of semaphores: every entry (as List
-// returns them) and every pause, all at revision Rev.
+// returns them) and every pause key (D16), decoded by the hostile-input
+// rules of Pause, in creation order, all at revision Rev.
 type Listing struct {
 	Rev     int64
 	Entries []Entry
@@ -32,7 +18,8 @@ type Listing struct {
 
 // Snapshot reads, in one Txn, the keys of the semaphore name (every
 // semaphore when name is ""), their node-wait markers (D11) and their
-// pause keys, and returns them as one Listing. It does not check
+// pause keys (D16), and returns them as one Listing: it is the one read
+// behind every form of --who (text, JSON, metrics, watch). It does not check
 // name (List does). It blocks until etcd answers or ctx ends. Errors wrap
 // ErrRefused when etcd rejects the read (permissions, credentials), else
 // ErrUnavailable.
@@ -56,17 +43,7 @@ func Snapshot(ctx context.Context, c *clientv3.Client, name string) (Listing, er
 	waits := resp.Responses[1].GetResponseRange().Kvs
 	l := Listing{Rev: resp.Header.Revision, Entries: groupAll(kvs, waits)}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		l.Pauses = append(l.Pauses, parsePause(string(kv.Key), kv.Value))
+		l.Pauses = append(l.Pauses, decodePause(kv)) // never fails: garbage is kept, with Err (D16)
 	}
 	return l, nil
-}
-
-// parsePause reads a key under PauseRoot: <name>/<max>, nothing more.
-func parsePause(key string, value []byte) Pause {
-	seg, rest, _ := strings.Cut(strings.TrimPrefix(key, PauseRoot), "/")
-	p := Pause{Name: seg, Key: key, Value: value}
-	if max, canon := ParseCapacitySegment(rest); canon && ValidateName(seg) == nil {
-		p.Max = max
-	}
-	return p
 }

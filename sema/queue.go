@@ -27,17 +27,20 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 		return s.newHolder(enqCtx, l, heldKey{key: key, rev: myRev, seen: r.rev})
 	}
 	if s.opts.Nonblock {
-		return nil, fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
+		return nil, s.noSlot(r)
 	}
 	ahead := r.rank - s.max
 	for {
 		t, r2 := turnPromoted, r
 		if !r.held {
-			s.emit(Event{Kind: Waiting, Ahead: ahead, Rev: myRev, Lease: l.id, TTL: l.ttl})
+			s.emit(Event{Kind: Waiting, Ahead: max(ahead, 0), Rev: myRev, Lease: l.id, TTL: l.ttl, Paused: r.pause})
 			if r.holders != nil {
 				l.useHoldCadence() // next in line: keep the lease fresh for the hand-off
 			}
 			t, r2 = s.watchTurn(ctx, l, key, myRev, r)
+		}
+		if t == turnPromoted && !r2.held { // a holder's DELETE alone promoted us (D1)
+			t = s.pauseCheck(ctx, t) // D16: not while paused
 		}
 		switch t {
 		case turnPromoted:

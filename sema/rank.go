@@ -28,7 +28,14 @@ type ranking struct {
 	predMod int64    // mod revision of pred at rev: a later one is a PUT (D1a re-read)
 	others  int64    // keys under the same name with another capacity (D6)
 	mixed   int      // keys of the other kind (lease / node suffix) among those read (D11)
+	pause   *Pause   // the semaphore's pause, read in the same Txn (D16); nil: not paused
+	paused  bool     // fewer than max keys are ahead, but the pause keeps ours waiting (D16)
 }
+
+// enqPause is the index of the pause read's answer (pauseOp) among the enqueue
+// Txn's: after the put and the four ranking reads, before the node-wait
+// marker's ops (nodeWaitOps), which only --spread adds.
+const enqPause = 5
 
 var (
 	byCreateAsc  = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
@@ -37,9 +44,10 @@ var (
 
 // enqueue writes our key and ranks it in one Txn (D2): put-if-absent bound to
 // the lease, the count of keys (ours is the newest, so rank = count-1), the
-// first max keys, the two newest keys (ours and our predecessor) and the count
-// under the whole name. It returns O(max) keys, never the whole queue. With
-// Spread it also keeps the node-wait marker (nodeWaitOps).
+// first max keys, the two newest keys (ours and our predecessor), the count
+// under the whole name and the pause key (D16). It returns O(max) keys, never
+// the whole queue. With Spread it also keeps the node-wait marker
+// (nodeWaitOps), whose ops come after the pause read.
 func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value string) (myRev int64, r ranking, err error) {
 	waitThen, waitElse := s.nodeWaitOps(l, value) // --spread: list a waiter for its node's key
 	resp, err := s.c.Txn(ctx).If(
@@ -50,6 +58,7 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max))),
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(2)),
 		clientv3.OpGet(NamePrefix(s.name), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		s.pauseOp(), // D16: Responses[enqPause], see withPause
 	}, waitThen...)...).Else(waitElse...).Commit()
 	if err != nil {
 		return 0, r, fmt.Errorf("%w: cannot enqueue %s: %w", errEtcd, key, err)
@@ -77,7 +86,7 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 		}
 		r.pred, r.predMod = string(newest[1].Key), newest[1].ModRevision
 	}
-	return myRev, r, nil
+	return myRev, withPause(r, resp, enqPause), nil
 }
 
 // otherKind counts the distinct keys of kvs (the enqueue's reads) that are
@@ -109,12 +118,12 @@ func (s *Semaphore) otherKind(key string, kvs ...[]*mvccpb.KeyValue) int {
 // sorted read (it has no index by create revision), so the head's re-read costs it one such
 // read instead of two. Errors: ErrKeyDeleted, or an etcd error.
 func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (ranking, error) {
-	resp, err := s.whileOurs(ctx, key, myRev, s.firstKeys())
+	resp, err := s.whileOurs(ctx, key, myRev, s.firstKeys(), s.pauseOp())
 	if err != nil {
 		return ranking{}, err
 	}
 	if r, found := s.rankAmongFirst(key, resp); found {
-		return r, nil
+		return withPause(r, resp, 1), nil
 	}
 	return s.rerankDeep(ctx, key, myRev)
 }
@@ -123,20 +132,21 @@ func (s *Semaphore) rerank(ctx context.Context, key string, myRev int64) (rankin
 // read in one Txn, so both are of one revision. Errors as rerank's.
 func (s *Semaphore) rerankDeep(ctx context.Context, key string, myRev int64) (ranking, error) {
 	resp, err := s.whileOurs(ctx, key, myRev, s.firstKeys(),
-		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(1), clientv3.WithMaxCreateRev(myRev-1)))
+		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(1), clientv3.WithMaxCreateRev(myRev-1)),
+		s.pauseOp())
 	if err != nil {
 		return ranking{}, err
 	}
 	r, found := s.rankAmongFirst(key, resp)
 	if found {
-		return r, nil
+		return withPause(r, resp, 2), nil
 	}
 	pred := resp.Responses[1].GetResponseRange().Kvs
 	if len(pred) != 1 { // cannot happen: max+1 keys are ahead of ours
 		return r, fmt.Errorf("%w: no predecessor for %s", errEtcd, key)
 	}
 	r.pred, r.predMod = string(pred[0].Key), pred[0].ModRevision
-	return r, nil
+	return withPause(r, resp, 2), nil
 }
 
 // firstKeys reads the first max+1 keys of the queue by create revision, keys only.
@@ -217,5 +227,5 @@ func (s *Semaphore) promote(ctx context.Context, key string, myRev int64, l *lea
 // Keys are never added ahead of ours, so at the head the holders are
 // unchanged exactly when it is still the head.
 func moved(r, r2 ranking) bool {
-	return r2.held || (r.holders != nil) != (r2.holders != nil) || r2.pred != r.pred || r2.predMod > r.rev
+	return r2.held || (r.holders != nil) != (r2.holders != nil) || r2.pred != r.pred || r2.predMod > r.rev || r.paused != r2.paused
 }

@@ -35,6 +35,15 @@ type Record struct {
 	// Scope is true when the child runs in a transient scope, whose name
 	// derives from the semaphore name and revision (D8).
 	Scope bool `json:"scope,omitempty"`
+	// State is StateHeldAfter once the run ended and the slot is kept
+	// after it (D13); "" while a run is queued or supervised.
+	State string `json:"state,omitempty"`
+	// Ended is when the run ended, for a slot held after it (D13), UTC.
+	Ended *time.Time `json:"ended,omitempty"`
+	// HeldUntil is when a slot held after its run frees at the latest:
+	// Ended plus the hold's granted TTL, by the writer's clock (D13). The
+	// lease, not this field, frees the slot: it is for people to read.
+	HeldUntil *time.Time `json:"held_until,omitempty"`
 }
 
 func (r Record) encode() string {
@@ -122,12 +131,14 @@ func DecodeRecord(b []byte) ReadRecord {
 	}
 	field("unit", &r.Unit, func() bool { return true })
 	field("scope", &r.Scope, func() bool { return true })
+	decodeHeldAfter(&r, field)
 	r.Newer = r.Version > RecordVersion
 	return r
 }
 
 // optionalFields may be absent or null: conch omits them when empty.
-var optionalFields = map[string]bool{"held_since": true, "unit": true, "scope": true}
+var optionalFields = map[string]bool{"held_since": true, "unit": true, "scope": true,
+	"state": true, "ended": true, "held_until": true}
 
 // maxPID is the largest PID accepted: Linux's PID_MAX_LIMIT is 2^22, other
 // systems stay below 2^31.

@@ -18,13 +18,14 @@ type Summary struct {
 	// processes waiting for their own node's key (D11).
 	Waiters int
 	// HeldAfter counts the holders whose slot is kept after their run
-	// ended (Entry.HeldAfter).
+	// ended (Entry.HeldAfter, D13).
 	HeldAfter int
 	// Expiring counts the holders whose lease is not being kept alive
 	// (LeaseTTL.Expiring; only when the caller read the TTLs), slots held
-	// after a run left out: nobody keeps their lease alive by design.
+	// after a run left out: nobody keeps their lease alive by design (D13).
 	Expiring int
-	// Paused is set when the semaphore's pause key exists (PauseRoot).
+	// Paused is set when the semaphore's pause key exists (PauseKey),
+	// whatever its record holds: an unreadable one still pauses (D16).
 	Paused bool
 	// OldestHolder is when the longest-running holder got its slot
 	// (held_since, else since), OldestWaiter when the longest waiter
@@ -35,8 +36,9 @@ type Summary struct {
 
 // Summarize returns one Summary per (name, max) that has a counted key, a
 // node waiter or a pause, sorted by name then max. Foreign keys, and pause
-// keys whose name does not parse, are in no semaphore and are left out
-// (ForeignKeys counts them). It does no I/O.
+// keys whose name does not parse (Pause.Max 0: they pause nothing, D16),
+// are in no semaphore and are left out (ForeignKeys counts them). It does
+// no I/O.
 func Summarize(l Listing) []Summary {
 	byKey := map[semKey]*Summary{}
 	get := func(name string, max int) *Summary {

@@ -16,10 +16,11 @@ import (
 type WaitError struct {
 	Name        string
 	Max         int
-	Nonblock    bool  // Options.Nonblock found no free slot (else the wait ended)
-	NodeBusy    bool  // with Nonblock and Spread: this node already had a key (D11)
-	Unreachable bool  // etcd did not answer when the wait ended: our keys may linger
-	Err         error // with Unreachable: the request that got no answer
+	Nonblock    bool   // Options.Nonblock found no free slot (else the wait ended)
+	NodeBusy    bool   // with Nonblock and Spread: this node already had a key (D11)
+	Unreachable bool   // etcd did not answer when the wait ended: our keys may linger
+	Err         error  // with Unreachable: the request that got no answer
+	Paused      *Pause // with Nonblock: the semaphore is paused, by this pause (D16)
 }
 
 func (e *WaitError) Error() string {
@@ -56,7 +57,8 @@ type waitEnd struct {
 	// unanswered is the last request's error when it got no answer and no key of ours is
 	// known to be gone since (a grant that failed); nil when etcd answered last
 	unanswered error
-	atStart    bool // unanswered is the first grant's, which had ConnectTimeout: no probe
+	atStart    bool   // unanswered is the first grant's, which had ConnectTimeout: no probe
+	paused     *Pause // with nonblock: the pause that kept a free slot from us (D16)
 }
 
 // verdict is the one place that decides whether a wait that ended without a slot is "no slot
@@ -67,7 +69,7 @@ type waitEnd struct {
 // etcd is probed once (a count of the prefix, within probeTimeout), except at start, where
 // the grant already had ConnectTimeout.
 func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
-	v := &WaitError{Name: s.name, Max: s.max, Nonblock: e.nonblock, NodeBusy: e.nodeBusy}
+	v := &WaitError{Name: s.name, Max: s.max, Nonblock: e.nonblock, NodeBusy: e.nodeBusy, Paused: e.paused}
 	ctx = markGiveUp(ctx) // one give-up budget for every step below (giveup.go)
 	if left := s.revokeIDs(ctx, e.stale, giveUpWithin(ctx, s.probeTimeout())); len(left) > 0 {
 		v.Unreachable, v.Err = true, fmt.Errorf("cannot revoke lease %s", FormatLeaseID(int64(left[0])))

@@ -66,6 +66,9 @@ func (s *Semaphore) watchTurn(ctx context.Context, l *lease, key string, myRev i
 			watch(h, turnPromoted, clientv3.WithFilterPut())
 		}
 		n += len(r.holders)
+	} else if r.paused { // D16: it would hold but for the pause: wait for its DELETE
+		watch(PauseKey(s.name, s.max), turnRerank, clientv3.WithFilterPut())
+		n++
 	} else {
 		watch(r.pred, turnRerank)
 		n++

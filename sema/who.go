@@ -40,16 +40,17 @@ type Entry struct {
 	// TTL is the lease's time to live as LeaseTTLs read it, for holders:
 	// Known false when it was not read.
 	TTL LeaseTTL
-	// HeldAfter marks a slot kept after its run ended: its key was rebound
-	// to a lease nobody keeps alive, and the slot frees when that lease
-	// runs out (see heldAfterRecord).
+	// HeldAfter marks a slot kept after its run ended (D13): its key was
+	// rebound to a lease nobody keeps alive, and the slot frees when that
+	// lease runs out or at ReleaseHeld (see heldAfterRecord).
 	HeldAfter bool
 }
 
-// heldAfterRecord reports whether a record says its slot is held after
-// the run. Records do not carry that state yet, so it is false for now:
-// this is the one place to read it once they do.
-func heldAfterRecord(r ReadRecord) bool { return false }
+// heldAfterRecord reports whether a record says its slot is kept after
+// the run ended (D13: state StateHeldAfter, written by Holder.HoldAfter);
+// an unreadable record says nothing. It is the one place Entry.HeldAfter
+// is read from.
+func heldAfterRecord(r ReadRecord) bool { return r.Err == nil && r.IsHeldAfter() }
 
 // Counted reports whether the entry takes a rank in its capacity's queue.
 func (e Entry) Counted() bool { return e.Info.Kind.Counted() && !e.NodeWait }

@@ -25,6 +25,9 @@ func (e errSignal) Error() string { return "received " + unix.SignalName(e.sig) 
 // is safely held, release. It returns the error the run ended with (see
 // exitStatus: the child's status, or the signal to re-raise, D3).
 func (c *semaCmd) acquire(j job) error {
+	if err := j.fleet.deadlinePassed(j.run.conflict, time.Now()); err != nil { // before etcd
+		return err
+	}
 	r, err := newSemaRun(j, c.rep)
 	defer r.close()
 	if err != nil {
@@ -63,6 +66,10 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 		}
 	})
 	defer stopNotify()
+	if skip, err := r.onceSkip(h); skip { // --once-per (D15): this period's run is done
+		_ = h.Release(context.Background())
+		return false, err
+	}
 	heldAt := time.Now()
 	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
 	// D7b: no grace once the lease's deadline has passed
@@ -78,6 +85,10 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 		r.rep.line(stateWait, false, "slot lost before the command started (%v): queueing again", context.Cause(runCtx))
 		_ = h.Release(context.Background())
 		return true, nil
+	}
+	r.markOnce(h, v, res, heldAt)                   // --once-per (D15): a successful run closes the period
+	if r.keepAfter(h, res, context.Cause(runCtx)) { // --hold-after (D13): kept, or released saying why
+		return false, v.err
 	}
 	if v.ran {
 		r.rep.released(res.ExitStatus, time.Since(heldAt))
@@ -135,10 +146,14 @@ func (r *semaRun) waitFailed(err error) error {
 		return endf(errUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
 	case errors.As(err, &we) && !we.Unreachable && j.run.quiet: // -q: the status says it, so cron mails nothing
 		return noSlot(j.run.conflict, "")
+	case errors.As(err, &we) && !we.Unreachable && we.Paused != nil: // D16
+		return noSlot(j.run.conflict, "no slot: %s (not waiting: --nonblock or --wait 0)", pauseText(*we.Paused))
 	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
 		return noSlot(j.run.conflict, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
 		return noSlot(j.run.conflict, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
+	case errors.As(err, &we) && !we.Unreachable && !j.fleet.deadline.IsZero():
+		return noSlot(j.run.conflict, "no slot before --deadline %s", j.fleet.deadline.Format(time.RFC3339))
 	case errors.As(err, &we) && !we.Unreachable:
 		return noSlot(j.run.conflict, "no slot within --wait %v", j.wait)
 	case errors.As(err, &we) && !we.Nonblock:

@@ -108,7 +108,9 @@ func (c *semaCmd) checkHeldFlags() error {
 	}
 	for flag, set := range map[string]bool{"--who": c.Who, "--json": c.JSON, "--format": c.Format != "", "--textfile": c.Textfile != "",
 		"--watch": c.Watch, "--wait": c.Wait.set, "--nonblock": c.Nonblock,
-		"--spread": c.Spread, "--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != ""} {
+		"--spread": c.Spread, "--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != "",
+		"--hold-after": c.HoldAfter.set, "--once-per": c.OncePer.set, "--deadline": c.Deadline != "",
+		"--release": c.Release, "--pause": c.Pause, "--resume": c.Resume, "--reason": c.Reason != ""} {
 		if set {
 			return usagef("%s does not go with --held", flag)
 		}

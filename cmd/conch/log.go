@@ -46,6 +46,7 @@ type reporter struct {
 	ahead    int
 	waiting  bool
 	nodeBusy bool              // waiting for this node's own key to go (--spread, D11)
+	paused   string            // waiting on a pause: who, when, why (D16, pauseText); "" for none
 	journal  journalFunc       // nil: plain lines on w
 	unit     map[string]string // journal fields naming conch's unit (unitFields)
 	scope    string            // the child's scope once it runs in one (D8), for STATUS=
@@ -155,8 +156,9 @@ func (r *reporter) onEvent(e sema.Event) {
 	case sema.Waiting:
 		first := !r.waiting
 		r.waiting = true
-		changed := e.Ahead != r.ahead || e.NodeBusy != r.nodeBusy
-		r.ahead, r.nodeBusy = e.Ahead, e.NodeBusy
+		paused := pausedText(e.Paused)
+		changed := e.Ahead != r.ahead || e.NodeBusy != r.nodeBusy || paused != r.paused
+		r.ahead, r.nodeBusy, r.paused = e.Ahead, e.NodeBusy, paused
 		if first || changed {
 			r.emit(stateWait, journal.PriNotice, !first, map[string]string{"CONCH_AHEAD": strconv.Itoa(e.Ahead)}, r.waitText())
 			r.sendNotify("STATUS=" + r.waitText())
@@ -175,6 +177,9 @@ func (r *reporter) onEvent(e sema.Event) {
 // waitText is the queue position as D10 words it, for the log line and
 // sd_notify STATUS=: "waiting for heavy-jobs[2/2], 3 ahead".
 func (r *reporter) waitText() string {
+	if r.paused != "" { // D16
+		return fmt.Sprintf("waiting for %s[%d/%d]: %s (conch sema %s --max %d --resume lifts it)", r.name, r.max, r.max, r.paused, r.name, r.max)
+	}
 	if r.nodeBusy {
 		return fmt.Sprintf("waiting for %s[%d/%d]: this node already holds or waits for a slot (--spread: one per node)", r.name, r.max, r.max)
 	}

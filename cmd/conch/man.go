@@ -47,6 +47,9 @@ const manSynopsis = `.nf
 \fBconch sema\fP \fIname\fP \fB\-\-max\fP \fIN\fP [\fB\-\-ttl\fP \fID\fP] [\fB\-\-wait\fP \fID\fP | \fB\-\-nonblock\fP] [\fB\-E\fP \fIN\fP]
            [\fB\-\-kill\-after\fP \fID\fP] [\fB\-\-runtime\-max\fP \fID\fP] [\fB\-\-spread\fP [\fB\-\-node\fP \fINAME\fP]]
            [\fIOPTIONS\fP] \fB\-\-\fP \fIcommand\fP [\fIarg\fP...]
+\fBconch sema\fP \fIname\fP \fB\-\-max\fP \fIN\fP [\fB\-\-hold\-after\fP \fID\fP] [\fB\-\-once\-per\fP \fID\fP] [\fB\-\-deadline\fP \fITIME\fP] [\fIOPTIONS\fP] \fB\-\-\fP \fIcommand\fP [\fIarg\fP...]
+\fBconch sema\fP \fIname\fP \fB\-\-max\fP \fIN\fP \fB\-\-release\fP [\fB\-\-node\fP \fINAME\fP]
+\fBconch sema\fP \fIname\fP \fB\-\-max\fP \fIN\fP \fB\-\-pause\fP [\fB\-\-reason\fP \fITEXT\fP] | \fB\-\-resume\fP
 \fBconch sema\fP \fIname\fP [\fB\-\-max\fP \fIN\fP] \fB\-\-who\fP [\fB\-\-json\fP]
 \fBconch sema\fP \fB\-\-who\fP [\fB\-\-max\fP \fIN\fP] [\fB\-\-json\fP]
 \fBconch sema\fP [\fIname\fP] [\fB\-\-max\fP \fIN\fP] \fB\-\-who\fP \fB\-\-watch\fP [\fB\-\-json\fP]
@@ -214,7 +217,9 @@ naming \fIFILE\fP:\fILINE\fP). Another file with \fB\-\-config\fP or \fBCONCH_CO
 .I /usr/share/doc/conch/examples/
 systemd units: a \fBType=notify\fP service that waits for a slot, a maintenance service
 and timer that skip a run when the fleet's slots are taken, a template unit, and a
-drop\-in that passes endpoints and TLS files through \fBEnvironmentFile=\fP.
+drop\-in that passes endpoints and TLS files through \fBEnvironmentFile=\fP; a rolling
+reboot timer and service with the boot unit that releases the slot, and a timer run
+once per period from any of several nodes.
 .SH EXAMPLES
 A lock around a mutating script:
 .PP
@@ -291,6 +296,34 @@ A run that finds both slots taken exits 75 at once and the unit stays successful
 \fB\-\-wait\fP instead of \fB\-\-nonblock\fP, \fBsystemctl status\fP shows the queue
 position while it waits (raise TimeoutStartSec= above the wait as well: a oneshot's start
 covers the wait and the run). /usr/share/doc/conch/examples has the complete units.
+.PP
+A rolling reboot, one node at a time, each next one only once the previous one is back:
+the slot stays taken after \fBsystemctl reboot\fP returns, across the reboot, until the
+node's boot unit frees it, or for 30 minutes at most:
+.PP
+.RS
+.nf
+conch sema rolling\-reboot \-\-max 1 \-\-nonblock \-\-hold\-after 30m \-\- systemctl reboot
+conch sema rolling\-reboot \-\-max 1 \-\-release        # at boot, once healthy
+.fi
+.RE
+.PP
+The same hourly timer on three nodes, one successful run per hour among them:
+.PP
+.RS
+.nf
+conch sema ha\-job \-\-max 1 \-\-once\-per 50m \-\-wait 20m \-\- /usr/local/sbin/ha\-job
+.fi
+.RE
+.PP
+A freeze: no new start anywhere until resumed (running jobs go on):
+.PP
+.RS
+.nf
+conch sema node\-maintenance \-\-max 2 \-\-pause \-\-reason "incident 4711"
+conch sema node\-maintenance \-\-max 2 \-\-resume
+.fi
+.RE
 .SH SEE ALSO
 .BR flock (1),
 .BR systemd\-run (1),

@@ -38,7 +38,7 @@ type semaCmd struct {
 	KillAfter  duration  `long:"kill-after" value-name:"D" description:"grace between the stop signal and SIGKILL when the child must stop"` // default: unitrun's (newParser)
 	RuntimeMax duration  `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
 	Spread     bool      `long:"spread" description:"at most one slot per node: the key is named after the node (--node), so a second job on a node that holds or waits finds no slot (it waits for the node's key to go, or exits 75 with --nonblock)"`
-	Node       onceText  `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread and the host in the holder record; set it where nodes share one hostname, as containers may"`
+	Node       onceText  `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread, the host in the holder record, and the node whose slots --hold-after keeps and --release frees; set it where nodes share one hostname, as containers may"`
 	Who        bool      `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool      `long:"json" description:"with --who: print one JSON document"`
 	Format     whoFormat `long:"format" value-name:"FORMAT" choice:"text" choice:"json" choice:"prometheus" default-mask:"text" description:"with --who: text, json (as --json) or prometheus (the Prometheus text format: per semaphore capacity, holders, waiters, held-after slots, paused, oldest holder and waiter ages)"`
@@ -52,6 +52,15 @@ type semaCmd struct {
 	Property   []string  `short:"p" long:"property" value-name:"NAME=VALUE" description:"set a property on the child's scope, as systemd-run -p (e.g. MemoryMax=1G, CPUQuota=50%, KillSignal=SIGINT, RuntimeMaxSec=1h); implies --scope=always"`
 	Slice      string    `long:"slice" value-name:"SLICE" description:"put the child's scope in SLICE; implies --scope=always"`
 	Config     confPath  `long:"config" value-name:"FILE" env:"CONCH_CONFIG" default-mask:"/etc/conch/conch.conf" description:"INI file with an [etcd] section for the connection settings (the default is read if it exists; a file named here must exist)"`
+
+	// Fleet jobs: rolling reboots, HA timers, freezes, windows (fleet*.go).
+	HoldAfter duration `long:"hold-after" value-name:"D" description:"keep the slot taken for D after the command ends (however it ends, unless the slot was lost), with no process left: the slot survives conch's exit, a reboot and a power loss, and frees after D or at --release (rolling reboots)"`
+	Release   bool     `long:"release" description:"free the slots this node (--node) holds after a run (--hold-after), at once, and exit 0, whether it freed one or none: for a boot unit; never touches a running command's slot nor another node's"`
+	Pause     bool     `long:"pause" description:"stop every new start of the semaphore, cluster-wide, until --resume: running commands go on, waiters keep their places and wait, --nonblock exits 75 naming the pause; exit 0 (also when already paused)"`
+	Reason    string   `long:"reason" value-name:"TEXT" description:"with --pause: why, shown to waiters, --nonblock and --who"`
+	Resume    bool     `long:"resume" description:"undo --pause: waiters start again in queue order; exit 0 (also when not paused)"`
+	Deadline  string   `long:"deadline" value-name:"TIME" description:"give up waiting at TIME (exit 75), however long the wait so far: RFC 3339 (2026-12-24T06:00:00+01:00), or HH:MM[:SS] for the next such local time; excludes --wait and --nonblock (maintenance windows)"`
+	OncePer   duration `long:"once-per" value-name:"D" description:"at most one successful run per period D across the cluster (needs --max 1): a run that finds this period's run done is skipped (exit 0, saying which node ran it and when the next may start); a failed run leaves the period open, so the next one, here or elsewhere, tries again (HA timers)"`
 
 	Conn connOptions `group:"etcd connection"`
 
@@ -144,6 +153,10 @@ The capacity is part of the name: nodes using different --max for the same <name
 var semaEpilog = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
              [--kill-after ` + unitrun.DefaultKillAfter.String() + `] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
+  conch sema <name> --max N [--hold-after D] [--once-per D] [--deadline TIME]
+             [OPTIONS] -- <cmd...>
+  conch sema <name> --max N --release [--node NAME]
+  conch sema <name> --max N --pause [--reason TEXT] | --resume
   conch sema <name> [--max N] --who [--json | --format prometheus [--textfile PATH]]
   conch sema [<name>] [--max N] --who --watch [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
@@ -160,6 +173,18 @@ Examples:
 
   # at most 3 replicas, never two on one node
   conch sema replicas --max 3 --spread -- /usr/local/bin/replica.sh
+
+  # rolling reboot: the slot stays taken across the reboot, until the boot
+  # unit's --release (or 30 minutes at most)
+  conch sema rolling-reboot --max 1 --nonblock --hold-after 30m -- systemctl reboot
+  conch sema rolling-reboot --max 1 --release
+
+  # one successful run per hour of the same timer on several nodes
+  conch sema ha-job --max 1 --once-per 50m --wait 20m -- /usr/local/sbin/ha-job
+
+  # freeze and thaw every new start, fleet-wide
+  conch sema heavy-jobs --max 2 --pause --reason "incident 4711"
+  conch sema heavy-jobs --max 2 --resume
 
   # inspect
   conch sema heavy-jobs --max 2 --who

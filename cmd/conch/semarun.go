@@ -113,6 +113,11 @@ func (r *semaRun) connect() error {
 		r.waitCtx, cancel = context.WithTimeout(r.sigCtx, r.job.wait)
 		r.closers = append(r.closers, cancel)
 	}
+	if d := r.job.fleet.deadline; !d.IsZero() { // --deadline: an absolute bound on the wait
+		var cancel context.CancelFunc
+		r.waitCtx, cancel = context.WithDeadline(r.sigCtx, d)
+		r.closers = append(r.closers, cancel)
+	}
 	return nil
 }
 

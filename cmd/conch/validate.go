@@ -23,11 +23,12 @@ type job struct {
 	command []string // the child's argv, as given after "--"
 	wait    time.Duration
 	waitSet bool
-	scope   scopeFlags // --scope, -p, --slice (D8)
-	spread  bool       // --spread: one slot per node (D11)
-	node    string     // --node / CONCH_NODE, or with --spread the kernel hostname
-	run     runValues  // what running a command needs beyond the semaphore's name
-	who     whoValues  // what --who needs beyond the semaphore's name
+	scope   scopeFlags  // --scope, -p, --slice (D8)
+	spread  bool        // --spread: one slot per node (D11)
+	node    string      // --node / CONCH_NODE, or with --spread the kernel hostname
+	run     runValues   // what running a command needs beyond the semaphore's name
+	who     whoValues   // what --who needs beyond the semaphore's name
+	fleet   fleetValues // --hold-after, --once-per, --deadline (fleet.go)
 }
 
 // whoValues are the values of --who (checkWho), decided at validation.
@@ -73,6 +74,9 @@ func (c *semaCmd) Execute(args []string) error {
 		}
 		c.setRun(j, func() error { return c.held(j) })
 		return nil
+	}
+	if handled, err := c.fleetExecute(&j); handled || err != nil { // --release, --pause... (fleet.go)
+		return err
 	}
 	if c.Who {
 		if err := c.checkWho(); err != nil {

@@ -46,6 +46,7 @@ func (c *semaCmd) who(j job) error {
 	sema.LeaseTTLs(ctx, client, l.Entries)
 	all := l.Entries
 	warnWho(c.rep.warnf, all)
+	warnPauses(c.rep.warnf, l.Pauses)
 	l = filterMax(l, j.max)
 	entries := l.Entries
 	if err := c.printWho(what, l, j.who); err != nil {
@@ -61,7 +62,8 @@ func (c *semaCmd) who(j job) error {
 }
 
 // filterMax keeps, with max set (--max), the entries and pauses of that
-// capacity; a foreign key is in no capacity: it stays, flagged.
+// capacity; a foreign key, and a pause key that names no semaphore (Max 0),
+// is in no capacity: it stays, flagged.
 func filterMax(l sema.Listing, max int) sema.Listing {
 	if max == 0 {
 		return l
@@ -73,15 +75,17 @@ func filterMax(l sema.Listing, max int) sema.Listing {
 	return l
 }
 
-// renderWho renders the listing in the form v.format says, at time now.
+// renderWho renders the listing in the form v.format says, at time now: the
+// text and JSON forms with the pauses (D16: a PAUSED line first, a
+// "paused" object), the metrics with conch_sema_paused.
 func renderWho(l sema.Listing, v whoValues, now time.Time) ([]byte, error) {
 	switch v.format {
 	case "json":
-		return renderJSON(l.Entries)
+		return renderJSONPaused(l.Entries, l.Pauses)
 	case "prometheus":
 		return renderPrometheus(l, now)
 	}
-	return renderText(l.Entries), nil
+	return append(pauseBanner(l.Pauses), renderText(l.Entries)...), nil
 }
 
 // printWho writes the listing to stdout in the form v.format says, or with v.textfile to

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,10 +36,13 @@ func FuzzWhoPrometheus(f *testing.F) {
 		if sema.ValidateName(seg) != nil {
 			e.Info, e.Max, e.Rank = sema.KeyInfo{Kind: sema.KeyForeign}, 0, -1
 		}
-		l := sema.Listing{Entries: []sema.Entry{e}, Pauses: []sema.Pause{{Name: seg, Max: info.Max, Key: sema.PauseRoot + seg + "/" + rest, Value: value}}}
+		pause := sema.Pause{Name: seg, Max: info.Max, Key: sema.PauseRoot + seg + "/" + rest, Who: string(value), Reason: string(value)}
 		if sema.ValidateName(seg) != nil { // as sema reads a pause key
-			l.Pauses[0].Max = 0
+			pause.Max = 0
 		}
+		unreadable := pause // as sema decodes a record it cannot read
+		unreadable.Who, unreadable.Reason, unreadable.Err, unreadable.Raw = "", "", errors.New("not a pause record"), string(value)
+		l := sema.Listing{Entries: []sema.Entry{e}, Pauses: []sema.Pause{pause, unreadable}}
 		out, err := renderPrometheus(l, now)
 		if err != nil {
 			t.Fatalf("renderPrometheus: %v", err)

@@ -56,6 +56,10 @@ type whoRecord struct {
 	// WaitsFor is, for a --spread process waiting for its own node's key
 	// (D11), that key; null otherwise. Such a process has no rank yet.
 	WaitsFor *string `json:"waits_for"`
+	// HeldAfter: the slot is kept after its run (D13); null otherwise (fleet_who.go)
+	HeldAfter *whoHeldAfter `json:"held_after"`
+	// Paused: the semaphore (name, max) is paused (D16); null otherwise (fleet_who.go)
+	Paused *whoPause `json:"paused"`
 }
 
 // state is HELD, WAIT or FOREIGN (a key no acquisition counts).
@@ -115,6 +119,7 @@ func toWhoRecord(e sema.Entry) whoRecord {
 	if known("v") {
 		w.Version = &r.Version
 	}
+	w.HeldAfter = heldAfterRecord(r)
 	return w
 }
 
@@ -213,6 +218,7 @@ func renderText(entries []sema.Entry) []byte {
 		} else if e.Info.Kind != sema.KeyLease {
 			b.WriteString(" key=" + textField(e.Key, keyWidth))
 		}
+		b.WriteString(heldAfterText(r.HeldAfter))
 		if len(r.Flags) > 0 {
 			b.WriteString(" flags=" + strings.Join(r.Flags, ","))
 		}

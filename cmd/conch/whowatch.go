@@ -22,18 +22,15 @@ type watchChange struct {
 	Paused  []watchPause `json:"paused"`  // the pause keys found, [] for none
 }
 
-// watchPause is a pause key (--pause) as the watch shows it: its record is
-// the stored value as a string, whatever it holds.
+// watchPause is a pause key (--pause) as the watch shows it: its key, and
+// who paused when and why, decoded as --who --json's "paused" (D16;
+// "unreadable" says what an unreadable record holds).
 type watchPause struct {
-	Name   string `json:"name"`
-	Max    int    `json:"max"` // 0 when the key does not parse as <name>/<max>
-	Key    string `json:"key"`
-	Record string `json:"record"`
+	Name string `json:"name"`
+	Max  int    `json:"max"` // 0 when the key names no semaphore (a bad name or capacity)
+	Key  string `json:"key"`
+	whoPause
 }
-
-// pauseWidth bounds a pause record in the text form, in bytes after
-// escaping.
-const pauseWidth = 512
 
 // errOutputClosed: the reader of stdout went away (EPIPE): a watch piped
 // into `head` ends there, cleanly.
@@ -72,7 +69,8 @@ type whoWatch struct {
 	client *clientv3.Client
 	ctx    context.Context
 	warned bool
-	last   []byte // the last listing shown, without its time stamp
+	last   []byte           // the last listing shown, without its time stamp
+	paused map[string]int64 // pause key -> create revision, of the pause keys already said on stderr
 }
 
 // show renders one listing and writes it unless it is the same as the
@@ -85,6 +83,7 @@ func (w *whoWatch) show(l sema.Listing) error {
 		warnWho(w.c.rep.warnf, l.Entries)
 		w.warned = true
 	}
+	warnPauses(w.c.rep.warnf, w.newPauses(l.Pauses))
 	l = filterMax(l, w.j.max)
 	body, err := w.body(l)
 	if err != nil || bytes.Equal(body, w.last) {
@@ -101,32 +100,43 @@ func (w *whoWatch) show(l sema.Listing) error {
 	return nil
 }
 
-// body is the listing without its time stamp: the records as one line of
-// JSON, or the text lines ("(none)" when there are none).
+// newPauses returns the pauses of ps not seen by an earlier listing (by
+// key and create revision), so that a bad pause key (warnPauses) is said
+// once, when it appears, however many listings show it.
+func (w *whoWatch) newPauses(ps []sema.Pause) []sema.Pause {
+	if w.paused == nil {
+		w.paused = map[string]int64{}
+	}
+	var fresh []sema.Pause
+	seen := make(map[string]int64, len(ps))
+	for _, p := range ps {
+		if rev, ok := w.paused[p.Key]; !ok || rev != p.Rev {
+			fresh = append(fresh, p)
+		}
+		seen[p.Key] = p.Rev
+	}
+	w.paused = seen
+	return fresh
+}
+
+// body is the listing without its time stamp: the records and pauses as
+// one line of JSON, or the text lines of --who (the PAUSED lines first,
+// D16), "(no holders or waiters)" when there are none.
 func (w *whoWatch) body(l sema.Listing) ([]byte, error) {
 	if w.j.who.format == "json" {
-		doc := watchChange{Records: make([]whoRecord, 0, len(l.Entries)), Paused: []watchPause{}}
+		doc := watchChange{Records: make([]whoRecord, 0, len(l.Entries)), Paused: make([]watchPause, 0, len(l.Pauses))}
 		for _, e := range l.Entries {
 			doc.Records = append(doc.Records, toWhoRecord(e))
 		}
 		for _, p := range l.Pauses {
-			doc.Paused = append(doc.Paused, watchPause{Name: p.Name, Max: p.Max, Key: p.Key, Record: string(p.Value)})
+			doc.Paused = append(doc.Paused, watchPause{Name: p.Name, Max: p.Max, Key: p.Key, whoPause: *toWhoPause(p)})
 		}
 		return json.Marshal(doc)
 	}
 	if len(l.Entries) == 0 && len(l.Pauses) == 0 {
 		return []byte("(no holders or waiters)\n"), nil
 	}
-	b := renderText(l.Entries)
-	for _, p := range l.Pauses {
-		bracket := "[-]"
-		if p.Max != 0 {
-			bracket = fmt.Sprintf("[%d]", p.Max)
-		}
-		b = fmt.Appendf(b, "%s%s PAUSED key=%s record=%s\n", textField(p.Name, nameWidth), bracket,
-			textField(p.Key, keyWidth), textField(string(p.Value), pauseWidth))
-	}
-	return b, nil
+	return append(pauseBanner(l.Pauses), renderText(l.Entries)...), nil
 }
 
 // stamp adds when and at which revision: a "--- TIME rev=N" line before

@@ -70,10 +70,17 @@ func TestWhoWatchFollowsChanges(t *testing.T) {
 	lastBlock(t, w, "the release", func(b string) bool {
 		return len(lines(b)) == 1 && strings.Contains(b, "HELD") && strings.Contains(b, qpid)
 	})
-	if _, err := e.c.Put(context.Background(), sema.PauseRoot+"ww/1", `{"who":"op@n1","why":"incident"}`); err != nil {
-		t.Fatal(err)
+	if r := e.run("sema", "ww", "--max", "1", "--pause", "--reason", "incident", "--node", "n1"); r.status != 0 {
+		t.Fatalf("--pause: %v", r)
 	}
-	lastBlock(t, w, "the pause", func(b string) bool { return strings.Contains(b, "ww[1] PAUSED key=/conch/v1/pause/ww/1") })
+	lastBlock(t, w, "the pause", func(b string) bool {
+		return strings.HasPrefix(b, "PAUSED ww[1] paused by ") && strings.Contains(lines(b)[0], "@n1 since ") && strings.HasSuffix(lines(b)[0], ": incident")
+	})
+	waitFor(t, "--json's pause, decoded", func() bool {
+		docs := jsonLines(t, wj.stdout.String())
+		return len(docs) > 0 && len(docs[len(docs)-1].Paused) == 1 && docs[len(docs)-1].Paused[0].Reason == "incident" &&
+			docs[len(docs)-1].Paused[0].Who != nil && docs[len(docs)-1].Paused[0].Since != nil
+	})
 	e.c.Delete(context.Background(), sema.PauseRoot+"ww/1")
 	s1 := e.start("sema", "ww", "--max", "2", "--spread", "--node", "n1", "--", "sleep", "60")
 	s2 := e.start("sema", "ww", "--max", "2", "--spread", "--node", "n1", "--", "sleep", "60")
@@ -298,6 +305,13 @@ func TestWhoWatchHostile(t *testing.T) {
 	}
 	block, _ := lastBlock(t, w, "the hostile keys listed", func(b string) bool { return strings.Count(b, "\n") >= 7 })
 	noRawControl(t, block, strings.Count(block, "\n"))
+	if !strings.Contains(block, "PAUSED hx[1] paused by an unreadable pause record") || !strings.Contains(block, "PAUSED hx[-] paused by an unreadable pause record") {
+		t.Fatalf("garbage pause keys not shown:\n%s", block)
+	}
+	waitFor(t, "the garbage pause keys reported on stderr", func() bool {
+		return strings.Contains(w.stderr.String(), "WARNING: pause key /conch/v1/pause/hx/1 holds an unreadable record") &&
+			strings.Contains(w.stderr.String(), "WARNING: pause key /conch/v1/pause/hx/notanumber names no semaphore")
+	})
 	r := e.run("sema", "--who", "--format", "prometheus")
 	fams := parseProm(t, r.stdout)
 	if got := promValue(fams, "conch_sema_paused", "name", "hx", "max", "1"); got != 1 {

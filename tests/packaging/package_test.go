@@ -28,6 +28,11 @@ var commonFiles = []string{
 	"/usr/share/doc/conch/examples/conch-metrics.service",
 	"/usr/share/doc/conch/examples/conch-metrics.timer",
 	"/usr/share/doc/conch/examples/conch-job@.service",
+	"/usr/share/doc/conch/examples/conch-rolling-reboot.service",
+	"/usr/share/doc/conch/examples/conch-rolling-reboot.timer",
+	"/usr/share/doc/conch/examples/conch-rolling-reboot-release.service",
+	"/usr/share/doc/conch/examples/conch-ha-job.service",
+	"/usr/share/doc/conch/examples/conch-ha-job.timer",
 	"/usr/share/doc/conch/examples/conch-etcd.conf",
 	"/usr/share/doc/conch/examples/etcd.env",
 	"/usr/share/doc/conch/examples/conch.conf",
@@ -310,7 +315,7 @@ t() {
 }
 t "conch se"
 t "conch sema jobs --max 2 --ki"
-t "conch sema jobs --r"
+t "conch sema jobs --ru"
 t "conch sema jobs --max 2 -- bas"
 t "conch sema jobs --scope "
 t "conch sema jobs --scope=n"
@@ -325,7 +330,7 @@ t "conch sema jobs --scope=n"
 		"complete -o default -F _conch conch\n",
 		"conch se=>sema\n",
 		"conch sema jobs --max 2 --ki=>--kill-after\n",
-		"conch sema jobs --r=>--runtime-max\n",
+		"conch sema jobs --ru=>--runtime-max\n",
 		"conch sema jobs --scope =>always auto never\n",
 		"conch sema jobs --scope=n=>never\n", // what follows "=" (COMP_WORDBREAKS)
 	} {

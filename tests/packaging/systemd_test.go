@@ -176,6 +176,9 @@ func (n *node) installExamples() {
 	n.must("systemctl", "daemon-reload")
 	n.must("systemd-analyze", "verify", "--man=no", "conch-worker.service", "conch-maintenance.service", "conch-maintenance.timer")
 	n.must("systemd-analyze", "verify", "--man=no", "/usr/share/doc/conch/examples/conch-metrics.service", "/usr/share/doc/conch/examples/conch-metrics.timer")
+	n.sh(`cd /usr/share/doc/conch/examples && cp conch-rolling-reboot.service conch-rolling-reboot.timer conch-rolling-reboot-release.service conch-ha-job.service conch-ha-job.timer /etc/systemd/system/`)
+	n.must("systemctl", "daemon-reload")
+	n.must("systemd-analyze", "verify", "--man=no", "conch-rolling-reboot.service", "conch-rolling-reboot.timer", "conch-rolling-reboot-release.service", "conch-ha-job.service", "conch-ha-job.timer")
 	n.must("systemctl", "enable", "--now", "conch-maintenance.timer")
 	if st := n.show("conch-maintenance.timer", "ActiveState", "UnitFileState", "Triggers"); st["ActiveState"] != "active" || st["UnitFileState"] != "enabled" || st["Triggers"] != "conch-maintenance.service" {
 		n.t.Fatalf("node %s: timer %v", n.Name(), st)

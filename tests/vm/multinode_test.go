@@ -27,6 +27,9 @@ func TestMultiNode(t *testing.T) {
 	t.Run("8-ContribTimerOnAllNodes", func(t *testing.T) { testTimer(t, c) })
 	t.Run("10-Spread", func(t *testing.T) { testSpread(t, c) })
 	t.Run("10b-SpreadPowerLoss", func(t *testing.T) { testSpreadPowerLoss(t, c) })
+	t.Run("11-OncePerHA", func(t *testing.T) { testOncePerHA(t, c) })
+	t.Run("12-PauseAcrossNodes", func(t *testing.T) { testPauseAcrossNodes(t, c) })
+	t.Run("13-RollingReboot", func(t *testing.T) { testRollingReboot(t, c) })
 }
 
 // Scenario 1: N=2, 3 nodes x 10 jobs started together with random durations: at most 2 at

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
+	"github.com/coreos/go-systemd/v22/journal"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The flags for the jobs fleets put behind a semaphore: --hold-after and
+// --release (rolling reboots), and their checks. Every check happens before
+// any etcd call (D3: 64 means nothing was written).
+
+// stateHeldAfter is CONCH_STATE when the slot is kept after the run (D13).
+const stateHeldAfter = "HELD_AFTER"
+
+// fleetValues are the fleet flags' values, decided at validation (fleetExecute) and carried
+// by the job: nothing reads the flags after it.
+type fleetValues struct {
+	holdAfter time.Duration // --hold-after; 0: release at the end of the run
+	oncePer   time.Duration // --once-per; 0: every run runs
+	deadline  time.Time     // --deadline; zero: none
+}
+
+// fleetExecute is Execute's hook for the fleet flags: it sets the run for --release,
+// --pause or --resume and reports handled, or checks that the fleet flags given fit the run
+// (or --who) that Execute goes on to set up, and sets j.fleet. Errors are usage errors.
+func (c *semaCmd) fleetExecute(j *job) (handled bool, err error) {
+	if c.Reason != "" && !c.Pause {
+		return true, usagef("--reason goes with --pause")
+	}
+	for _, a := range []struct {
+		flag string
+		set  bool
+		run  func(job) error
+	}{{"--release", c.Release, c.release}, {"--pause", c.Pause, c.pause}, {"--resume", c.Resume, c.resume}} {
+		if !a.set {
+			continue
+		}
+		if err := c.checkAlone(a.flag, *j); err != nil {
+			return true, err
+		}
+		run, jv := a.run, *j
+		c.setRun(jv, func() error { return run(jv) })
+		return true, nil
+	}
+	if err := c.checkOncePer(*j); err != nil {
+		return true, err
+	}
+	if err := c.checkDeadline(j, time.Now()); err != nil {
+		return true, err
+	}
+	if c.HoldAfter.set {
+		switch {
+		case c.Who:
+			return true, usagef("--hold-after goes with running a command, not with --who")
+		case c.HoldAfter.d <= 0:
+			return true, usagef("--hold-after must be more than 0 (whole seconds, rounded up): it is how long the slot stays taken after the command")
+		}
+	}
+	j.fleet.holdAfter, j.fleet.oncePer = c.HoldAfter.d, c.OncePer.d
+	return false, nil
+}
+
+// checkAlone checks the flags of a command that runs no child and waits for
+// no slot (--release, --pause, --resume): it needs --max, takes no command,
+// and refuses the flags of a run, which it would ignore.
+func (c *semaCmd) checkAlone(what string, j job) error {
+	switch {
+	case j.max == 0:
+		return usagef("%s needs --max N: the capacity is part of the semaphore's name", what)
+	case c.dashdash:
+		return usagef("%s takes no command", what)
+	}
+	others := []struct {
+		flag string
+		set  bool
+	}{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""},
+		{"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
+		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
+		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON},
+		{"--format", c.Format != ""}, {"--textfile", c.Textfile != ""}, {"--watch", c.Watch}}
+	for _, o := range others {
+		if o.set && o.flag != what {
+			return usagef("%s and %s exclude each other", what, o.flag)
+		}
+	}
+	return nil
+}
+
+// hostName is this node's name for the holder record, --hold-after and
+// --release: --node / CONCH_NODE, else the kernel hostname (D11, D14).
+func (j job) hostName() string {
+	if j.node != "" {
+		return j.node
+	}
+	host, _ := os.Hostname()
+	return host
+}
+
+// keepAfter ends holding h with --hold-after (D13) when it applies: the
+// command started and the slot was not lost (cause is the run context's).
+// It keeps the slot, or, when it cannot, releases it and says why; it
+// reports whether it ended the holding (false: the caller releases).
+func (r *semaRun) keepAfter(h *sema.Holder, res unitrun.Result, cause error) bool {
+	if r.job.fleet.holdAfter == 0 || !res.Started || slotLost(cause) {
+		return false
+	}
+	rec := sema.Record{Host: r.job.hostName(), PID: os.Getpid(), Unit: ownUnit()}
+	ha, err := h.HoldAfter(context.Background(), r.job.fleet.holdAfter, rec)
+	switch {
+	case err != nil && ha.Key == "":
+		r.rep.warnf("WARNING: %v", err)
+		return true
+	case err != nil:
+		r.rep.warnf("WARNING: %v", err)
+	}
+	r.rep.heldAfter(ha, res.ExitStatus)
+	return true
+}
+
+// heldAfter records that the slot is kept after the run (D13), on stderr (or
+// the journal, CONCH_STATE=HELD_AFTER) and in STATUS=.
+func (r *reporter) heldAfter(ha sema.HeldAfter, status int) {
+	msg := fmt.Sprintf("command exited with status %d; slot kept for %v after the run, until %s, by node %s (rev %d): "+
+		"`conch sema %s --max %d --release --node %s` frees it sooner",
+		status, ha.TTL, ha.Until.Format(time.RFC3339), ha.Node, ha.Rev, r.name, r.max, ha.Node)
+	r.emit(stateHeldAfter, journal.PriNotice, false, map[string]string{"CONCH_HELD_UNTIL": ha.Until.Format(time.RFC3339), "CONCH_NODE": ha.Node}, msg)
+	r.sendNotify(fmt.Sprintf("STOPPING=1\nSTATUS=%s: slot kept after the run until %s (node %s)", r.prefix(), ha.Until.Format(time.RFC3339), ha.Node))
+}
+
+// release is --release (D14): it frees the slots this node holds after a
+// run and says which, or that there were none. Exit 0 either way; 69 when
+// etcd does not answer, 64 when it refuses (D3).
+func (c *semaCmd) release(j job) error {
+	node := j.hostName()
+	return c.withClient(j, "--release", func(ctx context.Context, cl *clientv3.Client) error {
+		freed, err := sema.ReleaseHeld(ctx, cl, j.name, j.max, node)
+		for _, ha := range freed {
+			c.rep.line(stateReleased, false, "released the slot node %s held after its run (rev %d, run ended %s)",
+				ha.Node, ha.Rev, timeOrUnknown(ha.Ended))
+		}
+		if err == nil && len(freed) == 0 {
+			c.rep.line("", false, "no slot held after a run by node %s: nothing to release", node)
+		}
+		return err
+	})
+}
+
+// withClient connects to etcd as j says and runs op, bounded by the dial
+// timeout, for the flags that change the semaphore without holding it
+// (--release, --pause, --resume). It returns op's end: nil, 64 when etcd
+// refuses (sema.ErrRefused), else 69 (D3), each with a line naming what.
+func (c *semaCmd) withClient(j job, what string, op func(context.Context, *clientv3.Client) error) error {
+	client, err := etcdconn.New(context.Background(), j.conn)
+	if err != nil {
+		return err // 69 if etcd did not answer, else 64 (exitStatus)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
+	defer cancel()
+	switch err := op(ctx, client); {
+	case errors.Is(err, sema.ErrRefused):
+		return endf(errUsage, "", "%s: %s refused: %v", what, j.conn.Where(), err)
+	case err != nil:
+		return endf(errUnavailable, "", "%s: failed on %s: %v", what, j.conn.Where(), err)
+	}
+	return nil
+}
+
+// timeOrUnknown is t in RFC 3339, UTC, or "at an unknown time" when zero (a
+// record that lacks it, or whose value cannot be read).
+func timeOrUnknown(t time.Time) string {
+	if t.IsZero() {
+		return "at an unknown time"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

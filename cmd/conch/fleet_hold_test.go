@@ -1,0 +1,229 @@
+package main
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// heldAfterKeys returns the keys of (name, max) whose record says they are
+// kept after a run (D13), by node.
+func (e *env) heldAfterKeys(name string, max int) map[string]string {
+	e.t.Helper()
+	recs, _ := e.whoJSON(name, "--max", strconv.Itoa(max))
+	out := map[string]string{}
+	for _, r := range recs {
+		if r.HeldAfter != nil && r.HeldAfter.Node != nil {
+			out[r.Key] = *r.HeldAfter.Node
+		}
+	}
+	return out
+}
+
+// D11/D14: --node names the node in the holder record without --spread.
+func TestNodeWithoutSpread(t *testing.T) {
+	e := newEnv(t)
+	p := e.start("sema", "nn", "--max", "1", "--node", "n7", "--", "sh", "-c", e.gated("a"))
+	waitFor(t, "a holds", func() bool { return e.held("a") })
+	recs, _ := e.whoJSON("nn")
+	if len(recs) != 1 || recs[0].Host == nil || *recs[0].Host != "n7" || recs[0].Spread {
+		t.Fatalf("--who --json with --node n7 and no --spread: %+v", recs)
+	}
+	e.open("a")
+	if r := p.wait(t); r.status != 0 {
+		t.Fatal(r)
+	}
+}
+
+// D13, D14 end to end: the command's status is conch's; the slot stays taken
+// (another job finds none) and --who shows it with node and end time, text
+// and JSON; --release from another node frees nothing; from the node it
+// frees it (saying which), and again frees none: exit 0 each time.
+func TestHoldAfterAndRelease(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("sema", "ha", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", "exit 3")
+	if r.status != 3 || !strings.Contains(r.stderr, "slot kept for 1h0m0s after the run") {
+		t.Fatalf("--hold-after run: %v, want 3 and the kept line", r)
+	}
+	if got := e.heldAfterKeys("ha", 1); len(got) != 1 {
+		t.Fatalf("held-after keys %v, want one of n1", got)
+	}
+	who := e.run("sema", "ha", "--max", "1", "--who")
+	if who.status != 0 || !strings.Contains(who.stdout, "held-after node=n1 ended=") || !strings.Contains(who.stdout, " until=") {
+		t.Fatalf("--who text: %v", who)
+	}
+	if r := e.run("sema", "ha", "--max", "1", "--nonblock", "--", "true"); r.status != 75 {
+		t.Fatalf("a job during the hold: %v, want 75", r)
+	}
+	fams := parseProm(t, e.run("sema", "ha", "--who", "--format", "prometheus").stdout)
+	for metric, v := range map[string]float64{"conch_sema_holders": 1, "conch_sema_held_after": 1, "conch_sema_expiring_holders": 0} {
+		if got := promValue(fams, metric, "name", "ha", "max", "1"); got != v {
+			t.Errorf("%s = %v during the hold, want %v", metric, got, v)
+		}
+	}
+	r = e.run("sema", "ha", "--max", "1", "--release", "--node", "n2")
+	if r.status != 0 || !strings.Contains(r.stderr, "no slot held after a run by node n2") || len(e.heldAfterKeys("ha", 1)) != 1 {
+		t.Fatalf("--release as n2: %v, want 0, none, n1's hold kept", r)
+	}
+	r = e.startWith([]string{"CONCH_NODE=n1"}, "sema", "ha", "--max", "1", "--release").wait(t)
+	if r.status != 0 || !strings.Contains(r.stderr, "released the slot node n1 held after its run") || e.keys(sema.Prefix("ha", 1)) != 0 {
+		t.Fatalf("--release as n1 (CONCH_NODE): %v, want 0 and the key gone", r)
+	}
+	if r := e.run("sema", "ha", "--max", "1", "--release", "--node", "n1"); r.status != 0 || !strings.Contains(r.stderr, "nothing to release") {
+		t.Fatalf("second --release: %v", r)
+	}
+}
+
+// D13: SIGTERM to conch stops the command and keeps the slot (conch dies of
+// the signal, D3); a slot lost while the command ran (an operator deleted
+// the key) is not kept: exit 70 and no key.
+func TestHoldAfterSignalAndLoss(t *testing.T) {
+	e := newEnv(t)
+	p := e.start("sema", "hs", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
+	waitFor(t, "a holds", func() bool { return e.held("a") })
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if r := p.wait(t); r.signal != syscall.SIGTERM || !strings.Contains(r.stderr, "slot kept") {
+		t.Fatalf("SIGTERM with --hold-after: %v, want death by SIGTERM and the slot kept", r)
+	}
+	if got := e.heldAfterKeys("hs", 1); len(got) != 1 {
+		t.Fatalf("held-after keys after SIGTERM: %v", got)
+	}
+	e.run("sema", "hs", "--max", "1", "--release", "--node", "n1")
+	p = e.start("sema", "hs", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("b"))
+	waitFor(t, "b holds", func() bool { return e.held("b") })
+	if _, err := e.c.Delete(t.Context(), sema.Prefix("hs", 1), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.wait(t); r.status != 70 || strings.Contains(r.stderr, "slot kept") || e.keys(sema.Prefix("hs", 1)) != 0 {
+		t.Fatalf("slot lost with --hold-after: %v, want 70, nothing kept", r)
+	}
+}
+
+// D13: conch SIGKILLed while the command runs cannot keep anything: the
+// slot frees when the run's own lease expires (--ttl), as without
+// --hold-after.
+func TestHoldAfterSIGKILL(t *testing.T) {
+	e := newEnv(t)
+	p := e.start("sema", "hk", "--max", "1", "--ttl", "1s", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
+	waitFor(t, "a holds", func() bool { return e.held("a") })
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+	killed := time.Now()
+	waitFor(t, "the slot frees at the run lease's expiry", func() bool { return e.keys(sema.Prefix("hk", 1)) == 0 })
+	t.Logf("slot free %v after conch was SIGKILLed (--ttl 1s, --hold-after 1h)", time.Since(killed).Round(time.Millisecond))
+}
+
+// D14 against D13 on one node: --release running in a loop while
+// --hold-after runs come and go never touches a supervised run's key (no
+// run ends 70), and each hold is either released or still there.
+func TestReleaseRacesHoldAfter(t *testing.T) {
+	e := newEnv(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var releases int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			e.start("sema", "hr", "--max", "1", "--node", "n1", "--release").wait(t)
+			releases++
+		}
+	}()
+	for i := range 6 {
+		r := e.run("sema", "hr", "--max", "1", "--node", "n1", "--hold-after", "1h", "--wait", "30s", "--", "true")
+		if r.status != 0 {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("run %d racing --release: %v, want 0", i, r)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("6 --hold-after runs, %d --release runs beside them", releases)
+	e.run("sema", "hr", "--max", "1", "--node", "n1", "--release")
+	if n := e.keys(sema.Prefix("hr", 1)); n != 0 {
+		t.Fatalf("%d keys after the last --release", n)
+	}
+}
+
+// Hostile --hold-after and --release: 0, negative and huge durations, and
+// the flags they cannot go with, are usage errors (64) before any etcd call.
+func TestHoldAfterUsage(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{
+		{"--hold-after", "0", "--", "true"},
+		{"--hold-after", "-1s", "--", "true"},
+		{"--hold-after", "1000000h", "--", "true"},
+		{"--hold-after", "1h", "--who"},
+		{"--release", "--", "true"},
+		{"--release", "--who"},
+		{"--release", "--hold-after", "1h"},
+		{"--release", "--nonblock"},
+	} {
+		r := e.run(append([]string{"sema", "hu", "--max", "1"}, args...)...)
+		if r.status != 64 || r.stderr == "" {
+			t.Errorf("%q: %v, want 64 with a line", args, r)
+		}
+	}
+	if r := e.run("sema", "hu", "--release"); r.status != 64 || !strings.Contains(r.stderr, "--max") {
+		t.Errorf("--release without --max: %v", r)
+	}
+	if n := e.keys("/conch/"); n != 0 {
+		t.Fatalf("%d keys written by refused invocations", n)
+	}
+}
+
+// Hostile --hold-after: the largest duration conch takes (100 years) is a
+// lease etcd grants, and the hold says so; --release frees it at once.
+func TestHoldAfterHuge(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("sema", "hh", "--max", "1", "--node", "n1", "--hold-after", "876000h", "--", "true")
+	if r.status != 0 || !strings.Contains(r.stderr, "slot kept for 876000h0m0s after the run, until 21") {
+		t.Fatalf("--hold-after 876000h: %v", r)
+	}
+	if r := e.run("sema", "hh", "--max", "1", "--release", "--node", "n1"); r.status != 0 || e.keys(sema.Prefix("hh", 1)) != 0 {
+		t.Fatalf("--release of a 100-year hold: %v", r)
+	}
+}
+
+// D13 in --who: a slot kept after its run is on a lease nobody renews, so
+// once less than half of it is left it is still not flagged expiring, in
+// JSON, text or metrics (a live holder's would be).
+func TestHoldAfterNotExpiring(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("sema", "hx", "--max", "1", "--node", "n1", "--hold-after", "20s", "--", "true"); r.status != 0 {
+		t.Fatalf("--hold-after run: %v", r)
+	}
+	waitFor(t, "the hold's lease below half its TTL", func() bool {
+		recs, _ := e.whoJSON("hx", "--max", "1")
+		if len(recs) != 1 || recs[0].TTL == nil || recs[0].GrantedTTL == nil {
+			t.Fatalf("--who --json during the hold: %+v", recs)
+		}
+		r := recs[0]
+		if r.HeldAfter == nil || r.Expiring || slices.Contains(r.Flags, "expiring") {
+			t.Fatalf("a held-after slot listed %+v, want held_after set and not expiring", r)
+		}
+		return *r.TTL*2 < *r.GrantedTTL
+	})
+	fams := parseProm(t, e.run("sema", "hx", "--who", "--format", "prometheus").stdout)
+	who := e.run("sema", "hx", "--max", "1", "--who")
+	if promValue(fams, "conch_sema_holders", "name", "hx", "max", "1") == 1 && // else the hold ran out meanwhile
+		(promValue(fams, "conch_sema_expiring_holders", "name", "hx", "max", "1") != 0 || promValue(fams, "conch_sema_held_after", "name", "hx", "max", "1") != 1) {
+		t.Fatalf("metrics of a held-after slot below half its TTL: %v", fams)
+	}
+	if strings.Contains(who.stdout, "expiring") {
+		t.Fatalf("--who of a held-after slot below half its TTL: %v", who)
+	}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"os/user"
+	"strconv"
+
+	"github.com/conch-project/conch/sema"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// pause is --pause (D16): it writes the semaphore's pause key, unless one is
+// there, and says which. Exit 0 either way; 69 when etcd does not answer,
+// 64 when it refuses (D3).
+func (c *semaCmd) pause(j job) error {
+	return c.withClient(j, "--pause", func(ctx context.Context, cl *clientv3.Client) error {
+		p, wrote, err := sema.SetPause(ctx, cl, j.name, j.max, whoAmI(j), c.Reason)
+		if err != nil {
+			return err
+		}
+		if wrote {
+			c.rep.line("", false, "paused: no new holder starts until `conch sema %s --max %d --resume`; running commands go on", j.name, j.max)
+		} else {
+			c.rep.line("", false, "already %s: left as it was", pauseText(p))
+		}
+		return nil
+	})
+}
+
+// resume is --resume (D16): it deletes the pause key, if any, and says
+// which. Exit 0 either way; 69 or 64 as pause.
+func (c *semaCmd) resume(j job) error {
+	return c.withClient(j, "--resume", func(ctx context.Context, cl *clientv3.Client) error {
+		p, had, err := sema.Resume(ctx, cl, j.name, j.max)
+		if err != nil {
+			return err
+		}
+		if had {
+			c.rep.line("", false, "resumed: waiters start again (it was %s)", pauseText(p))
+		} else {
+			c.rep.line("", false, "not paused: nothing to resume")
+		}
+		return nil
+	})
+}
+
+// whoAmI is the pause's who: user@node (D16), the user as the system names
+// the caller's uid.
+func whoAmI(j job) string {
+	name := "?"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	return name + "@" + j.hostName()
+}
+
+// pausedText is pauseText of p, "" for nil.
+func pausedText(p *sema.Pause) string {
+	if p == nil {
+		return ""
+	}
+	return pauseText(*p)
+}
+
+// pauseText is "paused by root@n1 since 2026-...Z: reason" for a line,
+// with what etcd held made safe to print (hostile input: safeText); a
+// pause whose record cannot be read says what was found.
+func pauseText(p sema.Pause) string {
+	if p.Err != nil {
+		return "paused by an unreadable pause record (" + safeText(p.Err.Error()) + ": " + strconv.QuoteToASCII(p.Raw) + ")"
+	}
+	q := p
+	q.Who, q.Reason = safeText(p.Who), safeText(p.Reason)
+	return q.String()
+}
+
+// safeText is s for a line: unchanged when it is printable ASCII of at most
+// 200 bytes, else quoted (escapes: no terminal control, no bidi control)
+// and cut.
+func safeText(s string) string {
+	ok := len(s) <= 200
+	for i := 0; ok && i < len(s); i++ {
+		ok = s[i] >= 0x20 && s[i] < 0x7f
+	}
+	if ok {
+		return s
+	}
+	return quoteShort(s)
+}

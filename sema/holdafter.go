@@ -1,0 +1,163 @@
+// Keeping a slot after the run (D13) and freeing such slots (D14).
+
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// HeldAfter is a slot kept after its run ended (D13), as HoldAfter made it
+// or ReleaseHeld freed it. Everything but Key and Rev was read from etcd by
+// ReleaseHeld: hostile input, to escape before printing.
+type HeldAfter struct {
+	Key   string
+	Rev   int64            // create revision: the rank and the fencing token, unchanged by the hold
+	Lease clientv3.LeaseID // the lease nobody keeps alive (0 when not known)
+	TTL   time.Duration    // the hold's TTL as granted (whole seconds; 0 when not known)
+	Node  string           // the node that ran (Record.Host)
+	Ended time.Time        // when the run ended (zero when the record lacks it)
+	Until time.Time        // Ended + TTL by the writer's clock (zero when unknown)
+}
+
+// HoldAfter ends the holding like Release, but keeps the slot taken for d
+// after the run (D13): it grants a lease of TTL d (rounded up to whole
+// seconds; etcd may raise it to its minimum), rebinds our key to it with a
+// Put fenced on the key's create revision and on its current lease (so
+// the create revision, rank and fencing token stay), writes rec as the
+// value (Version, State, Ended and HeldUntil filled in; rec.Host names the
+// node), then revokes our old lease, which no longer has a key. Nobody
+// keeps the new lease alive: the slot frees d later by etcd's clock, or at
+// ReleaseHeld.
+//
+// It blocks on etcd at most min(TTL, 5 s) per request and ignores ctx's
+// cancellation (STYLE 6). Like Release, it must be the holder's last call:
+// on any failure (the key is gone or no longer on our lease, etcd does not
+// answer) it releases the slot as Release does and returns an error
+// wrapping the cause (ErrKeyDeleted when the key was no longer ours); the
+// HeldAfter is then zero.
+func (h *Holder) HoldAfter(ctx context.Context, d time.Duration, rec Record) (HeldAfter, error) {
+	h.stop() // our own Put must not look like an operator's to the key's watch
+	within := min(h.l.ttl, releaseTimeout)
+	ha, err := h.rebind(ctx, d, rec, within)
+	if err != nil {
+		if rerr := h.Release(ctx); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return HeldAfter{}, fmt.Errorf("cannot keep %s after the run (released instead): %w", h.key, err)
+	}
+	if err := h.l.revoke(ctx, within); err != nil {
+		// the key is on the new lease already: the old one only expires later
+		err = fmt.Errorf("slot kept, but %w (it expires within %v)", err, h.l.ttl)
+		h.cancel(ErrReleased)
+		h.wg.Wait()
+		return ha, err
+	}
+	h.cancel(ErrReleased)
+	h.wg.Wait()
+	return ha, nil
+}
+
+// rebind grants the hold's lease and moves our key onto it (HoldAfter's
+// first two requests, each within the bound). The new lease is revoked
+// again when the key cannot be moved.
+func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, within time.Duration) (HeldAfter, error) {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+	defer cancel()
+	g, err := h.s.c.Grant(gctx, int64(RoundTTL(d)/time.Second))
+	if err != nil {
+		return HeldAfter{}, fmt.Errorf("cannot grant the hold's lease: %w", err)
+	}
+	ended := time.Now().UTC().Truncate(time.Second)
+	ttl := time.Duration(g.TTL) * time.Second
+	until := ended.Add(ttl)
+	rec.Version, rec.State, rec.Ended, rec.HeldUntil = RecordVersion, StateHeldAfter, &ended, &until
+	if rec.Since.IsZero() {
+		rec.Since = ended
+	}
+	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+	defer tcancel()
+	resp, err := h.s.c.Txn(tctx).If(
+		clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev),
+		clientv3.Compare(clientv3.LeaseValue(h.key), "=", int64(h.l.id)),
+	).Then(clientv3.OpPut(h.key, rec.encode(), clientv3.WithLease(g.ID))).Commit()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("cannot move %s to the hold's lease: %w", h.key, err)
+	case !resp.Succeeded:
+		err = fmt.Errorf("%w: %s is no longer ours", ErrKeyDeleted, h.key)
+	}
+	if err != nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+		defer rcancel()
+		if _, rerr := h.s.c.Revoke(rctx, g.ID); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
+			err = fmt.Errorf("%w (and the hold's lease %s expires on its own: %v)", err, FormatLeaseID(int64(g.ID)), rerr)
+		}
+		return HeldAfter{}, err
+	}
+	return HeldAfter{Key: h.key, Rev: h.rev, Lease: g.ID, TTL: ttl, Node: rec.Host, Ended: ended, Until: until}, nil
+}
+
+// ReleaseHeld frees the slots of (name, max) that node holds after a run
+// (D14): it reads the semaphore's keys and deletes each one whose record
+// says StateHeldAfter and names node as its host, in one Txn per key,
+// conditional on the key's mod revision as read, so a key rewritten since
+// (a supervised run's own key is never held-after) is never touched, nor
+// another node's. It returns the slots it freed (none is not an error).
+// Errors wrap ErrBadName or ErrBadMax for bad arguments, ErrRefused when
+// etcd rejects a request, else ErrUnavailable.
+func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) ([]HeldAfter, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if max < 1 || max > MaxCapacity {
+		return nil, fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
+	}
+	resp, err := c.Get(ctx, Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
+	if err != nil {
+		return nil, etcdFailure("cannot list "+Prefix(name, max), err)
+	}
+	var freed []HeldAfter
+	for _, kv := range resp.Kvs {
+		r := DecodeRecord(kv.Value)
+		if !heldAfterRecord(r) || r.Host != node {
+			continue
+		}
+		resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return freed, etcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
+		}
+		if resp.Succeeded {
+			freed = append(freed, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
+		}
+	}
+	return freed, nil
+}
+
+// heldAfterOf is the HeldAfter that the key created at rev, on lease, with
+// record r describes.
+func heldAfterOf(key string, rev, lease int64, r ReadRecord) HeldAfter {
+	ha := HeldAfter{Key: key, Rev: rev, Lease: clientv3.LeaseID(lease), Node: r.Host}
+	if r.Ended != nil {
+		ha.Ended = *r.Ended
+	}
+	if r.HeldUntil != nil {
+		ha.Until = *r.HeldUntil
+	}
+	return ha
+}
+
+// etcdFailure wraps err, a failed request doing what, as ErrRefused when
+// etcd rejected it for good (Refused), else ErrUnavailable.
+func etcdFailure(what string, err error) error {
+	if Refused(err) {
+		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+}

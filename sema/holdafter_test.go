@@ -1,0 +1,124 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// heldKV reads key: its value decoded, create revision and lease; ok false
+// when it is gone.
+func heldKV(t *testing.T, c *clientv3.Client, key string) (r ReadRecord, rev, lease int64, ok bool) {
+	t.Helper()
+	resp, err := c.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return r, 0, 0, false
+	}
+	kv := resp.Kvs[0]
+	return DecodeRecord(kv.Value), kv.CreateRevision, kv.Lease, true
+}
+
+// D13: HoldAfter keeps the key (same create revision: rank and fencing
+// token), moves it to a new lease of the hold's TTL, records the node and
+// the end, revokes the old lease; the slot stays taken (a nonblocking
+// acquire finds none) until the new lease expires, by etcd's clock.
+func TestHoldAfterKeepsSlot(t *testing.T) {
+	_, c := startEtcd(t)
+	s := newSem(t, c, "hold", 1, Options{Record: Record{Host: "node-a", PID: 1}})
+	h := mustAcquire(t, s)
+	old := h.Lease()
+	ha, err := h.HoldAfter(t.Context(), 2*time.Second, Record{Host: "node-a", PID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := time.Now()
+	r, rev, lease, ok := heldKV(t, c, h.Key())
+	if !ok || rev != h.Rev() || lease == int64(old) || lease != int64(ha.Lease) || !r.IsHeldAfter() || r.Host != "node-a" || r.Ended == nil || r.HeldUntil == nil {
+		t.Fatalf("held key: ok %v rev %d (want %d) lease %x (old %x, hold %x) record %+v", ok, rev, h.Rev(), lease, old, ha.Lease, r)
+	}
+	if ttl, err := c.TimeToLive(t.Context(), old); err != nil || ttl.TTL != -1 {
+		t.Fatalf("old lease %x after the hold: %+v %v, want revoked", old, ttl, err)
+	}
+	if ha.TTL != 2*time.Second || ha.Rev != h.Rev() || ha.Node != "node-a" {
+		t.Fatalf("HeldAfter %+v", ha)
+	}
+	_, err = newSem(t, c, "hold", 1, Options{Nonblock: true}).Acquire(t.Context())
+	if !errors.Is(err, ErrNoSlot) {
+		t.Fatalf("acquire during the hold: %v, want ErrNoSlot", err)
+	}
+	h2 := mustAcquire(t, newSem(t, c, "hold", 1, Options{}))
+	t.Logf("slot taken again %v after a 2 s hold began", time.Since(held).Round(time.Millisecond))
+	if time.Since(held) < time.Second {
+		t.Fatalf("slot free %v after a 2 s hold", time.Since(held))
+	}
+	release(t, h2)
+}
+
+// D13: a key that is no longer ours (an operator deleted it) cannot be held:
+// HoldAfter says ErrKeyDeleted, leaves no key and no lease behind.
+func TestHoldAfterKeyGone(t *testing.T) {
+	_, c := startEtcd(t)
+	s := newSem(t, c, "holdgone", 1, Options{})
+	h := mustAcquire(t, s)
+	before, err := c.Leases(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(t.Context(), h.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.HoldAfter(t.Context(), 30*time.Second, Record{Host: "n"}); !errors.Is(err, ErrKeyDeleted) {
+		t.Fatalf("HoldAfter of a deleted key: %v, want ErrKeyDeleted", err)
+	}
+	if n := keyCount(t, c, s); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+	after, err := c.Leases(t.Context())
+	if err != nil || len(after.Leases) != len(before.Leases)-1 {
+		t.Fatalf("leases: %d before, %v after (%v): want the holder's and no hold's", len(before.Leases), after, err)
+	}
+}
+
+// D14: ReleaseHeld frees only this node's held-after keys: another node's
+// name frees nothing, a supervised holder of the same node is never
+// touched, and a second call frees none (idempotent).
+func TestReleaseHeld(t *testing.T) {
+	_, c := startEtcd(t)
+	rec := Record{Host: "node-a", PID: 1}
+	a := mustAcquire(t, newSem(t, c, "rel", 3, Options{Record: rec}))
+	if _, err := a.HoldAfter(t.Context(), time.Hour, rec); err != nil {
+		t.Fatal(err)
+	}
+	b := mustAcquire(t, newSem(t, c, "rel", 3, Options{Record: Record{Host: "node-b"}}))
+	if _, err := b.HoldAfter(t.Context(), time.Hour, Record{Host: "node-b"}); err != nil {
+		t.Fatal(err)
+	}
+	running := mustAcquire(t, newSem(t, c, "rel", 3, Options{Record: rec}))
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	if freed, err := ReleaseHeld(ctx, c, "rel", 3, "node-c"); err != nil || len(freed) != 0 {
+		t.Fatalf("release as node-c: %v %v, want none", freed, err)
+	}
+	freed, err := ReleaseHeld(ctx, c, "rel", 3, "node-a")
+	if err != nil || len(freed) != 1 || freed[0].Key != a.Key() || freed[0].Rev != a.Rev() || freed[0].Ended.IsZero() {
+		t.Fatalf("release as node-a: %+v %v, want %s only", freed, err, a.Key())
+	}
+	for key, want := range map[string]bool{a.Key(): false, b.Key(): true, running.Key(): true} {
+		if _, _, _, ok := heldKV(t, c, key); ok != want {
+			t.Fatalf("%s present %v after node-a's release, want %v", key, ok, want)
+		}
+	}
+	if freed, err := ReleaseHeld(ctx, c, "rel", 3, "node-a"); err != nil || len(freed) != 0 {
+		t.Fatalf("second release: %v %v, want none", freed, err)
+	}
+	if running.Context().Err() != nil {
+		t.Fatalf("the supervised holder was disturbed: %v", context.Cause(running.Context()))
+	}
+	release(t, running)
+}
