@@ -46,6 +46,13 @@ man: build
 package:
 	VERSION=$(VERSION) BUILD_ID=$(BUILD_ID) scripts/package.sh dist
 
+# The distributions' checkers on `make package`'s output: rpmlint (no error), lintian
+# --pedantic (no error or warning), shellcheck -S warning over the tree's scripts, piuparts'
+# install/remove/purge in a Debian 12 chroot (scripts/check-packages.sh; ~20 s in all).
+.PHONY: check-packages
+check-packages: package
+	scripts/check-packages.sh dist
+
 # Benchmarks (issue 5): conch against etcdctl lock on a throw-away etcd with /metrics; prints
 # one table and writes docs/benchmarks.md. BENCHFLAGS=-quick reruns with fewer repetitions;
 # `bin/bench -h` lists the other knobs (-only, -alt for an A/B of a patched conch, -perf4).
@@ -58,6 +65,17 @@ bench: build etcd
 	CGO_ENABLED=0 $(GO) build -o bin/bench-stamp ./bench/stamp
 	CGO_ENABLED=0 $(GO) test -c -o bin/bench-scope ./bench/scope
 	bin/bench $(BENCHFLAGS)
+
+# Three systemd nodes on this machine with a 3-member etcd and the fresh .deb installed, to
+# try conch by hand (README "Try it on three nodes"; scripts/cluster.sh says how). NODE=n1..n3.
+NODE ?= n1
+.PHONY: cluster cluster-down cluster-shell
+cluster: package etcd test-deps
+	scripts/cluster.sh up
+cluster-down:
+	scripts/cluster.sh down
+cluster-shell:
+	scripts/cluster.sh shell $(NODE)
 
 # Debian packages and the test nodes' root filesystem (quick when present).
 test-deps:

@@ -35,9 +35,24 @@ maintainer=$(sed -n 's/^maintainer: *//p' nfpm.yaml)
 	echo " -- $maintainer  $(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
 } | gzip -9n >"$stage/changelog.gz"
 
+# The .rpm's %changelog, the same entry in nfpm's changelog format (chglog). nfpm takes the
+# changelog for both packagers, and would add a changelog.Debian.gz beside the native
+# package's changelog.gz: it goes only into the .rpm's configuration.
+{
+	echo "- semver: \"$version-1\"" # nfpm gives the .rpm release 1
+	echo "  date: $(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)"
+	echo "  packager: \"$maintainer\""
+	echo "  changes:"
+	echo "    - note: \"Built from commit $commit.\""
+} >"$stage/changelog.yml"
+{
+	cat nfpm.yaml
+	echo "changelog: $stage/changelog.yml"
+} >"$stage/nfpm-rpm.yaml"
+
 mkdir -p "$out"
 export CONCH_VERSION="$version" CONCH_STAGE="$stage"
 go tool nfpm package --config nfpm.yaml --packager deb --target "$out/conch_${version}_amd64.deb" >&2
-go tool nfpm package --config nfpm.yaml --packager rpm --target "$out/conch-${version}.x86_64.rpm" >&2
+go tool nfpm package --config "$stage/nfpm-rpm.yaml" --packager rpm --target "$out/conch-${version}.x86_64.rpm" >&2
 echo "$out/conch_${version}_amd64.deb"
 echo "$out/conch-${version}.x86_64.rpm"

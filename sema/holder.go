@@ -178,7 +178,7 @@ func (h *Holder) follow(ctx context.Context, wch <-chan clientv3.WatchResponse, 
 			switch {
 			case ev.Kv.ModRevision <= rev: // covered by a read (D1a)
 			case ev.Type == mvccpb.DELETE:
-				h.lose(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+				h.lose(h.goneErr())
 				return rev, true, false
 			case ev.Kv.Lease != int64(h.l.id): // an operator's put detached it from our lease
 				h.overwritten.Store(true)
@@ -201,7 +201,7 @@ func (h *Holder) verify(ctx context.Context, rev int64) (int64, bool) {
 	case err != nil:
 		return rev, sleepCtx(ctx, time.Second)
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
-		h.lose(fmt.Errorf("%w: %s", ErrKeyDeleted, h.key))
+		h.lose(h.goneErr())
 		return rev, false
 	case resp.Kvs[0].Lease != int64(h.l.id):
 		h.overwritten.Store(true)

@@ -75,7 +75,10 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	// D7b: no grace once the lease's deadline has passed
 	stopCtx, unstop := noGraceWhenLate(runCtx)
 	defer unstop()
+	// a line when the stop moves to SIGKILL (escalation.go)
+	stopWatch := r.watchEscalation(runCtx, heldAt)
 	res, runErr := plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
+	stopWatch()
 	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
 		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
 	if v.requeue {

@@ -63,9 +63,13 @@ func readConfig(path string, explicit bool) (configFile, error) {
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return cfg, nil
 	}
+	if isPermission(err) {
+		return cfg, configAccessError(path, explicit, err)
+	}
 	if err != nil {
 		return cfg, err
 	}
+	b = stripBOM(b)
 	if perm&0o002 != 0 {
 		cfg.warnings = append(cfg.warnings, fmt.Sprintf("config file %s is writable by others (mode %04o): anyone could redirect conch to their own etcd and receive its password; chmod o-w it", path, perm))
 	}
@@ -148,6 +152,9 @@ func scanIni(path string, b []byte) (map[string]int, error) {
 		default:
 			k, _, _ := strings.Cut(l, "=")
 			k = strings.ToLower(strings.TrimSpace(k))
+			if trailingComment(l) {
+				return nil, commentError(path, n, k)
+			}
 			if first := lines[k]; first > 0 {
 				return nil, fmt.Errorf("config file %s:%d: %s is set again (first at line %d): set each setting once", path, n, k, first)
 			}

@@ -31,6 +31,9 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 	if warn != "" {
 		s.Warnings = append(s.Warnings, warn)
 	}
+	if s.EndpointsFrom == "the default" {
+		s.EndpointsHint = defaultEndpointsHint
+	}
 	s.CACert, _ = r.pick(flagged.CACert, "cacert")
 	s.Cert, _ = r.pick(flagged.Cert, "cert")
 	s.Key, _ = r.pick(flagged.Key, "key")

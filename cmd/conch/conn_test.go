@@ -79,11 +79,11 @@ func TestEnvOnlyForConnection(t *testing.T) {
 	t.Setenv("CONCH_WAIT", "1s")
 	var g globalOptions
 	s := semaCmd{getenv: os.Getenv, dashdash: true, command: []string{"true"}}
-	if _, err := newParser(&g, &s).ParseArgs([]string{"sema", "x", "--config", ""}); err == nil {
+	if _, err := newParser(&g, &s).ParseArgs([]string{"sema", "x", "--config", "/dev/null"}); err == nil {
 		t.Fatal("--max was taken from CONCH_MAX")
 	}
 	s = semaCmd{getenv: os.Getenv, dashdash: true, command: []string{"true"}}
-	if _, err := newParser(&g, &s).ParseArgs([]string{"sema", "x", "--max", "1", "--config", ""}); err != nil {
+	if _, err := newParser(&g, &s).ParseArgs([]string{"sema", "x", "--max", "1", "--config", "/dev/null"}); err != nil {
 		t.Fatal(err)
 	}
 	if s.Conn.Endpoints != "envhost:1" || s.Wait.set {

@@ -23,7 +23,12 @@ type duration struct {
 }
 
 // UnmarshalFlag implements flags.Unmarshaler.
+// A second occurrence on the command line is refused (once.go): go-flags applies a default
+// only to a flag that was not given.
 func (d *duration) UnmarshalFlag(s string) error {
+	if d.set {
+		return givenTwice(d.d.String(), s)
+	}
 	v, err := parseDuration(s)
 	if err != nil {
 		return err

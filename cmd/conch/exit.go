@@ -55,7 +55,7 @@ type exitRow struct{ status, meaning string }
 var exitRows = []exitRow{
 	{"child's status", "the child ran; 128+n if it died of signal n"},
 	{"75 (or `-E N`)", "no slot within `--wait`, or `--nonblock` found none; the child never started and our key is gone"},
-	{"64", "bad flags or arguments (nothing was written to etcd), or etcd refused a request for good (permission denied, bad credentials, a TTL it does not grant), or TLS is misconfigured for good (wrong CA, expired or missing client certificate, wrong host name, a CA file without certificates; said at once, with the x509 reason): retrying cannot help"},
+	{"64", "bad flags or arguments (nothing was written to etcd), a config, password or TLS file conch cannot use (unreadable, not a regular file, malformed), or etcd refused a request for good (permission denied, bad credentials, a TTL it does not grant), or TLS is misconfigured for good (wrong CA, expired or missing client certificate, wrong host name, a CA file without certificates; said at once, with the x509 reason): retrying cannot help"},
 	{"69", "etcd unreachable (no answer within `--dial-timeout` at start, or `--wait` ran out during an outage: `--wait D` returns within D + 1 s), or a scope required by `--scope=always`, `-p` or `--slice` could not be made (e.g. no systemd)"},
 	{"70", "the slot was lost while the child ran (lease lost, key deleted, lease not confirmable), or conch lost the child's guardian while it ran (its status is unknown); the child was stopped"},
 	{"124", "the child ran past `--runtime-max` and was stopped"},

@@ -172,7 +172,7 @@ func TestFlagMessages(t *testing.T) {
 		{[]string{"sema", "x", "--max", "1", "--wait", "1e400", "--", "true"}, "invalid duration", "main."},
 	} {
 		var out, errb bytes.Buffer
-		status, _ := run(append(tc.args[:len(tc.args):len(tc.args)], "--config", ""), &out, &errb, fixedEnv(nil))
+		status, _ := run(append(tc.args[:len(tc.args):len(tc.args)], "--config", "/dev/null"), &out, &errb, fixedEnv(nil))
 		if status != exitUsage || !strings.Contains(errb.String(), tc.want) || strings.Contains(errb.String(), tc.notWant) {
 			t.Errorf("%q: status %d, stderr %q; want 64 and %q", tc.args, status, errb.String(), tc.want)
 		}

@@ -94,10 +94,11 @@ func (r *reporter) emit(state string, prio journal.Priority, quiet bool, extra m
 	fmt.Fprintf(r.w, "conch: %s\n", msg)
 }
 
-// sendNotify sends state to the service manager, if one listens.
+// sendNotify sends state to the service manager, if one listens, with the backslashes
+// of its STATUS= text doubled (notifyEscape).
 func (r *reporter) sendNotify(state string) {
 	if r.notify != nil {
-		r.notify(state)
+		r.notify(notifyEscape(state))
 	}
 }
 

@@ -91,7 +91,7 @@ func (s *semaCmd) parseAndRun(before []string) error {
 		printCompletions(s.stdout, items, s.getenv("GO_FLAGS_COMPLETION") == "verbose")
 		completed = true
 	}
-	_, err := p.ParseArgs(before)
+	_, err := p.ParseArgs(joinNegativeValues(before)) // flagstyle.go
 	var ferr *flags.Error
 	switch {
 	case completed:
@@ -104,6 +104,8 @@ func (s *semaCmd) parseAndRun(before []string) error {
 	case err != nil && errors.As(err, &ferr) && ferr.Type == flags.ErrUnknownFlag && !s.dashdash:
 		// `conch sema x --max 1 ls -l`: the child's flags were read as conch's
 		return usagef("%v: the command and its arguments go after --, as in: conch sema NAME --max N -- CMD ARGS...\nTry 'conch sema --help'.", plainFlagError(err))
+	case errors.As(err, new(*exitError)): // its own line says what to do (configAccessError)
+		return err
 	case err != nil:
 		return usagef("%v\nTry 'conch sema --help'.", plainFlagError(err))
 	case g.Version:

@@ -104,7 +104,8 @@ func manExitStatus(table string) string {
 	flush()
 	b.WriteString(".PP\nEvery exit other than the child's own status is preceded by one line on stderr (or one\n" +
 		"journal entry) that names the semaphore and says why, except the no-slot status under \\fB-q\\fR,\n" +
-		"which is silent by design.\n")
+		"which is silent by design, and a usage error (64 before any etcd call), whose line names the\n" +
+		"flag, argument or file at fault instead.\n")
 	return b.String()
 }
 

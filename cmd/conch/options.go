@@ -30,7 +30,7 @@ type connOptions struct {
 // the outer job's --max, --ttl, --wait or --spread (D5). --node is a setting
 // of the node, not of the semaphore, hence CONCH_NODE (D11).
 type semaCmd struct {
-	Max        string    `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who)"`
+	Max        onceText  `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who)"`
 	TTL        duration  `long:"ttl" value-name:"D" default:"10s" description:"lease TTL; a crashed holder's slot frees after this (whole seconds, rounded up)"`
 	Wait       duration  `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); a slot free at once is taken however short D; default: wait forever"`
 	Nonblock   bool      `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
@@ -38,7 +38,7 @@ type semaCmd struct {
 	KillAfter  duration  `long:"kill-after" value-name:"D" description:"grace between the stop signal and SIGKILL when the child must stop"` // default: unitrun's (newParser)
 	RuntimeMax duration  `long:"runtime-max" value-name:"D" description:"stop the child if it runs longer than D (exit 124); default (or 0): no limit"`
 	Spread     bool      `long:"spread" description:"at most one slot per node: the key is named after the node (--node), so a second job on a node that holds or waits finds no slot (it waits for the node's key to go, or exits 75 with --nonblock)"`
-	Node       string    `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread, the host in the holder record, and the node whose slots --hold-after keeps and --release frees; set it where nodes share one hostname, as containers may"`
+	Node       onceText  `long:"node" env:"CONCH_NODE" value-name:"NAME" default-mask:"the kernel hostname" description:"this node's name: the key of --spread, the host in the holder record, and the node whose slots --hold-after keeps and --release frees; set it where nodes share one hostname, as containers may"`
 	Who        bool      `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool      `long:"json" description:"with --who: print one JSON document"`
 	Format     whoFormat `long:"format" value-name:"FORMAT" choice:"text" choice:"json" choice:"prometheus" default-mask:"text" description:"with --who: text, json (as --json) or prometheus (the Prometheus text format: per semaphore capacity, holders, waiters, held-after slots, paused, oldest holder and waiter ages)"`
@@ -51,7 +51,7 @@ type semaCmd struct {
 	Scope      scopeMode `long:"scope" value-name:"MODE" choice:"auto" choice:"always" choice:"never" default:"auto" description:"where the child runs: auto = in a transient systemd scope when systemd is PID 1 and its bus answers, else directly; always = in a scope (exit 69 without systemd); never = directly, under conch's own supervision"`
 	Property   []string  `short:"p" long:"property" value-name:"NAME=VALUE" description:"set a property on the child's scope, as systemd-run -p (e.g. MemoryMax=1G, CPUQuota=50%, KillSignal=SIGINT, RuntimeMaxSec=1h); implies --scope=always"`
 	Slice      string    `long:"slice" value-name:"SLICE" description:"put the child's scope in SLICE; implies --scope=always"`
-	Config     string    `long:"config" value-name:"FILE" env:"CONCH_CONFIG" default-mask:"/etc/conch/conch.conf" description:"INI file with an [etcd] section for the connection settings (the default is read if it exists; a file named here must exist)"`
+	Config     confPath  `long:"config" value-name:"FILE" env:"CONCH_CONFIG" default-mask:"/etc/conch/conch.conf" description:"INI file with an [etcd] section for the connection settings (the default is read if it exists; a file named here must exist)"`
 
 	// Fleet jobs: rolling reboots, HA timers, freezes, windows (fleet*.go).
 	HoldAfter duration `long:"hold-after" value-name:"D" description:"keep the slot taken for D after the command ends (however it ends, unless the slot was lost), with no process left: the slot survives conch's exit, a reboot and a power loss, and frees after D or at --release (rolling reboots)"`
@@ -116,6 +116,9 @@ func (e *endpointsValue) UnmarshalFlag(s string) error {
 // (expected main.duration): ..." without the Go type name, which tells an operator nothing; other
 // errors are returned as they are.
 func plainFlagError(err error) error {
+	if cerr, ok := choiceError(err); ok { // flagstyle.go
+		return cerr
+	}
 	var ferr *flags.Error
 	if !errors.As(err, &ferr) || ferr.Type != flags.ErrMarshal {
 		return err

@@ -73,7 +73,7 @@ func newSemaRun(j job, rep *reporter) (*semaRun, error) {
 }
 
 // connect makes the etcd client and the semaphore, and warns when the child's stop grace
-// does not fit in the lease (D7).
+// does not fit in the lease etcd grants (D7; ttlwarn.go).
 func (r *semaRun) connect() error {
 	client, err := etcdconn.New(r.sigCtx, r.job.conn)
 	if sig := signalOf(context.Cause(r.sigCtx)); sig != 0 { // D3: a signal while connecting
@@ -87,9 +87,8 @@ func (r *semaRun) connect() error {
 	}
 	r.closers = append(r.closers, func() { client.Close() })
 	v := r.job.run
-	if sema.FenceTooLate(v.ttl, v.killAfter) {
-		r.rep.warnf("WARNING: --kill-after %v is too long to stop the child before a --ttl %v lease could expire; conch will stop it at the first failed keep-alive (use --ttl %v or more to stop it only when the lease is really at risk)", v.killAfter, sema.RoundTTL(v.ttl), minTTL(v.killAfter))
-	}
+	// the short-TTL warning, on the TTL etcd grants (ttlwarn.go)
+	checkLease := r.leaseCheck(v.killAfter)
 	host := r.job.node // the node's name (D11), or the kernel hostname
 	if host == "" {
 		host, _ = os.Hostname()
@@ -103,7 +102,7 @@ func (r *semaRun) connect() error {
 		OnRenew:        r.deadline.Set,            // D7b
 		Nonblock:       v.nonblock,
 		Record:         sema.Record{Host: host, PID: os.Getpid(), Unit: ownUnit(), Scope: r.planning.intent()},
-		OnEvent:        r.onEvent,
+		OnEvent:        func(e sema.Event) { checkLease(e); r.onEvent(e) },
 	})
 	if err != nil {
 		return err // a name or capacity sema refuses: 64 (exitStatus)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -40,7 +41,7 @@ type whoValues struct {
 
 // runValues are the values of running a command (checkRun), decided at validation.
 type runValues struct {
-	ttl        time.Duration // the lease's TTL asked for (--ttl)
+	ttl        time.Duration // the lease's TTL asked for (--ttl, rounded up to whole seconds: D4)
 	nonblock   bool          // --nonblock, or --wait 0: never wait
 	conflict   int           // the status of "no slot" (-E, default 75)
 	quiet      bool          // -q: no "no free slot" line, the status says it
@@ -127,13 +128,17 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 		}
 	}
 	if c.Max != "" {
-		m, err := sema.ParseMax(c.Max)
+		m, err := sema.ParseMax(c.Max.String())
 		if err != nil {
 			return j, usageError{"--max: " + err.Error()}
 		}
 		j.max = m
 	}
-	conn, err := resolveConn(c.Conn, c.getenv, cmp.Or(c.Config, defaultConfigPath), c.Config != "")
+	conn, err := resolveConn(c.Conn, c.getenv, cmp.Or(string(c.Config), defaultConfigPath), c.Config != "")
+	var xe *exitError
+	if errors.As(err, &xe) { // a line of its own, without a usage hint (configAccessError)
+		return j, err
+	}
 	if err != nil {
 		return j, usageError{err.Error()}
 	}
@@ -144,7 +149,7 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	if c.Verbose { // which cluster, and why that one
 		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.Where(), conn.DialTimeout, conn.DialTimeoutFrom)
 	}
-	if j.node, err = nodeName(c.Node, c.Spread); err != nil {
+	if j.node, err = nodeName(c.Node.String(), c.Spread); err != nil {
 		return j, err
 	}
 	j.spread = c.Spread
@@ -199,14 +204,16 @@ func (c *semaCmd) checkRun(j job) error {
 		return usagef("--max N is required: the capacity is part of the semaphore's name")
 	case !c.dashdash || len(c.command) == 0:
 		return usagef("missing command: conch sema %s --max %d -- <cmd...>", j.name, j.max)
+	case strings.TrimSpace(c.command[0]) == "":
+		return usagef("the command after -- is empty: conch sema %s --max %d -- <cmd...>", j.name, j.max)
 	case c.Nonblock && c.Wait.set:
 		return usagef("--nonblock and --wait exclude each other (--nonblock is --wait 0)")
 	case c.Conflict < 0 || c.Conflict > 255:
 		return usagef("-E/--conflict-exit-code must be 0..255")
 	case c.KillAfter.set && c.KillAfter.d == 0:
 		return usagef("--kill-after must be more than 0: it is the grace between the stop signal and SIGKILL")
-	case c.TTL.d < time.Second:
-		return usagef("--ttl must be at least 1s (etcd leases are whole seconds)")
+	case c.TTL.d <= 0:
+		return usagef("--ttl must be more than 0 (etcd leases are whole seconds: it is rounded up)")
 	}
 	return nil
 }
@@ -220,7 +227,7 @@ func (c *semaCmd) runJob(j job) (job, error) {
 	}
 	j.command = c.command
 	j.run = runValues{
-		ttl:            c.TTL.d,
+		ttl:            sema.RoundTTL(c.TTL.d), // D4: --ttl 0.1 is a 1 s lease
 		nonblock:       c.Nonblock || (c.Wait.set && c.Wait.d == 0),
 		conflict:       int(c.Conflict),
 		quiet:          c.Quiet,

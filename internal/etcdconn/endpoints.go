@@ -21,6 +21,9 @@ const (
 type Settings struct {
 	Endpoints     []string
 	EndpointsFrom string // "--endpoints", "CONCH_ENDPOINTS", "ETCDCTL_ENDPOINTS", "FILE:LINE" or "the default"
+	// EndpointsHint follows EndpointsFrom in Where when set: where to set other endpoints
+	// (an operator whose conch talks to the default has most likely not set any yet)
+	EndpointsHint string
 	CACert        string
 	Cert          string
 	Key           string
@@ -38,13 +41,18 @@ type Settings struct {
 }
 
 // Where names the endpoints for messages: "etcd at a,b (from ETCDCTL_ENDPOINTS)",
-// with any user:password in a URL redacted.
+// with any user:password in a URL redacted, and EndpointsHint after the source if set
+// ("(from the default; set ...)").
 func (s Settings) Where() string {
 	eps := make([]string, len(s.Endpoints))
 	for i, e := range s.Endpoints {
 		eps[i] = RedactEndpoint(e)
 	}
-	return fmt.Sprintf("etcd at %s (from %s)", strings.Join(eps, ","), s.EndpointsFrom)
+	from := s.EndpointsFrom
+	if s.EndpointsHint != "" {
+		from += "; " + s.EndpointsHint
+	}
+	return fmt.Sprintf("etcd at %s (from %s)", strings.Join(eps, ","), from)
 }
 
 // endpointList is a comma-separated endpoint list's trimmed, non-empty

@@ -20,7 +20,8 @@ var (
 	// permission). Retrying cannot help.
 	ErrRefused = errors.New("login refused")
 
-	// ErrNotRegular: a path given to ReadBounded names a FIFO, device, socket or directory.
+	// ErrNotRegular: a path given to ReadBounded names a FIFO, device, socket or directory,
+	// or a file of a kernel pseudo file system such as /proc (refusePseudoFile).
 	ErrNotRegular = errors.New("not a regular file")
 )
 

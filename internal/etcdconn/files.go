@@ -41,6 +41,9 @@ func ReadBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("cannot read %s %s: %w (it is a %s)", what, path, ErrNotRegular, fileKind(fi.Mode()))
 	}
+	if err := refusePseudoFile(f, path, what); err != nil { // /proc/kmsg is "regular" (pseudofs.go)
+		return nil, 0, err
+	}
 	if fi.Size() > limit {
 		return nil, 0, fmt.Errorf("cannot read %s %s: %d bytes, more than the %d allowed", what, path, fi.Size(), limit)
 	}

@@ -59,6 +59,10 @@ type Config struct {
 	ClientCAFile string
 	// AuthTokenTTL is the simple auth token's TTL in seconds (0: etcd's 300).
 	AuthTokenTTL uint
+	// ElectionMs is the election timeout in milliseconds (0: the fast 100 ms). etcd's
+	// minimum lease TTL is ceil(1.5 x ElectionMs) in whole seconds: 1000 makes it 2 s, so
+	// a 1 s lease is raised, as on a stock etcd.
+	ElectionMs uint
 }
 
 // StartConfig is Start with the server configured by c (TLS, auth token TTL).
@@ -71,6 +75,9 @@ func StartConfig(t testing.TB, c Config) *Server {
 		}
 		if c.AuthTokenTTL > 0 {
 			cfg.AuthTokenTTL = c.AuthTokenTTL
+		}
+		if c.ElectionMs > 0 {
+			cfg.ElectionMs = c.ElectionMs
 		}
 	})
 }

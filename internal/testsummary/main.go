@@ -16,6 +16,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/conch-project/conch/internal/ci"
 )
@@ -40,12 +41,13 @@ type summary struct {
 	failures                []string                    // "pkg Test", in the order they failed
 	failedPkgs              []string                    // packages that failed, with or without a failed test
 	outputs                 map[string]*strings.Builder // per test, kept until it ends
+	progress                progress                    // packages running and done (progress.go)
 }
 
 // summarize reads `go test -json` from r, writes the summary to w and returns the exit
 // status: 1 if a test or package failed, or if a test was skipped and inCI; else 0.
 func summarize(r io.Reader, w io.Writer, inCI bool) int {
-	s := &summary{out: w, outputs: map[string]*strings.Builder{}}
+	s := &summary{out: w, outputs: map[string]*strings.Builder{}, progress: progress{began: time.Now()}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
@@ -80,11 +82,14 @@ func (s *summary) handle(e event) {
 		b.WriteString(e.Output)
 	case "build-output": // compiler and vet errors (Go 1.24+)
 		fmt.Fprint(s.out, e.Output)
+	case "start":
+		s.progress.started(e.Package)
 	case "pass", "fail", "skip":
 		if e.Test == "" {
 			if e.Action == "fail" {
 				s.packageFailed(e.Package)
 			}
+			fmt.Fprint(s.out, s.progress.ended(e.Package, s.passed, s.failed, s.skipped, time.Now()))
 			return
 		}
 		s.testEnded(e, key)

@@ -238,7 +238,7 @@ func TestRPMMetadataAndFiles(t *testing.T) {
 		`(?m)^Architecture: x86_64$`,
 		`(?m)^License +: Apache-2.0$`,
 		`(?m)^URL +: https://github.com/conch-project/conch$`,
-		`(?m)^Summary +: cluster-wide counting semaphore on etcd`,
+		`(?m)^Summary +: Cluster-wide counting semaphore on etcd`,
 	} {
 		if !regexp.MustCompile(re).MatchString(info) {
 			t.Errorf("rpm -qip lacks %s", re)

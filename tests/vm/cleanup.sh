@@ -23,12 +23,12 @@ for h in /sys/fs/cgroup/unified /sys/fs/cgroup /sys/fs/cgroup/systemd; do
 done
 
 kill_node() { # kill_node MACHINE: SIGKILL everything in its cgroups, then rmdir them
-	local m=$1 h d i
+	local m=$1 h d
 	for h in "${hierarchies[@]}"; do
 		d=$h/$m
 		[ -d "$d" ] || continue
 		[ -f "$d/cgroup.kill" ] && echo 1 >"$d/cgroup.kill" 2>/dev/null
-		for i in $(seq 100); do
+		for _ in $(seq 100); do
 			pids=$(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null)
 			[ -z "$pids" ] && break
 			# shellcheck disable=SC2086
@@ -85,5 +85,15 @@ for h in "${hierarchies[@]}"; do
 		echo "cleanup.sh: removing cgroups of node $m"
 		kill_node "$m"
 	done
+done
+# Clusters of tests/scripts' TestClusterScript (scripts/cluster.sh, named conch-ct-<pid>)
+# whose test process is gone; never a cluster of make cluster (conch-cluster-*).
+for dir in /var/tmp/conch-ct-*/; do
+	[ -d "$dir" ] || continue
+	name=$(basename "$dir")
+	pid=${name#conch-ct-}
+	[ $all = 0 ] && [ -d "/proc/$pid" ] && continue
+	echo "cleanup.sh: removing test cluster $name"
+	CONCH_CLUSTER=$name bash "$(dirname "$0")/../../scripts/cluster.sh" down >/dev/null || rc=1
 done
 exit $rc

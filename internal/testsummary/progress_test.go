@@ -1,0 +1,31 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Each package's end prints a progress line (packages done, counts so far, time, packages
+// still running), so a long `make test` shows it is moving between packages.
+func TestSummaryProgressBetweenPackages(t *testing.T) {
+	events := `{"Action":"start","Package":"p"}
+{"Action":"start","Package":"q"}
+{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"pass","Package":"p","Test":"TestA"}
+{"Action":"output","Package":"p","Output":"ok  \tp\t0.1s\n"}
+{"Action":"pass","Package":"p"}
+{"Action":"run","Package":"q","Test":"TestB"}
+{"Action":"skip","Package":"q","Test":"TestB"}
+{"Action":"pass","Package":"q"}
+`
+	var out bytes.Buffer
+	summarize(strings.NewReader(events), &out, false)
+	lines := strings.Split(out.String(), "\n")
+	first := regexp.MustCompile(`^== 1 package\(s\) done after [0-9a-z.]+: 1 passed, 0 failed, 0 skipped so far; running: q$`)
+	second := regexp.MustCompile(`^== 2 package\(s\) done after [0-9a-z.]+: 1 passed, 0 failed, 1 skipped so far$`)
+	if len(lines) < 3 || lines[0] != "ok  \tp\t0.1s" || !first.MatchString(lines[1]) || !second.MatchString(lines[2]) {
+		t.Errorf("summary:\n%s", out.String())
+	}
+}

@@ -1,0 +1,127 @@
+package scripts
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/internal/ci"
+	"github.com/conch-project/conch/internal/systemdtest"
+)
+
+// clusterTimeout bounds one cluster.sh command: up builds nothing (the test does), boots three
+// nodes and waits for etcd's quorum (seconds on an idle machine).
+const clusterTimeout = 5 * time.Minute
+
+// cluster runs scripts/cluster.sh with args for the cluster called name and returns its
+// output and exit status.
+func cluster(t *testing.T, name string, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(systemdtest.ModuleRoot(), "scripts", "cluster.sh")}, args...)...)
+	cmd.Env = append(append(os.Environ(), "CONCH_CLUSTER="+name), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	}
+	t.Fatalf("cluster.sh %v: %v\n%s", args, err, out.String())
+	return "", -1
+}
+
+// make cluster's script: three nodes come up with the fresh .deb and etcd, conch runs in a
+// node (--who answers: 1, no holder; a job runs in a scope of the node), a node's power
+// loss and reboot work, and `down` leaves no namespace, mount, cgroup or directory behind.
+func TestClusterScript(t *testing.T) {
+	for _, tool := range []string{"systemd-nspawn", "ip", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			ci.Unavailable(t, "%s not found: run scripts/test-deps.sh", tool)
+		}
+	}
+	if os.Geteuid() != 0 {
+		ci.Unavailable(t, "cluster.sh needs root")
+	}
+	dir := t.TempDir()
+	deb, etcd := buildForCluster(t, dir)
+	name := fmt.Sprintf("conch-ct-%d", os.Getpid()) // tests/vm/cleanup.sh removes it if this process dies
+	env := []string{"CONCH_CLUSTER_DEB=" + deb, "CONCH_CLUSTER_ETCD=" + etcd}
+	t.Cleanup(func() { cluster(t, name, nil, "down") })
+	began := time.Now()
+	if out, rc := cluster(t, name, env, "up"); rc != 0 {
+		t.Fatalf("up: %d\n%s", rc, out)
+	}
+	t.Logf("cluster.sh up took %v", time.Since(began).Round(time.Millisecond))
+	if out, rc := cluster(t, name, nil, "run", "n2", "conch", "sema", "--who"); rc != 1 || !strings.Contains(out, "no holders or waiters") {
+		t.Errorf("conch sema --who in n2: %d\n%s", rc, out)
+	}
+	if out, rc := cluster(t, name, nil, "run", "n1", "conch", "sema", "try", "--max", "1", "-v", "--", "hostname"); rc != 0 || !strings.Contains(out, "n1\n") || !strings.Contains(out, "in conch-sema-try-") {
+		t.Errorf("a job in n1: %d\n%s", rc, out)
+	}
+	if out, rc := cluster(t, name, nil, "powerloss", "n3"); rc != 0 {
+		t.Fatalf("powerloss: %d\n%s", rc, out)
+	}
+	if out, rc := cluster(t, name, nil, "boot", "n3"); rc != 0 {
+		t.Fatalf("boot: %d\n%s", rc, out)
+	}
+	if out, rc := cluster(t, name, nil, "run", "n3", "conch", "sema", "--who"); rc != 1 {
+		t.Errorf("--who in n3 after its reboot: %d\n%s", rc, out)
+	}
+	if out, rc := cluster(t, name, nil, "down"); rc != 0 {
+		t.Fatalf("down: %d\n%s", rc, out)
+	}
+	checkNothingLeft(t, name)
+}
+
+// buildForCluster builds the .deb (scripts/package.sh) and etcd into dir.
+func buildForCluster(t *testing.T, dir string) (deb, etcd string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	root := systemdtest.ModuleRoot()
+	out, err := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "package.sh"), filepath.Join(dir, "dist")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("package.sh: %v\n%s", err, out)
+	}
+	deb = strings.Fields(string(out))[0]
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasSuffix(l, ".deb") {
+			deb = l
+		}
+	}
+	etcd = filepath.Join(dir, "etcd")
+	build := exec.CommandContext(ctx, "go", "build", "-o", etcd, "go.etcd.io/etcd/server/v3")
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building etcd: %v\n%s", err, out)
+	}
+	return deb, etcd
+}
+
+// checkNothingLeft fails the test if anything of cluster name remains.
+func checkNothingLeft(t *testing.T, name string) {
+	t.Helper()
+	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), name) {
+		t.Errorf("network namespaces left:\n%s", out)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), name) {
+		t.Errorf("mounts of %s left", name)
+	}
+	for _, p := range []string{"/var/tmp/" + name, "/sys/fs/cgroup/unified/conch-cluster/" + name + "-n1", "/sys/fs/cgroup/conch-cluster/" + name + "-n1", "/sys/fs/cgroup/systemd/conch-cluster/" + name + "-n1"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left", p)
+		}
+	}
+}
