@@ -36,7 +36,8 @@ type HeldAfter struct {
 // ReleaseHeld.
 //
 // It blocks on etcd at most min(TTL, 5 s) per request and ignores ctx's
-// cancellation (STYLE 6). Like Release, it must be the holder's last call:
+// cancellation (cleanup runs on a fresh bounded context, so a signal that
+// ended the run cannot also cut the hold short). Like Release, it must be the holder's last call:
 // on any failure (the key is gone or no longer on our lease, etcd does not
 // answer) it releases the slot as Release does and returns an error
 // wrapping the cause (ErrKeyDeleted when the key was no longer ours); the
