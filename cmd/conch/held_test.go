@@ -14,13 +14,13 @@ import (
 )
 
 // heldChild starts `conch sema NAME --max 1 --scope=never -- sh` whose
-// script ignores SIGTERM (so it outlives conch's stop signal by the
-// --kill-after grace), marks itself started (name.held), waits for the test
+// script traps SIGTERM (so it outlives conch's stop signal by the
+// --kill-after grace, and marks its arrival in name.term), marks itself started (name.held), waits for the test
 // to open its gate, then runs `pre conch sema --held` and records the
 // status and stderr of that check in name.status and name.err.
 func (e *env) heldChild(name, pre string) *proc {
 	e.t.Helper()
-	script := fmt.Sprintf(`trap "" TERM; touch %[1]s.held; while [ ! -e %[1]s.go ]; do sleep 0.02; done; %[2]s %[3]s sema --held 2>%[1]s.err; echo $? >%[1]s.status`,
+	script := fmt.Sprintf(`trap "touch %[1]s.term" TERM; touch %[1]s.held; while [ ! -e %[1]s.go ]; do sleep 0.02; done; %[2]s %[3]s sema --held 2>%[1]s.err; echo $? >%[1]s.status`,
 		e.path(name), pre, conchBin)
 	return e.start("sema", name, "--max", "1", "--scope=never", "--kill-after", "60s", "--", "sh", "-c", script)
 }
@@ -74,6 +74,9 @@ func TestHeldInsideChild(t *testing.T) {
 		waitFor(t, tc.name+" holds", func() bool { return e.held(tc.name) })
 		if tc.spoil != nil {
 			tc.spoil(e.holderKV(tc.name))
+			// conch stops the command on the loss, signalling every process of its tree once;
+			// --held runs only after that, or the stop signal would end --held itself
+			waitFor(t, tc.name+"'s stop signal", func() bool { return exists(e.path(tc.name + ".term")) })
 		}
 		st, msg := e.heldAnswer(tc.name)
 		if st != tc.status || tc.reason != "" && !strings.Contains(msg, tc.reason) || tc.status == 0 && msg != "" {
