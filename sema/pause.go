@@ -142,6 +142,11 @@ func (e *PausedError) Error() string { return "semaphore " + e.Pause.String() }
 
 // noSlot is Acquire's error with Nonblock when ranking r did not hold:
 // ErrNoSlot, wrapping a *PausedError when the semaphore is paused (D16).
+// pauseTry bounds the head's pause read before a promotion (pauseCheck): a
+// healthy etcd answers in milliseconds, and a failed try costs only a
+// re-read, which reads the pause too.
+const pauseTry = 500 * time.Millisecond
+
 func (s *Semaphore) noSlot(r ranking) error {
 	if r.pause != nil {
 		return fmt.Errorf("%w in %s[%d]: %w", ErrNoSlot, s.name, s.max, &PausedError{Pause: *r.pause})
@@ -152,9 +157,14 @@ func (s *Semaphore) noSlot(r ranking) error {
 // pauseCheck is the head's check before a promotion that no ranking read
 // saw (t is turnPromoted): turnRerank when the semaphore is paused, or the
 // read failed, so the re-read (which reads the pause) decides; else t.
-// One read on the hand-off's path, the price of D16's "no new holder".
+// One read on the hand-off's path, the price of D16's "no new holder". The
+// read is bounded by pauseTry: one that went to a member that stopped
+// answering fails fast, and the re-read goes to the next connection
+// (D7b (3)) instead of waiting for gRPC to close the silent one.
 func (s *Semaphore) pauseCheck(ctx context.Context, t turn) turn {
-	p, err := s.pausedNow(ctx)
+	rctx, cancel := context.WithTimeout(ctx, pauseTry)
+	defer cancel()
+	p, err := s.pausedNow(rctx)
 	if err != nil || p != nil {
 		return turnRerank
 	}
