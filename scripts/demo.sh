@@ -26,9 +26,13 @@ while :; do
 	running=0
 	for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && running=$((running + 1)); done
 	[ "$running" -eq 0 ] && break
-	echo "--- conch sema demo --max 2 --who"
-	"$bin/conch" sema demo --max 2 --who || true
-	sleep 1
+	now=$("$bin/conch" sema demo --max 2 --who 2>&1)
+	if [ "$now" != "${last-}" ]; then # print a listing only when it changed
+		echo "--- conch sema demo --max 2 --who"
+		echo "$now"
+		last=$now
+	fi
+	sleep 0.5
 done
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=$?; done

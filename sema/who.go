@@ -71,7 +71,8 @@ func (e Entry) Flags() []string {
 	}
 	if e.Lease == 0 {
 		f = append(f, "no-lease")
-	} else if e.Info.Kind == KeyLease && e.Info.NameLease != e.Lease {
+	} else if e.Info.Kind == KeyLease && e.Info.NameLease != e.Lease && !e.HeldAfter {
+		// (a slot kept after its run is on a fresh lease by design, D13: its name keeps the run's)
 		f = append(f, "lease-mismatch")
 	}
 	if e.TTL.Expiring() && !e.HeldAfter { // a held-after slot's lease runs out by design

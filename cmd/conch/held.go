@@ -23,7 +23,7 @@ func (c *semaCmd) heldSlot(j job) (sema.Slot, error) {
 	}
 	if env["CONCH_SEMA"] == "" && env["CONCH_REV"] == "" && env["CONCH_LEASE"] == "" {
 		if j.name == "" {
-			return sema.Slot{}, usagef("--held: not inside a command run by conch (no CONCH_SEMA, CONCH_REV, CONCH_LEASE): name the semaphore to check, as in: conch sema NAME --max N --held")
+			return sema.Slot{}, usagef("--held: not inside a command run by conch (no CONCH_SEMA, CONCH_REV, CONCH_LEASE): run it from the command conch started, as in: conch sema NAME --max N -- sh -c 'conch sema --held && step'")
 		}
 		return sema.Slot{}, endf(errNotHeld, "", "%s[%d]: not held: this process was not started by conch (no CONCH_REV, CONCH_LEASE)", j.name, j.max)
 	}

@@ -125,11 +125,16 @@ func (w *whoWatch) newPauses(ps []sema.Pause) []sema.Pause {
 func (w *whoWatch) body(l sema.Listing) ([]byte, error) {
 	if w.j.who.format == "json" {
 		doc := watchChange{Records: make([]whoRecord, 0, len(l.Entries)), Paused: make([]watchPause, 0, len(l.Pauses))}
-		for _, e := range l.Entries {
-			doc.Records = append(doc.Records, toWhoRecord(e))
-		}
+		byCap := map[capKey]*whoPause{}
 		for _, p := range l.Pauses {
-			doc.Paused = append(doc.Paused, watchPause{Name: p.Name, Max: p.Max, Key: p.Key, whoPause: *toWhoPause(p)})
+			wp := toWhoPause(p)
+			byCap[capKey{p.Name, p.Max}] = wp
+			doc.Paused = append(doc.Paused, watchPause{Name: p.Name, Max: p.Max, Key: p.Key, whoPause: *wp})
+		}
+		for _, e := range l.Entries { // each record carries its capacity's pause, as in --who --json
+			r := toWhoRecord(e)
+			r.Paused = byCap[capKey{e.Name, e.Max}]
+			doc.Records = append(doc.Records, r)
 		}
 		return json.Marshal(doc)
 	}

@@ -78,8 +78,12 @@ func TestWhoWatchFollowsChanges(t *testing.T) {
 	})
 	waitFor(t, "--json's pause, decoded", func() bool {
 		docs := jsonLines(t, wj.stdout.String())
-		return len(docs) > 0 && len(docs[len(docs)-1].Paused) == 1 && docs[len(docs)-1].Paused[0].Reason == "incident" &&
-			docs[len(docs)-1].Paused[0].Who != nil && docs[len(docs)-1].Paused[0].Since != nil
+		if len(docs) == 0 {
+			return false
+		}
+		d := docs[len(docs)-1]
+		return len(d.Paused) == 1 && d.Paused[0].Reason == "incident" && d.Paused[0].Who != nil && d.Paused[0].Since != nil &&
+			len(d.Records) == 1 && d.Records[0].Paused != nil && d.Records[0].Paused.Reason == "incident" // each record too, as --who --json
 	})
 	e.c.Delete(context.Background(), sema.PauseRoot+"ww/1")
 	s1 := e.start("sema", "ww", "--max", "2", "--spread", "--node", "n1", "--", "sleep", "60")
