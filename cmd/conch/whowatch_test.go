@@ -357,12 +357,14 @@ func TestWhoWatchMemberDeath(t *testing.T) {
 	for i, m := range ms {
 		m.Kill()
 		key := fmt.Sprintf("%sk%d", sema.Prefix("md", 1), i)
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		_, err := c.Put(ctx, key, "{}")
-		cancel()
-		if err != nil {
-			t.Fatalf("put with member %d dead: %v", i, err)
-		}
+		// the test's own write: a member's death may cost an election, during which etcd
+		// answers "request timed out"; the client does not retry that, so the test does
+		waitFor(t, fmt.Sprintf("a put with member %d dead", i), func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			_, err := c.Put(ctx, key, "{}")
+			return err == nil
+		})
 		_, d := lastBlock(t, w, key, func(b string) bool { return strings.Contains(b, "key="+key) })
 		t.Logf("member %d dead: the change showed after %v", i, d.Round(time.Millisecond))
 		m.Revive(t)
