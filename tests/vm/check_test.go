@@ -23,6 +23,10 @@ type checkSpec struct {
 	// Slop is how much earlier than the host saw etcd rank its key among the first Max a child
 	// may start: the host's watch and the waiter's watch are two streams.
 	Slop time.Duration
+	// Settled, when not 0, is the CLOCK_MONOTONIC instant from which idle slots are judged:
+	// a scenario that starts hundreds of jobs at once measures the machine's process starts
+	// before it, not a hand-off. Idle time before it is not counted.
+	Settled int64
 }
 
 // span is an interval of the history, in CLOCK_MONOTONIC nanoseconds.
@@ -143,7 +147,7 @@ func (r *report) sweep(pts []point, spec checkSpec) {
 	for _, s := range r.Overlaps {
 		r.Violations = append(r.Violations, fmt.Sprintf("%d+ children ran at once for %v (tolerated: %v)", spec.Max+1, ms(s.dur()), spec.Overlap))
 	}
-	r.Idle = longer(r.Idle, spec.Handoff)
+	r.Idle = longer(settled(r.Idle, spec.Settled), spec.Handoff)
 	for _, s := range r.Idle {
 		r.Violations = append(r.Violations, fmt.Sprintf("a slot stayed free for %v while someone waited, from +%v (one hand-off: %v)", ms(s.dur()), ms(time.Duration(s.From-r.Base)), spec.Handoff))
 	}
@@ -199,6 +203,18 @@ func track(out *[]span, open *span, cond bool, at int64) *span {
 }
 
 // longer keeps the spans longer than d.
+// settled returns the parts of spans ss from the instant from on (all of them when from is 0).
+func settled(ss []span, from int64) []span {
+	var out []span
+	for _, s := range ss {
+		if s.To > from {
+			s.From = max(s.From, from)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func longer(ss []span, d time.Duration) []span {
 	var out []span
 	for _, s := range ss {

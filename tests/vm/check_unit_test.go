@@ -54,6 +54,20 @@ func TestCheckerFindsViolations(t *testing.T) {
 	}
 }
 
+// Idle time before Settled is not judged, and a span that crosses it is judged from it on.
+func TestCheckerSettled(t *testing.T) {
+	chs, evs := hist([4]int64{10, 1000, 5, 1010}, [4]int64{3000, 4000, 6, 4010})
+	for _, tc := range []struct {
+		settled int64 // ms; 0 judges everything
+		idle    bool
+	}{{0, true}, {2800, false}, {2000, true}, {5000, false}} {
+		spec := checkSpec{Max: 1, Handoff: 500 * time.Millisecond, Slop: 100 * time.Millisecond, Settled: tc.settled * msNs}
+		if got := len(check(chs, evs, spec, 1<<39).Idle) > 0; got != tc.idle {
+			t.Errorf("settled at %d ms: idle slot reported %v, want %v", tc.settled, got, tc.idle)
+		}
+	}
+}
+
 // perRelease tells a flat rate from a herd: with 200 waiters, a release that wakes every
 // waiter sends as many events as there are waiters, so the long queue's rate is higher.
 func TestPerReleaseSeesAHerd(t *testing.T) {
