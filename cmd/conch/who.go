@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,23 +10,23 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
 )
 
-// who lists the semaphore's keys (D6), or with no name every semaphore's: every capacity
-// found under the name unless --max filters, with loud stderr lines when several
-// capacities exist for a name, when one (name, max) mixes lease and node keys (D11), and
-// when keys are not conch's. It returns nil if any holder, errEmpty if none (with a line
-// that says so unless -q), errUnavailable if etcd does not answer, errUsage if it refuses
-// the read, errWhoOutput if the listing cannot be printed (exitStatus maps them, D3); its
-// lines go through c.rep.
+// who lists the semaphore's keys (D6), or with no name every semaphore's, through package
+// who: every capacity found under the name unless --max filters, with loud stderr lines
+// (whoWarning) for what is wrong in the listing. It returns nil if any holder, errEmpty if
+// none (with a line that says so unless -q), errUnavailable if etcd does not answer,
+// errUsage if it refuses the read, errWhoOutput if the listing cannot be printed
+// (exitStatus maps them, D3); its lines go through c.rep.
 func (c *semaCmd) who(j job) error {
 	c.rep.bare = true // its lines name the semaphore their own way
-	what := j.name
-	if what == "" {
-		what = "--who"
-	}
+	what := cmp.Or(j.name, "--who")
 	client, err := etcdconn.New(context.Background(), j.conn)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -36,67 +37,51 @@ func (c *semaCmd) who(j job) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
 	defer cancel()
-	l, err := sema.Snapshot(ctx, client, j.name)
-	if errors.Is(err, sema.ErrRefused) { // permissions or credentials: retrying cannot help (D3)
-		return endf(errUsage, "", "%s: %s refused the read: %v", what, j.conn.Where(), err)
-	}
+	l, err := who.Read(ctx, client, j.name)
 	if err != nil {
-		return endf(errUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.Where(), err)
+		return c.readFailed(j, what, err)
 	}
-	sema.LeaseTTLs(ctx, client, l.Entries)
 	all := l.Entries
-	warnWho(c.rep.warnf, all)
-	warnPauses(c.rep.warnf, l.Pauses)
-	l = filterMax(l, j.max)
-	entries := l.Entries
+	for _, w := range who.Warnings(l) {
+		c.whoWarning(w)
+	}
+	l = who.Filter(l, j.max)
 	if err := c.printWho(what, l, j.who); err != nil {
 		return err
 	}
-	if slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held }) {
+	if who.Held(l.Entries) {
 		return nil
 	}
 	if j.who.quiet { // -q: the status alone says it, as for a timer's metrics
 		return silent(errEmpty)
 	}
-	return endf(errEmpty, "", "%s", emptyMessage(j, entries, all)) // every form (D3): stderr, not stdout
+	return endf(errEmpty, "", "%s", emptyMessage(j, l.Entries, all)) // every form (D3): stderr, not stdout
 }
 
-// filterMax keeps, with max set (--max), the entries and pauses of that
-// capacity; a foreign key, and a pause key that names no semaphore (Max 0),
-// is in no capacity: it stays, flagged.
-func filterMax(l sema.Listing, max int) sema.Listing {
-	if max == 0 {
-		return l
+// readFailed is the end of a first read that failed: errUsage when etcd refused it
+// (permissions or credentials: retrying cannot help, D3), else errUnavailable.
+func (c *semaCmd) readFailed(j job, what string, err error) error {
+	if errors.Is(err, sema.ErrRefused) {
+		return endf(errUsage, "", "%s: %s refused the read: %v", what, j.conn.Where(), err)
 	}
-	l.Entries = slices.DeleteFunc(slices.Clone(l.Entries), func(e sema.Entry) bool {
-		return e.Info.Kind.Counted() && e.Max != max
-	})
-	l.Pauses = slices.DeleteFunc(slices.Clone(l.Pauses), func(p sema.Pause) bool { return p.Max != 0 && p.Max != max })
-	return l
+	return endf(errUnavailable, "", "%s: cannot read from %s: %v", what, j.conn.Where(), err)
 }
 
-// renderWho renders the listing in the form v.format says, at time now: the
-// text and JSON forms with the pauses (D16: a PAUSED line first, a
-// "paused" object), the metrics with conch_sema_paused.
-func renderWho(l sema.Listing, v whoValues, now time.Time) ([]byte, error) {
-	switch v.format {
-	case "json":
-		return renderJSONPaused(l.Entries, l.Pauses)
-	case "prometheus":
-		return renderPrometheus(l, now)
-	}
-	return append(pauseBanner(l.Pauses), renderText(l.Entries)...), nil
+// whoOptions are package who's options for the form v.format says; holders' scopes are
+// named as unitrun names them (D8).
+func whoOptions(v whoValues) who.Options {
+	return who.Options{Format: who.Format(v.format), Unit: unitrun.ScopeName}
 }
 
 // printWho writes the listing to stdout in the form v.format says, or with v.textfile to
 // that file; on failure it returns the errWhoOutput that says why.
 func (c *semaCmd) printWho(what string, l sema.Listing, v whoValues) error {
-	out, err := renderWho(l, v, time.Now())
+	out, err := who.Render(l, whoOptions(v), time.Now())
 	if err != nil {
 		return endf(errWhoOutput, "", "%s: cannot render the listing as %s: %v", what, v.format, err)
 	}
 	if v.textfile != "" {
-		if err := writeFileAtomic(v.textfile, out); err != nil {
+		if err := who.WriteFile(v.textfile, out); err != nil {
 			return endf(errWhoOutput, "", "%s: cannot write the metrics file: %v", what, err)
 		}
 		return nil
@@ -105,6 +90,64 @@ func (c *semaCmd) printWho(what string, l sema.Listing, v whoValues) error {
 		return endf(errWhoOutput, "", "%s: cannot write the listing: %v", what, err)
 	}
 	return nil
+}
+
+// watchWho is `--who --watch` (who.Watch): it ends only by a signal (SIGINT, SIGTERM,
+// SIGHUP: conch dies of it, D3), when stdout's reader goes away (status 0), or when stdout
+// cannot be written (errWhoOutput). A first read that fails is errUnavailable, or errUsage
+// when etcd refuses it (exitStatus maps them).
+func (c *semaCmd) watchWho(j job, what string, client *clientv3.Client) error {
+	ctx, stopSignals := signalContext()
+	defer stopSignals()
+	err := who.Watch(ctx, client, j.name, who.WatchOptions{Options: whoOptions(j.who), Max: j.max,
+		Out: c.stdout, Warn: c.whoWarning, Note: c.watchNote(j), TTLTimeout: j.conn.DialTimeout})
+	var sig errSignal
+	switch {
+	case errors.As(context.Cause(ctx), &sig):
+		return signalExit(sig.sig, "", "")
+	case errors.Is(err, who.ErrOutputClosed):
+		return nil
+	case errors.Is(err, sema.ErrRefused), errors.Is(err, sema.ErrUnavailable):
+		return c.readFailed(j, what, err)
+	}
+	return endf(errWhoOutput, "", "%s: %v", what, err)
+}
+
+// watchNote says on stderr what the watch met and is handling.
+func (c *semaCmd) watchNote(j job) func(sema.Note) {
+	return func(n sema.Note) {
+		switch n.Kind {
+		case sema.NoteCompacted:
+			c.rep.warnf("--who --watch: etcd compacted its history past our watch (revision %d): read again, watching on", n.Rev)
+		case sema.NoteLost:
+			c.rep.warnf("--who --watch: lost %s (%v): retrying", j.conn.Where(), n.Err)
+		case sema.NoteResumed:
+			c.rep.warnf("--who --watch: etcd answers again: read again, watching on")
+		}
+	}
+}
+
+// whoWarning says w loudly on stderr (never on stdout, so --json stays one document): a
+// name used with several capacities (D6), a (name, max) mixing lease and node keys (D11),
+// keys that are not conch's, a pause key that is not as --pause writes it (D16).
+func (c *semaCmd) whoWarning(w who.Warning) {
+	name, key := who.Escape(w.Name, who.NameWidth), who.Escape(w.Pause.Key, who.KeyWidth)
+	switch w.Kind {
+	case who.SeveralCapacities:
+		c.rep.warnf("WARNING: %q is used with %d different capacities (%s): each --max is a separate semaphore, so nodes using different --max do not exclude each other",
+			name, len(w.Caps), joinCaps(w.Caps))
+	case who.MixedKeys:
+		c.rep.warnf("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold",
+			name, w.Max, w.LeaseKeys, w.NodeKeys)
+	case who.NotConchs:
+		c.rep.warnf("WARNING: %d key(s) under %s are not conch's (flagged foreign or unexpected): unexpected ones take slots, foreign ones are counted by no conch",
+			w.Count, who.Escape(sema.NamePrefix(w.Name), who.KeyWidth))
+	case who.PauseNamesNothing:
+		c.rep.warnf("WARNING: pause key %s names no semaphore (a bad name or capacity): it pauses nothing", key)
+	case who.PauseUnreadable:
+		c.rep.warnf("WARNING: pause key %s holds an unreadable record (%s): %s[%d] stays paused until --resume deletes it",
+			key, who.SafeText(w.Pause.Err.Error()), name, w.Max)
+	}
 }
 
 // emptyMessage says that nothing holds, and when --max asked for a capacity
@@ -135,62 +178,6 @@ func emptyMessage(j job, shown, all []sema.Entry) string {
 		msg += "; keys exist for " + joinCaps(caps)
 	}
 	return msg
-}
-
-// warnWho gives warn (the reporter's warnf) the loud lines of D6 and D11
-// (never on stdout, so --json stays one document): a name used with several
-// capacities, a (name, max) mixing lease and node keys, and keys that are
-// not conch's.
-func warnWho(warn func(format string, args ...any), all []sema.Entry) {
-	caps := map[string][]int{}
-	kinds := map[capKey][2]int{} // lease keys, node keys
-	odd := map[string]int{}
-	var names []string
-	for _, e := range all {
-		if _, seen := caps[e.Name]; !seen {
-			names = append(names, e.Name)
-			caps[e.Name] = nil
-		}
-		switch {
-		case e.NodeWait && e.Info.Kind.Counted(): // no key in the queue yet
-		case e.Info.Kind == sema.KeyForeign:
-			odd[e.Name]++
-			continue // in no capacity's queue
-		case e.Info.Kind == sema.KeyUnexpected:
-			odd[e.Name]++
-		default: // lease and node keys
-			k := kinds[capKey{e.Name, e.Max}]
-			k[boolIndex(e.Info.Kind == sema.KeySpread)]++
-			kinds[capKey{e.Name, e.Max}] = k
-		}
-		if !slices.Contains(caps[e.Name], e.Max) {
-			caps[e.Name] = append(caps[e.Name], e.Max)
-		}
-	}
-	for _, n := range names {
-		name := textField(n, nameWidth)
-		if cs := caps[n]; len(cs) > 1 {
-			warn("WARNING: %q is used with %d different capacities (%s): each --max is a separate semaphore, so nodes using different --max do not exclude each other",
-				name, len(cs), joinCaps(cs))
-		}
-		for _, m := range caps[n] {
-			if k := kinds[capKey{n, m}]; k[0] > 0 && k[1] > 0 {
-				warn("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold",
-					name, m, k[0], k[1])
-			}
-		}
-		if odd[n] > 0 {
-			warn("WARNING: %d key(s) under %s are not conch's (flagged foreign or unexpected): unexpected ones take slots, foreign ones are counted by no conch",
-				odd[n], textField(sema.NamePrefix(n), keyWidth))
-		}
-	}
-}
-
-func boolIndex(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func joinCaps(caps []int) string {

@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -35,10 +36,10 @@ func (e *env) grant() clientv3.LeaseID {
 }
 
 // whoJSON runs --who --json with args and decodes its one document.
-func (e *env) whoJSON(args ...string) ([]whoRecord, result) {
+func (e *env) whoJSON(args ...string) ([]who.Record, result) {
 	e.t.Helper()
 	r := e.run(append([]string{"sema"}, append(args, "--who", "--json")...)...)
-	var recs []whoRecord
+	var recs []who.Record
 	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil {
 		e.t.Fatalf("--who --json is not one JSON document (%v): %v", err, r)
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -43,7 +44,7 @@ func TestWho(t *testing.T) {
 		t.Fatalf("first line %q is not the first conch (pid %d)", lines[0], procs[0].cmd.Process.Pid)
 	}
 	r = e.run("sema", "w", "--who", "--json")
-	var recs []whoRecord
+	var recs []who.Record
 	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || r.status != 0 || len(recs) != 3 {
 		t.Fatalf("--json: %v (%v)", r, err)
 	}

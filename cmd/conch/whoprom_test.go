@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -46,66 +45,6 @@ func promValue(fams map[string]*dto.MetricFamily, metric string, kv ...string) f
 		}
 	}
 	return -1
-}
-
-// The metrics of a scripted queue, parsed back: per semaphore capacity,
-// holders, waiters, paused, oldest ages; HELP and TYPE for each family;
-// hostile name segments in foreign keys come out as valid label values.
-func TestRenderPrometheusScripted(t *testing.T) {
-	now := time.Date(2026, 6, 12, 10, 0, 0, 0, time.UTC)
-	rec := func(since time.Time) sema.ReadRecord { return sema.ReadRecord{Record: sema.Record{Since: since}} }
-	counted := func(name string, max, rank int, since time.Time) sema.Entry {
-		return sema.Entry{Name: name, Max: max, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: max}, Rank: rank, Held: rank < max, Record: rec(since)}
-	}
-	hostile := []string{`q"uote`, `back\slash`, "new\nline", "ünï😀", "bad\xffutf8"}
-	l := sema.Listing{Entries: []sema.Entry{
-		counted("enc", 2, 0, now.Add(-90*time.Second)),
-		counted("enc", 2, 1, now.Add(-30*time.Second)),
-		counted("enc", 2, 2, now.Add(-20*time.Second)),
-		{Name: "enc", Max: 2, Info: sema.KeyInfo{Kind: sema.KeySpread, Max: 2}, Rank: -1, NodeWait: true, Record: rec(now.Add(-40 * time.Second))},
-		counted("lock", 1, 0, time.Time{}), // a record without since
-		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 0, Held: true, HeldAfter: true,
-			TTL: sema.LeaseTTL{Known: true, Left: 100, Granted: 3600}}, // kept after its run: its lease runs out by design
-		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 1, Held: true,
-			TTL: sema.LeaseTTL{Known: true, Left: 2, Granted: 10}}, // its conch died
-	}, Pauses: []sema.Pause{{Name: "lock", Max: 1}, {Name: "idle", Max: 3}}}
-	for _, n := range hostile {
-		l.Entries = append(l.Entries, sema.Entry{Name: n, Info: sema.KeyInfo{Kind: sema.KeyForeign}, Rank: -1})
-	}
-	out, err := renderPrometheus(l, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fams := parseProm(t, string(out))
-	want := []struct {
-		metric, name, max string
-		v                 float64
-	}{
-		{"conch_sema_capacity", "enc", "2", 2}, {"conch_sema_holders", "enc", "2", 2}, {"conch_sema_waiters", "enc", "2", 2},
-		{"conch_sema_oldest_holder_seconds", "enc", "2", 90}, {"conch_sema_oldest_waiter_seconds", "enc", "2", 40},
-		{"conch_sema_paused", "enc", "2", 0}, {"conch_sema_held_after", "enc", "2", 0},
-		{"conch_sema_holders", "lock", "1", 1}, {"conch_sema_paused", "lock", "1", 1}, {"conch_sema_oldest_holder_seconds", "lock", "1", 0},
-		{"conch_sema_paused", "idle", "3", 1}, {"conch_sema_holders", "idle", "3", 0}, {"conch_sema_capacity", "idle", "3", 3},
-		{"conch_sema_holders", "boot", "2", 2}, {"conch_sema_held_after", "boot", "2", 1}, {"conch_sema_expiring_holders", "boot", "2", 1},
-	}
-	for _, w := range want {
-		if got := promValue(fams, w.metric, "name", w.name, "max", w.max); got != w.v {
-			t.Errorf("%s{name=%q,max=%q} = %v, want %v", w.metric, w.name, w.max, got, w.v)
-		}
-	}
-	for _, g := range semaGauges {
-		if mf := fams[g.name]; mf == nil || mf.GetHelp() == "" || mf.GetType() != dto.MetricType_GAUGE || len(mf.Metric) != 4 {
-			t.Errorf("family %s: %v", g.name, mf)
-		}
-	}
-	for _, n := range hostile {
-		if got := promValue(fams, "conch_sema_foreign_keys", "name", strings.ToValidUTF8(n, "\uFFFD")); got != 1 {
-			t.Errorf("foreign keys of %q: %v\n%s", n, got, out)
-		}
-	}
-	if !strings.Contains(string(out), "# HELP conch_sema_holders ") || !strings.Contains(string(out), "# TYPE conch_sema_holders gauge") {
-		t.Fatalf("no HELP/TYPE lines:\n%s", out)
-	}
 }
 
 // --who --format prometheus against a real queue: 2 holders and a waiter

@@ -16,6 +16,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/syncbuf"
+	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -112,10 +113,10 @@ func TestWhoWatchFollowsChanges(t *testing.T) {
 
 // watchLine is one line of --who --watch --json.
 type watchLine struct {
-	Time     string       `json:"time"`
-	Revision int64        `json:"revision"`
-	Records  []whoRecord  `json:"records"`
-	Paused   []watchPause `json:"paused"`
+	Time     string           `json:"time"`
+	Revision int64            `json:"revision"`
+	Records  []who.Record     `json:"records"`
+	Paused   []who.WatchPause `json:"paused"`
 }
 
 // jsonLines decodes every complete line of --who --watch --json's output.
@@ -325,7 +326,7 @@ func TestWhoWatchHostile(t *testing.T) {
 	lastBlock(t, w, "a real holder after them", func(b string) bool { return strings.Contains(b, "hx[1/2] HELD") })
 	waitFor(t, "--json shows the holder", func() bool {
 		docs := jsonLines(t, wj.stdout.String())
-		return len(docs) > 0 && slices.ContainsFunc(docs[len(docs)-1].Records, func(r whoRecord) bool { return r.Name == "hx" && r.Max == 2 && r.State == "HELD" })
+		return len(docs) > 0 && slices.ContainsFunc(docs[len(docs)-1].Records, func(r who.Record) bool { return r.Name == "hx" && r.Max == 2 && r.State == "HELD" })
 	})
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	h.wait(t)

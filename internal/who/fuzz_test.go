@@ -1,4 +1,4 @@
-package main
+package who
 
 import (
 	"bytes"
@@ -38,18 +38,18 @@ func FuzzWhoRender(f *testing.F) {
 			e.Held = e.Rank < e.Max
 		}
 		entries := []sema.Entry{e, e}
-		b, err := renderJSON(entries)
+		b, err := renderJSON(entries, nil, nil)
 		if err != nil {
 			t.Fatalf("renderJSON: %v", err)
 		}
-		var recs []whoRecord
+		var recs []Record
 		if err := json.Unmarshal(b, &recs); err != nil || len(recs) != len(entries) {
 			t.Fatalf("--who --json is not one document of %d records: %v\n%s", len(entries), err, b)
 		}
 		if utf8.ValidString(key) && recs[0].Key != key {
 			t.Fatalf("key %q shown as %q", key, recs[0].Key)
 		}
-		text := renderText(entries)
+		text := renderText(entries, nil)
 		if n := bytes.Count(text, []byte("\n")); n != len(entries) || !bytes.HasSuffix(text, []byte("\n")) {
 			t.Fatalf("%d lines for %d keys:\n%s", n, len(entries), text)
 		}

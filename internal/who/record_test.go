@@ -1,4 +1,4 @@
-package main
+package who
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func TestWhoRecordHeldSince(t *testing.T) {
 		{"held after a wait", entry(true, &promoted), promoted.Format(time.RFC3339)},
 		{"waiting", entry(false, nil), ""},
 	} {
-		got := toWhoRecord(tc.e).HeldSince
+		got := toRecord(tc.e, nil).HeldSince
 		switch {
 		case tc.want == "" && got != nil:
 			t.Errorf("%s: held_since %q, want null", tc.name, *got)

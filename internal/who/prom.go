@@ -1,4 +1,4 @@
-package main
+package who
 
 import (
 	"bytes"
@@ -15,8 +15,8 @@ import (
 	"github.com/conch-project/conch/sema"
 )
 
-// semaGauge is one per-semaphore metric of `--who --format prometheus`,
-// labelled name and max.
+// semaGauge is one per-semaphore metric of the Prometheus form, labelled
+// name and max.
 type semaGauge struct {
 	name, help string
 	value      func(s sema.Summary, now time.Time) float64
@@ -87,7 +87,7 @@ func renderPrometheus(l sema.Listing, now time.Time) ([]byte, error) {
 func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // gaugeFamily is an empty gauge family named name, with its help text. (Its fields are
-// pointers: new takes their values, so the CLI needs no protobuf import of its own.)
+// pointers: new takes their values, so no protobuf helper is needed.)
 func gaugeFamily(name, help string) *dto.MetricFamily {
 	return &dto.MetricFamily{Name: new(name), Help: new(help), Type: dto.MetricType_GAUGE.Enum()}
 }
@@ -126,12 +126,12 @@ func sortedKeys(m map[string]int) []string {
 	return out
 }
 
-// writeFileAtomic writes b to path for node_exporter's textfile collector:
+// WriteFile writes b to path for node_exporter's textfile collector:
 // to a temporary file in the same folder (whose name does not end in
 // .prom, so the collector never reads it half-written), flushed to disk,
 // mode 0644, then renamed over path. The temporary file is removed on
-// failure.
-func writeFileAtomic(path string, b []byte) error {
+// failure. Its error is the file system's.
+func WriteFile(path string, b []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err

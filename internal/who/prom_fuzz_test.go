@@ -1,4 +1,4 @@
-package main
+package who
 
 import (
 	"errors"
@@ -55,7 +55,7 @@ func FuzzWhoPrometheus(f *testing.F) {
 		} else if got := promValue(fams, "conch_sema_foreign_keys", "name", strings.ToValidUTF8(seg, "\uFFFD")); got < 1 {
 			t.Fatalf("foreign keys of %q = %v\n%s", seg, got, out)
 		}
-		w := whoWatch{c: &semaCmd{}}
+		w := watcher{}
 		body, err := w.body(l)
 		if err != nil {
 			t.Fatal(err)

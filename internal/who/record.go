@@ -1,8 +1,7 @@
-package main
+package who
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,33 +9,35 @@ import (
 	"unicode/utf8"
 
 	"github.com/conch-project/conch/sema"
-	"github.com/conch-project/conch/unitrun"
 )
 
-// Everything --who prints was read from etcd, where any client with write
-// access to /conch/v1/ may have put it: hostile input. The text
-// form escapes it and bounds its width; the JSON form is exact, and always
-// one valid document (renderJSON cannot produce an invalid one).
+// Everything a listing shows was read from etcd, where any client with
+// write access to /conch/v1/ may have put it: hostile input. The text form
+// escapes it and bounds its width; the JSON form is exact, and always one
+// valid document (renderJSON cannot produce an invalid one).
 
 // Text field widths, in bytes after escaping; longer fields end in "...".
 const (
 	hostWidth = 64  // a host name is at most 64 bytes (HOST_NAME_MAX)
 	unitWidth = 256 // systemd's unit name limit
-	keyWidth  = 300 // a semaphore name (128) and its prefix, capacity and a node name (128)
-	nameWidth = 128 // D4; only ListAll can meet a longer raw name segment
+	// KeyWidth fits a semaphore name (128) and its prefix, capacity and a node name (128).
+	KeyWidth = 300
+	// NameWidth is a semaphore name's (D4); only a listing of every
+	// semaphore can meet a longer raw name segment.
+	NameWidth = 128
 )
 
-// whoRecord is one element of `--who --json` (D6): every key under
-// the prefix, with its real key, the lease etcd binds it to, and flags.
-// Fields the stored record lacks or spells wrongly are null.
-type whoRecord struct {
+// Record is one element of the JSON listing (D6): every key under the
+// prefix, with its real key, the lease etcd binds it to, and flags. Fields
+// the stored record lacks or spells wrongly are null.
+type Record struct {
 	Name      string   `json:"name"`
 	Max       int      `json:"max"`   // 0 for a foreign key (no capacity's queue)
 	State     string   `json:"state"` // HELD iff rank < max, derived, never stored; FOREIGN: counted by nobody
 	Rank      int      `json:"rank"`  // -1 for a foreign key
 	Key       string   `json:"key"`
 	Kind      string   `json:"kind"`   // lease, spread, unexpected, foreign (sema.KeyKind)
-	Spread    bool     `json:"spread"` // a --spread node key (D11)
+	Spread    bool     `json:"spread"` // a node key: one slot per node (D11)
 	Host      *string  `json:"host"`
 	PID       *int     `json:"pid"`
 	Since     *string  `json:"since"`      // RFC 3339, UTC
@@ -53,13 +54,13 @@ type whoRecord struct {
 	// Expiring: the holder's lease is not being kept alive (its conch died,
 	// is stalled or cut off): the slot frees when the lease runs out.
 	Expiring bool `json:"expiring"`
-	// WaitsFor is, for a --spread process waiting for its own node's key
+	// WaitsFor is, for a one-slot-per-node process waiting for its own node's key
 	// (D11), that key; null otherwise. Such a process has no rank yet.
 	WaitsFor *string `json:"waits_for"`
-	// HeldAfter: the slot is kept after its run (D13); null otherwise (fleet_who.go)
-	HeldAfter *whoHeldAfter `json:"held_after"`
-	// Paused: the semaphore (name, max) is paused (D16); null otherwise (fleet_who.go)
-	Paused *whoPause `json:"paused"`
+	// HeldAfter: the slot is kept after its run (D13); null otherwise (pause.go)
+	HeldAfter *HeldAfter `json:"held_after"`
+	// Paused: the semaphore (name, max) is paused (D16); null otherwise (pause.go)
+	Paused *Paused `json:"paused"`
 }
 
 // state is HELD, WAIT or FOREIGN (a key no acquisition counts).
@@ -75,11 +76,12 @@ func state(e sema.Entry) string {
 	return "WAIT"
 }
 
-func toWhoRecord(e sema.Entry) whoRecord {
+// toRecord is e as a JSON record; unit names a holder's scope (recordUnit).
+func toRecord(e sema.Entry, unit UnitFunc) Record {
 	r := e.Record
-	w := whoRecord{Name: e.Name, Max: e.Max, State: state(e), Rank: e.Rank, Key: e.Key,
+	w := Record{Name: e.Name, Max: e.Max, State: state(e), Rank: e.Rank, Key: e.Key,
 		Kind: e.Info.Kind.String(), Spread: e.Info.Kind == sema.KeySpread, Rev: e.Rev,
-		Unit: recordUnit(e), Flags: e.Flags()}
+		Unit: recordUnit(e, unit), Flags: e.Flags()}
 	if w.Flags == nil {
 		w.Flags = []string{}
 	}
@@ -132,35 +134,20 @@ func has(list []string, s string) bool {
 	return false
 }
 
-// recordUnit is the unit D6 reports for a key: the child's scope when a holder runs it in one
-// (its name follows from the semaphore and the revision, D8), else the unit conch itself runs
-// in, if any (a waiter's child has no scope yet). A foreign key, whose name may not be a
-// semaphore name, has no scope.
-func recordUnit(e sema.Entry) string {
-	if e.Record.Scope && e.Held && sema.ValidateName(e.Name) == nil {
-		return unitrun.ScopeName(e.Name, e.Rev)
+// UnitFunc names the transient unit of a holder whose record says its
+// command runs in one, from the semaphore's name and the key's create
+// revision (the unit's name follows from them, D8).
+type UnitFunc func(name string, rev int64) string
+
+// recordUnit is the unit D6 reports for a key: the command's scope when a holder runs it in
+// one (named by unit; with unit nil, the record's own unit), else the unit the holder's
+// process itself runs in, if any (a waiter's command has no scope yet). A foreign key, whose
+// name may not be a semaphore name, has no scope.
+func recordUnit(e sema.Entry, unit UnitFunc) string {
+	if unit != nil && e.Record.Scope && e.Held && sema.ValidateName(e.Name) == nil {
+		return unit(e.Name, e.Rev)
 	}
 	return e.Record.Unit
-}
-
-// renderJSON returns the listing as one JSON document: an array, "[]" when
-// empty, ending in a newline. Its error (none is expected: whoRecord holds
-// only strings, numbers and booleans; encoding/json escapes control
-// characters and replaces invalid UTF-8) makes --who fail loudly instead of
-// printing nothing with status 0.
-func renderJSON(entries []sema.Entry) ([]byte, error) {
-	recs := make([]whoRecord, 0, len(entries))
-	for _, e := range entries {
-		recs = append(recs, toWhoRecord(e))
-	}
-	b, err := json.MarshalIndent(recs, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if !json.Valid(b) {
-		return nil, fmt.Errorf("encoder produced invalid JSON")
-	}
-	return append(b, '\n'), nil
 }
 
 // capKey keys the text form's [n/max]: holders per (name, max).
@@ -170,27 +157,27 @@ type capKey struct {
 }
 
 // renderText returns one line per entry in revision order (04_sema.md
-// "--who"), each ending in "\n" and holding no control character:
+// "who"), each ending in "\n" and holding no control character:
 //
 //	video-encode[2/2] HELD  node2 pid=4242 since=2026-06-12T10:15:00Z rev=8812 lease=694d7a1b2c3d4e5f
 //
 // then for a holder ttl=LEFT/GRANTED (its lease's time to live, "gone"
-// once expired), unit= when known, waits-for= for a --spread process
+// once expired), unit= when known, waits-for= for a one-slot-per-node process
 // waiting for its node's key, else key= when the key is not a plain lease
 // key, and flags= (sema.Entry.Flags, "expiring" among them) when anything
 // is odd. Unknown fields print "?".
 // A foreign key's bracket is [-]: it is in no capacity's queue.
-func renderText(entries []sema.Entry) []byte {
+func renderText(entries []sema.Entry, unit UnitFunc) []byte {
 	holders := map[capKey]int{}
 	hostW, pidW := 1, 1
-	var rows []whoRecord
+	var rows []Record
 	for _, e := range entries {
 		if e.Held {
 			holders[capKey{e.Name, e.Max}]++
 		}
-		r := toWhoRecord(e)
+		r := toRecord(e, unit)
 		rows = append(rows, r)
-		hostW = max(hostW, len(textField(deref(r.Host, "?"), hostWidth)))
+		hostW = max(hostW, len(Escape(deref(r.Host, "?"), hostWidth)))
 		pidW = max(pidW, len(pidText(r.PID)))
 	}
 	var b bytes.Buffer
@@ -205,18 +192,18 @@ func renderText(entries []sema.Entry) []byte {
 			since = *r.HeldSince
 		}
 		fmt.Fprintf(&b, "%s%s %-4s  %-*s pid=%-*s since=%s rev=%d lease=%s",
-			textField(e.Name, nameWidth), bracket, r.State, hostW, textField(deref(r.Host, "?"), hostWidth),
+			Escape(e.Name, NameWidth), bracket, r.State, hostW, Escape(deref(r.Host, "?"), hostWidth),
 			pidW, pidText(r.PID), since, e.Rev, deref(r.Lease, "none"))
 		if r.TTL != nil {
 			fmt.Fprintf(&b, " ttl=%s/%ds", ttlText(*r.TTL), *r.GrantedTTL)
 		}
 		if r.Unit != "" {
-			b.WriteString(" unit=" + textField(r.Unit, unitWidth))
+			b.WriteString(" unit=" + Escape(r.Unit, unitWidth))
 		}
 		if r.WaitsFor != nil {
-			b.WriteString(" waits-for=" + textField(*r.WaitsFor, keyWidth))
+			b.WriteString(" waits-for=" + Escape(*r.WaitsFor, KeyWidth))
 		} else if e.Info.Kind != sema.KeyLease {
-			b.WriteString(" key=" + textField(e.Key, keyWidth))
+			b.WriteString(" key=" + Escape(e.Key, KeyWidth))
 		}
 		b.WriteString(heldAfterText(r.HeldAfter))
 		if len(r.Flags) > 0 {
@@ -249,13 +236,13 @@ func pidText(p *int) string {
 	return strconv.Itoa(*p)
 }
 
-// textField escapes s for one field of a text line: bytes 0x21..0x7e stay
+// Escape escapes s for one field of a text line: bytes 0x21..0x7e stay
 // (backslash too, so a unit name's own \x2d escapes stay copyable); other
 // ASCII, space included (a field stays one word), and invalid UTF-8 bytes
 // become \xNN; other runes \uXXXX or \UXXXXXXXX. So the result is printable
 // ASCII: no terminal escape, no newline, no bidi control. It is cut at
 // width bytes, never inside an escape, with "..." added.
-func textField(s string, width int) string {
+func Escape(s string, width int) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
