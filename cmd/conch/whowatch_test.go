@@ -284,6 +284,39 @@ func TestWhoWatchClosedStdout(t *testing.T) {
 	}
 }
 
+// `conch sema --who --watch | head -1`: the reader goes away after the first
+// line while nothing changes; the watch must end soon after, quietly, with the
+// status of a reader that went away (0), not at the next change.
+func TestWhoWatchClosedStdoutIdle(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(conchBin, "sema", "ci", "--who", "--watch")
+	cmd.Env = e.vars
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil { // head -1
+		t.Fatal(err)
+	}
+	out.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil || stderr.String() != "" {
+			t.Fatalf("--watch after its reader left: %v, stderr %q; want status 0, silent", err, stderr.String())
+		}
+	case <-time.After(testTimeout):
+		cmd.Process.Kill()
+		t.Fatal("--watch did not end after its reader left, with no change to show")
+	}
+}
+
 // Hostile input during the watch and in the metrics: a hand-written record
 // with control characters and wrong types, keys that do not parse (in the
 // queue, the node-wait markers and the pause keys). The watch goes on,

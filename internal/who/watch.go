@@ -77,16 +77,25 @@ type WatchOptions struct {
 // text block headed "--- TIME rev=N" or one JSON document per line (D6b);
 // a listing identical to the last one written is not written again. It
 // blocks until ctx ends (returning ctx's error), the output's reader goes
-// away (ErrOutputClosed), or a listing cannot be rendered or written (an
+// away (ErrOutputClosed: at a write, or, for a pipe or socket, within
+// about closedPoll of it whether or not anything changes), or a listing cannot be rendered or written (an
 // error wrapping ErrOutput). A first read that fails returns
 // sema.ErrRefused or sema.ErrUnavailable as sema.Snapshot. The goroutines
-// it starts end before it returns.
+// it starts (Follow's, and one that polls a pipe's or socket's reader)
+// end before it returns.
 func Watch(ctx context.Context, c *clientv3.Client, name string, o WatchOptions) error {
 	if o.TTLTimeout == 0 {
 		o.TTLTimeout = defaultTTLTimeout
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer watchClosed(ctx, o.Out, cancel)()
 	w := &watcher{o: o, client: c, ctx: ctx}
-	return sema.Follow(ctx, c, name, sema.FollowHandler{Listing: w.show, Note: o.Note})
+	err := sema.Follow(ctx, c, name, sema.FollowHandler{Listing: w.show, Note: o.Note})
+	if errors.Is(context.Cause(ctx), ErrOutputClosed) {
+		return ErrOutputClosed
+	}
+	return err
 }
 
 // watcher is one Watch: what show needs between calls.
