@@ -39,7 +39,7 @@ func TestPauseResumeCLI(t *testing.T) {
 		t.Fatal("w started while paused")
 	}
 	who := e.run("sema", "pc", "--who")
-	if !strings.HasPrefix(who.stdout, "PAUSED pc[1] paused by ") || !strings.Contains(who.stdout, "black friday") {
+	if !strings.HasPrefix(who.stdout, "PAUSED pc[max=1] paused by ") || !strings.Contains(who.stdout, "black friday") {
 		t.Fatalf("--who text while paused: %v", who)
 	}
 	recs, _ := e.whoJSON("pc", "--max", "1")
@@ -73,7 +73,7 @@ func TestPauseGarbageCLI(t *testing.T) {
 		t.Fatalf("--nonblock with a garbage pause: %v", r)
 	}
 	who := e.run("sema", "pg", "--who")
-	if !strings.Contains(who.stdout, "PAUSED pg[1] paused by an unreadable pause record") || strings.Contains(who.stdout, "\x1b") {
+	if !strings.Contains(who.stdout, "PAUSED pg[max=1] paused by an unreadable pause record") || strings.Contains(who.stdout, "\x1b") {
 		t.Fatalf("--who text: %v", who)
 	}
 	recs, _ := e.whoJSON("pg")

@@ -137,7 +137,7 @@ func (c *semaCmd) whoWarning(w who.Warning) {
 		c.rep.warnf("WARNING: %q is used with %d different capacities (%s): each --max is a separate semaphore, so nodes using different --max do not exclude each other",
 			name, len(w.Caps), joinCaps(w.Caps))
 	case who.MixedKeys:
-		c.rep.warnf("WARNING: %s[%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold",
+		c.rep.warnf("WARNING: %s[max=%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold",
 			name, w.Max, w.LeaseKeys, w.NodeKeys)
 	case who.NotConchs:
 		c.rep.warnf("WARNING: %d key(s) under %s are not conch's (flagged foreign or unexpected): unexpected ones take slots, foreign ones are counted by no conch",
@@ -145,14 +145,14 @@ func (c *semaCmd) whoWarning(w who.Warning) {
 	case who.PauseNamesNothing:
 		c.rep.warnf("WARNING: pause key %s names no semaphore (a bad name or capacity): it pauses nothing", key)
 	case who.PauseUnreadable:
-		c.rep.warnf("WARNING: pause key %s holds an unreadable record (%s): %s[%d] stays paused until --resume deletes it",
+		c.rep.warnf("WARNING: pause key %s holds an unreadable record (%s): %s[max=%d] stays paused until --resume deletes it",
 			key, who.SafeText(w.Pause.Err.Error()), name, w.Max)
 	}
 }
 
 // emptyMessage says that nothing holds, and when --max asked for a capacity
 // with no keys, names the capacities that have some: "no holders
-// or waiters for only2[3]; keys exist for --max 2". shown are the entries
+// or waiters for only2[max=3]; keys exist for --max 2". shown are the entries
 // listed (with no holder: foreign keys only), all those read.
 func emptyMessage(j job, shown, all []sema.Entry) string {
 	what := j.name
@@ -160,7 +160,7 @@ func emptyMessage(j job, shown, all []sema.Entry) string {
 	case j.name == "":
 		what = "any semaphore"
 	case j.max != 0:
-		what = fmt.Sprintf("%s[%d]", j.name, j.max)
+		what = fmt.Sprintf("%s[max=%d]", j.name, j.max)
 	}
 	// a counted key at rank 0 always holds: what is left are foreign keys
 	msg := "no holders or waiters for " + what

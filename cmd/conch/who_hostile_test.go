@@ -69,7 +69,7 @@ func TestWhoHostileRecords(t *testing.T) {
 	h := e.start("sema", "hr", "--max", "2", "--", "sleep", "60")
 	waitFor(t, "holder", func() bool { return e.keys(sema.Prefix("hr", 2)) == 1 })
 	real, other := e.grant(), e.grant()
-	forged := "evil\nhr[2/2] HELD  trusted pid=1 since=2026-06-12T10:15:00Z rev=1\x1b[2J\x1b]0;pwned\a\u202e"
+	forged := "evil\nhr[max=2] HELD  trusted pid=1 since=2026-06-12T10:15:00Z rev=1\x1b[2J\x1b]0;pwned\a\u202e"
 	rec, _ := json.Marshal(map[string]any{"v": 1, "host": forged, "pid": 1, "since": "2026-06-12T10:15:00Z"})
 	e.put(sema.Prefix("hr", 2)+sema.FormatLeaseID(int64(other)), string(rec), real) // name spells another lease
 	e.put(sema.Prefix("hr", 2)+"x", `{"v":1,"host":"n","pid":2,"since":"0000-01-01T00:00:00+01:00"}`, real)
@@ -77,7 +77,7 @@ func TestWhoHostileRecords(t *testing.T) {
 
 	r := e.run("sema", "hr", "--who")
 	noRawControl(t, r.stdout, 4)
-	if strings.Count(r.stdout, "\nhr[2/2] HELD") != 1 || !strings.Contains(r.stdout, `evil\x0ahr[2/2]\x20HELD`) || r.status != 0 {
+	if strings.Count(r.stdout, "\nhr[max=2] HELD") != 1 || !strings.Contains(r.stdout, `evil\x0ahr[max=2]\x20HELD`) || r.status != 0 {
 		t.Fatalf("hostile host name not escaped, or a line forged: %v", r)
 	}
 	if !strings.Contains(r.stdout, "flags=lease-mismatch") || !strings.Contains(r.stdout, "flags=foreign,no-lease,unreadable") ||
@@ -112,7 +112,7 @@ func TestWhoNamesOtherCapacities(t *testing.T) {
 	e.start("sema", "only2", "--max", "2", "--", "sleep", "60")
 	waitFor(t, "holder", func() bool { return e.keys(sema.Prefix("only2", 2)) == 1 })
 	r := e.run("sema", "only2", "--max", "3", "--who")
-	if r.status != 1 || r.stdout != "" || !strings.Contains(r.stderr, "no holders or waiters for only2[3]; keys exist for --max 2") {
+	if r.status != 1 || r.stdout != "" || !strings.Contains(r.stderr, "no holders or waiters for only2[max=3]; keys exist for --max 2") {
 		t.Fatalf("--who --max 3: %v", r)
 	}
 	if recs, r := e.whoJSON("only2", "--max", "3"); r.status != 1 || len(recs) != 0 {
@@ -133,8 +133,8 @@ func TestWhoEverySemaphore(t *testing.T) {
 	waitFor(t, "a and b's waiter", func() bool { return e.keys(sema.Prefix("b", 1)) == 2 && e.keys(sema.Prefix("a", 3)) == 1 })
 	r := e.run("sema", "--who")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if r.status != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "a[1/3] HELD") ||
-		!strings.HasPrefix(lines[1], "b[1/1] HELD") || !strings.HasPrefix(lines[2], "b[1/1] WAIT") {
+	if r.status != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "a[max=3] HELD") ||
+		!strings.HasPrefix(lines[1], "b[max=1] HELD") || !strings.HasPrefix(lines[2], "b[max=1] WAIT") {
 		t.Fatalf("conch sema --who: %v", r)
 	}
 	recs, r := e.whoJSON()
@@ -199,7 +199,7 @@ func TestWhoAgreesWithRun(t *testing.T) {
 	if r := e.run("sema", "ag", "--max", "1", "--nonblock", "--", "true"); r.status != exitConflict {
 		t.Fatalf("a run beside an unexpected key that --who shows holding: %v, want 75", r)
 	}
-	if r := e.run("sema", "ag", "--max", "1", "--who"); r.status != 0 || !strings.HasPrefix(r.stdout, "ag[1/1] HELD") || !strings.Contains(r.stdout, "flags=unexpected,no-lease") {
+	if r := e.run("sema", "ag", "--max", "1", "--who"); r.status != 0 || !strings.HasPrefix(r.stdout, "ag[max=1] HELD") || !strings.Contains(r.stdout, "flags=unexpected,no-lease") {
 		t.Fatalf("--who beside the unexpected key: %v", r)
 	}
 	e.put(sema.NamePrefix("fo")+"01/"+sema.FormatLeaseID(1), `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, 0)

@@ -28,7 +28,7 @@ func TestWho(t *testing.T) {
 	}
 	r := e.run("sema", "w", "--max", "2", "--who")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	line := regexp.MustCompile(`^w\[2/2\] (HELD|WAIT)  \S+ pid=\d+ +since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ rev=\d+ lease=[0-9a-f]{16}( ttl=\d+s/\d+s)?$`)
+	line := regexp.MustCompile(`^w\[max=2\] (HELD|WAIT)  \S+ pid=\d+ +since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ rev=\d+ lease=[0-9a-f]{16} holders=2/2( ttl=\d+s/\d+s)?$`)
 	if r.status != 0 || len(lines) != 3 {
 		t.Fatalf("--who: %v", r)
 	}

@@ -27,9 +27,9 @@ func TestWhoListsSpreadNodeWaiters(t *testing.T) {
 		t.Fatalf("--who with 6 jobs: %v", r)
 	}
 	for i, l := range lines {
-		want := "trial[3/3] HELD"
+		want := "trial[max=3] HELD"
 		if i >= 3 {
-			want = "trial[3/3] WAIT"
+			want = "trial[max=3] WAIT"
 			if !strings.Contains(l, "waits-for="+sema.Prefix("trial", 3)+"n") || strings.Contains(l, "flags=") {
 				t.Fatalf("node waiter line %q", l)
 			}

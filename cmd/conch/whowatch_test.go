@@ -63,9 +63,9 @@ func TestWhoWatchFollowsChanges(t *testing.T) {
 	wj := e.start("sema", "--who", "--watch", "--json")
 	lastBlock(t, w, "the first, empty listing", func(b string) bool { return b == "(no holders or waiters)\n" })
 	h := e.start("sema", "ww", "--max", "1", "--", "sh", "-c", e.gated("h"))
-	lastBlock(t, w, "the holder", func(b string) bool { return strings.HasPrefix(b, "ww[1/1] HELD") && len(lines(b)) == 1 })
+	lastBlock(t, w, "the holder", func(b string) bool { return strings.HasPrefix(b, "ww[max=1] HELD") && len(lines(b)) == 1 })
 	q := e.start("sema", "ww", "--max", "1", "--", "sh", "-c", e.gated("q"))
-	lastBlock(t, w, "the waiter", func(b string) bool { return len(lines(b)) == 2 && strings.HasPrefix(lines(b)[1], "ww[1/1] WAIT") })
+	lastBlock(t, w, "the waiter", func(b string) bool { return len(lines(b)) == 2 && strings.HasPrefix(lines(b)[1], "ww[max=1] WAIT") })
 	e.open("h")
 	qpid := fmt.Sprintf("pid=%d ", q.cmd.Process.Pid)
 	lastBlock(t, w, "the release", func(b string) bool {
@@ -75,7 +75,7 @@ func TestWhoWatchFollowsChanges(t *testing.T) {
 		t.Fatalf("--pause: %v", r)
 	}
 	lastBlock(t, w, "the pause", func(b string) bool {
-		return strings.HasPrefix(b, "PAUSED ww[1] paused by ") && strings.Contains(lines(b)[0], "@n1 since ") && strings.HasSuffix(lines(b)[0], ": incident")
+		return strings.HasPrefix(b, "PAUSED ww[max=1] paused by ") && strings.Contains(lines(b)[0], "@n1 since ") && strings.HasSuffix(lines(b)[0], ": incident")
 	})
 	waitFor(t, "--json's pause, decoded", func() bool {
 		docs := jsonLines(t, wj.stdout.String())
@@ -218,7 +218,7 @@ func TestWhoWatchCompaction(t *testing.T) {
 	w.cmd.Process.Signal(syscall.SIGCONT)
 	waitFor(t, "the compaction said", func() bool { return strings.Contains(w.stderr.String(), "compacted") })
 	h := e.start("sema", "cp", "--max", "1", "--", "sleep", "60")
-	lastBlock(t, w, "a holder after the compaction", func(b string) bool { return strings.HasPrefix(b, "cp[1/1] HELD") })
+	lastBlock(t, w, "a holder after the compaction", func(b string) bool { return strings.HasPrefix(b, "cp[max=1] HELD") })
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	h.wait(t)
 	lastBlock(t, w, "its release", func(b string) bool { return b == "(no holders or waiters)\n" })
@@ -343,7 +343,7 @@ func TestWhoWatchHostile(t *testing.T) {
 	}
 	block, _ := lastBlock(t, w, "the hostile keys listed", func(b string) bool { return strings.Count(b, "\n") >= 7 })
 	noRawControl(t, block, strings.Count(block, "\n"))
-	if !strings.Contains(block, "PAUSED hx[1] paused by an unreadable pause record") || !strings.Contains(block, "PAUSED hx[-] paused by an unreadable pause record") {
+	if !strings.Contains(block, "PAUSED hx[max=1] paused by an unreadable pause record") || !strings.Contains(block, "PAUSED hx[-] paused by an unreadable pause record") {
 		t.Fatalf("garbage pause keys not shown:\n%s", block)
 	}
 	waitFor(t, "the garbage pause keys reported on stderr", func() bool {
@@ -356,7 +356,7 @@ func TestWhoWatchHostile(t *testing.T) {
 		t.Fatalf("hx[1] paused = %v\n%s", got, r.stdout)
 	}
 	h := e.start("sema", "hx", "--max", "2", "--", "sleep", "60")
-	lastBlock(t, w, "a real holder after them", func(b string) bool { return strings.Contains(b, "hx[1/2] HELD") })
+	lastBlock(t, w, "a real holder after them", func(b string) bool { return strings.Contains(b, "hx[max=2] HELD") })
 	waitFor(t, "--json shows the holder", func() bool {
 		docs := jsonLines(t, wj.stdout.String())
 		return len(docs) > 0 && slices.ContainsFunc(docs[len(docs)-1].Records, func(r who.Record) bool { return r.Name == "hx" && r.Max == 2 && r.State == "HELD" })

@@ -15,7 +15,7 @@ import (
 // one line per key, with no raw control character.
 func FuzzWhoRender(f *testing.F) {
 	lease := sema.FormatLeaseID(0x0aa3000000000001)
-	forged := `{"v":1,"host":"evil\nhr[2/2] HELD  trusted pid=1\u001b[2J\u202e","pid":1,"since":"2026-06-12T10:15:00Z"}`
+	forged := `{"v":1,"host":"evil\nhr[max=2] HELD  trusted pid=1\u001b[2J\u202e","pid":1,"since":"2026-06-12T10:15:00Z"}`
 	for _, s := range []struct {
 		name, key, value string
 		lease, rev       int64

@@ -116,7 +116,7 @@ func renderJSON(entries []sema.Entry, pauses []sema.Pause, unit UnitFunc) ([]byt
 // pauseBanner is the text form's first lines (one-shot and watched), one
 // per pause key read (D16):
 //
-//	PAUSED heavy[2] paused by root@n1 since 2026-12-01T23:00:00Z: freeze
+//	PAUSED heavy[max=2] paused by root@n1 since 2026-12-01T23:00:00Z: freeze
 //
 // A key that names no semaphore (sema.Pause.Max 0) shows as NAME[-] with
 // its key, an unreadable record as such: garbage is shown, never skipped.
@@ -127,7 +127,7 @@ func pauseBanner(pauses []sema.Pause) []byte {
 			b = append(b, "PAUSED "+Escape(p.Name, NameWidth)+"[-] "+PauseText(p)+" key="+Escape(p.Key, KeyWidth)+"\n"...)
 			continue
 		}
-		b = append(b, "PAUSED "+Escape(p.Name, NameWidth)+"["+strconv.Itoa(p.Max)+"] "+PauseText(p)+"\n"...)
+		b = append(b, "PAUSED "+Escape(p.Name, NameWidth)+"[max="+strconv.Itoa(p.Max)+"] "+PauseText(p)+"\n"...)
 	}
 	return b
 }

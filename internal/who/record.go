@@ -150,7 +150,7 @@ func recordUnit(e sema.Entry, unit UnitFunc) string {
 	return e.Record.Unit
 }
 
-// capKey keys the text form's [n/max]: holders per (name, max).
+// capKey keys the text form's holders=n/max: holders per (name, max).
 type capKey struct {
 	name string
 	max  int
@@ -159,14 +159,16 @@ type capKey struct {
 // renderText returns one line per entry in revision order (04_sema.md
 // "who"), each ending in "\n" and holding no control character:
 //
-//	video-encode[2/2] HELD  node2 pid=4242 since=2026-06-12T10:15:00Z rev=8812 lease=694d7a1b2c3d4e5f
+//	video-encode[max=2] HELD  node2 pid=4242 since=2026-06-12T10:15:00Z rev=8812 lease=694d7a1b2c3d4e5f holders=2/2
 //
-// then for a holder ttl=LEFT/GRANTED (its lease's time to live, "gone"
+// The semaphore is named as name[max=N] wherever a line names one;
+// holders=n/N counts its holders (D6c). Then come, for a holder ttl=LEFT/GRANTED (its lease's time to live, "gone"
 // once expired), unit= when known, waits-for= for a one-slot-per-node process
 // waiting for its node's key, else key= when the key is not a plain lease
 // key, and flags= (sema.Entry.Flags, "expiring" among them) when anything
 // is odd. Unknown fields print "?".
-// A foreign key's bracket is [-]: it is in no capacity's queue.
+// A foreign key's bracket is [-], with no count: it is in no capacity's
+// queue.
 func renderText(entries []sema.Entry, unit UnitFunc) []byte {
 	holders := map[capKey]int{}
 	hostW, pidW := 1, 1
@@ -183,17 +185,17 @@ func renderText(entries []sema.Entry, unit UnitFunc) []byte {
 	var b bytes.Buffer
 	for i, e := range entries {
 		r := rows[i]
-		bracket := "[-]"
+		bracket, count := "[-]", ""
 		if e.Info.Kind.Counted() {
-			bracket = fmt.Sprintf("[%d/%d]", holders[capKey{e.Name, e.Max}], e.Max)
+			bracket, count = "[max="+strconv.Itoa(e.Max)+"]", fmt.Sprintf(" holders=%d/%d", holders[capKey{e.Name, e.Max}], e.Max)
 		}
 		since := deref(r.Since, "?")
 		if r.HeldSince != nil {
 			since = *r.HeldSince
 		}
-		fmt.Fprintf(&b, "%s%s %-4s  %-*s pid=%-*s since=%s rev=%d lease=%s",
+		fmt.Fprintf(&b, "%s%s %-4s  %-*s pid=%-*s since=%s rev=%d lease=%s%s",
 			Escape(e.Name, NameWidth), bracket, r.State, hostW, Escape(deref(r.Host, "?"), hostWidth),
-			pidW, pidText(r.PID), since, e.Rev, deref(r.Lease, "none"))
+			pidW, pidText(r.PID), since, e.Rev, deref(r.Lease, "none"), count)
 		if r.TTL != nil {
 			fmt.Fprintf(&b, " ttl=%s/%ds", ttlText(*r.TTL), *r.GrantedTTL)
 		}
