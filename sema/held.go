@@ -85,7 +85,7 @@ func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error
 			h.Rank = i
 		}
 	}
-	what := fmt.Sprintf("%s[%d] rev %d lease %s", s.Name, s.Max, s.Rev, FormatLeaseID(s.Lease))
+	what := fmt.Sprintf("%s[max=%d] rev %d lease %s", s.Name, s.Max, s.Rev, FormatLeaseID(s.Lease))
 	switch {
 	case ttl.TTL < 0:
 		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, ErrHeldLeaseGone)

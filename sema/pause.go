@@ -125,7 +125,7 @@ func withPause(r ranking, resp *clientv3.TxnResponse, i int) ranking {
 func (s *Semaphore) pausedNow(ctx context.Context) (*Pause, error) {
 	resp, err := s.c.Get(ctx, PauseKey(s.name, s.max))
 	if err != nil {
-		return nil, fmt.Errorf("%w: cannot read the pause of %s[%d]: %w", errEtcd, s.name, s.max, err)
+		return nil, fmt.Errorf("%w: cannot read the pause of %s[max=%d]: %w", errEtcd, s.name, s.max, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, nil
@@ -149,9 +149,9 @@ const pauseTry = 500 * time.Millisecond
 
 func (s *Semaphore) noSlot(r ranking) error {
 	if r.pause != nil {
-		return fmt.Errorf("%w in %s[%d]: %w", ErrNoSlot, s.name, s.max, &PausedError{Pause: *r.pause})
+		return fmt.Errorf("%w in %s[max=%d]: %w", ErrNoSlot, s.name, s.max, &PausedError{Pause: *r.pause})
 	}
-	return fmt.Errorf("%w in %s[%d]", ErrNoSlot, s.name, s.max)
+	return fmt.Errorf("%w in %s[max=%d]", ErrNoSlot, s.name, s.max)
 }
 
 // pauseCheck is the head's check before a promotion that no ranking read

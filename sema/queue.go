@@ -106,7 +106,7 @@ func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, 
 			return 0, r, fmt.Errorf("%w: %s existed before we wrote it", ErrKeyDeleted, key)
 		}
 		if s.opts.Nonblock {
-			return 0, r, fmt.Errorf("%w in %s[%d]: %w: %s", ErrNoSlot, s.name, s.max, ErrNodeHasKey, key)
+			return 0, r, fmt.Errorf("%w in %s[max=%d]: %w: %s", ErrNoSlot, s.name, s.max, ErrNodeHasKey, key)
 		}
 		s.emit(Event{Kind: Waiting, Ahead: 1, NodeBusy: true, Lease: l.id, TTL: l.ttl})
 		switch s.waitGone(ctx, l, key, r.rev) {

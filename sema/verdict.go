@@ -28,11 +28,11 @@ func (e *WaitError) Error() string {
 	case e.Unreachable:
 		return fmt.Sprintf("%v: %s: %v", ErrUnavailable, e.Name, e.Err)
 	case e.Nonblock && e.NodeBusy:
-		return fmt.Sprintf("%v in %s[%d]: %v", ErrNoSlot, e.Name, e.Max, ErrNodeHasKey)
+		return fmt.Sprintf("%v in %s[max=%d]: %v", ErrNoSlot, e.Name, e.Max, ErrNodeHasKey)
 	case e.Nonblock:
-		return fmt.Sprintf("%v in %s[%d]", ErrNoSlot, e.Name, e.Max)
+		return fmt.Sprintf("%v in %s[max=%d]", ErrNoSlot, e.Name, e.Max)
 	}
-	return fmt.Sprintf("%v %s[%d]", ErrTimeout, e.Name, e.Max)
+	return fmt.Sprintf("%v %s[max=%d]", ErrTimeout, e.Name, e.Max)
 }
 
 // Is matches the sentinel the verdict stands for (see WaitError).

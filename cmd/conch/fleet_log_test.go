@@ -19,7 +19,7 @@ func TestReporterFleetStates(t *testing.T) {
 	p := &sema.Pause{Who: "root@n1", Since: since, Reason: "freeze"}
 	r.onEvent(sema.Event{Kind: sema.Waiting, Paused: p})
 	r.onEvent(sema.Event{Kind: sema.Waiting})
-	if len(f.notes) != 2 || !strings.Contains(f.notes[0], "STATUS=waiting for heavy-jobs[2/2]: paused by root@n1 since 2026-12-01T23:00:00Z: freeze") ||
+	if len(f.notes) != 2 || !strings.Contains(f.notes[0], "STATUS=waiting for heavy-jobs[max=2]: paused by root@n1 since 2026-12-01T23:00:00Z: freeze") ||
 		strings.Contains(f.notes[1], "paused") {
 		t.Fatalf("notify while paused, then not: %q", f.notes)
 	}

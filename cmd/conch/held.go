@@ -25,14 +25,14 @@ func (c *semaCmd) heldSlot(j job) (sema.Slot, error) {
 		if j.name == "" {
 			return sema.Slot{}, usagef("--held: not inside a command run by conch (no CONCH_SEMA, CONCH_REV, CONCH_LEASE): run it from the command conch started, as in: conch sema NAME --max N -- sh -c 'conch sema --held && step'")
 		}
-		return sema.Slot{}, endf(errNotHeld, "", "%s[%d]: not held: this process was not started by conch (no CONCH_REV, CONCH_LEASE)", j.name, j.max)
+		return sema.Slot{}, endf(errNotHeld, "", "%s[max=%d]: not held: this process was not started by conch (no CONCH_REV, CONCH_LEASE)", j.name, j.max)
 	}
 	s, err := parseSlotEnv(env)
 	if err != nil {
 		return s, usagef("--held: %v", err)
 	}
 	if j.name != "" && j.name != s.Name || j.max != 0 && j.max != s.Max {
-		return s, endf(errNotHeld, "", "%s: not held: this process was given a slot of %s[%d] (CONCH_SEMA, CONCH_MAX)",
+		return s, endf(errNotHeld, "", "%s: not held: this process was given a slot of %s[max=%d] (CONCH_SEMA, CONCH_MAX)",
 			slotName(j.name, j.max), s.Name, s.Max)
 	}
 	return s, nil
@@ -58,12 +58,12 @@ func parseSlotEnv(env map[string]string) (sema.Slot, error) {
 	return s, nil
 }
 
-// slotName spells a semaphore as messages do: name[max], or name alone.
+// slotName spells a semaphore as messages do: name[max=N] (D6d), or name alone.
 func slotName(name string, max int) string {
 	if max == 0 {
 		return name
 	}
-	return fmt.Sprintf("%s[%d]", name, max)
+	return fmt.Sprintf("%s[max=%d]", name, max)
 }
 
 // held answers --held: nil (exit 0) when the slot of this conch child is
@@ -77,7 +77,7 @@ func (c *semaCmd) held(j job) error {
 	if err != nil {
 		return err
 	}
-	what := fmt.Sprintf("%s[%d]", s.Name, s.Max)
+	what := fmt.Sprintf("%s[max=%d]", s.Name, s.Max)
 	client, err := etcdconn.New(context.Background(), j.conn)
 	if err != nil {
 		return fmt.Errorf("%s: --held: %w", what, err)

@@ -82,7 +82,7 @@ func TestHeldInsideChild(t *testing.T) {
 		if st != tc.status || tc.reason != "" && !strings.Contains(msg, tc.reason) || tc.status == 0 && msg != "" {
 			t.Fatalf("%s: --held exited %d saying %q, want %d with %q", tc.name, st, msg, tc.status, tc.reason)
 		}
-		if tc.status != 0 && !strings.Contains(msg, tc.name+"[1]") {
+		if tc.status != 0 && !strings.Contains(msg, tc.name+"[max=1]") {
 			t.Fatalf("%s: the line %q does not name the semaphore", tc.name, msg)
 		}
 		r := p.wait(t)
@@ -117,7 +117,7 @@ func TestHeldOutsideChild(t *testing.T) {
 	if r := e.startWith(vars, "sema", "--held").wait(t); r.status != 70 || !strings.Contains(r.stderr, "not within") {
 		t.Fatalf("--held as the waiter: %v", r)
 	}
-	if r := e.startWith(vars, "sema", "other", "--max", "1", "--held").wait(t); r.status != 70 || !strings.Contains(r.stderr, "a slot of wq[1]") {
+	if r := e.startWith(vars, "sema", "other", "--max", "1", "--held").wait(t); r.status != 70 || !strings.Contains(r.stderr, "a slot of wq[max=1]") {
 		t.Fatalf("--held naming another semaphore: %v", r)
 	}
 	if r := e.startWith([]string{"CONCH_SEMA=wq", "CONCH_MAX=1", "CONCH_LEASE=x", "CONCH_REV=1"}, "sema", "--held").wait(t); r.status != 64 {

@@ -67,8 +67,8 @@ func newReporter(stderr io.Writer, getenv func(string) string, verbose bool, nam
 	return r
 }
 
-// prefix names the semaphore in every line: "heavy-jobs[max=2]" (the
-// "[n/max]" form, holders over capacity, is --who's and the queue line's).
+// prefix names the semaphore in every line: "heavy-jobs[max=2]", the one way conch names
+// a semaphore (D6d); counts, such as holders over capacity, are written apart.
 func (r *reporter) prefix() string { return fmt.Sprintf("%s[max=%d]", r.name, r.max) }
 
 // emit records one message. In the journal, an entry with a state is always
@@ -150,7 +150,7 @@ func (r *reporter) onEvent(e sema.Event) {
 				e.OtherCapacities, r.name, r.name)
 		}
 		if e.OtherKind > 0 { // D11
-			r.warnf("WARNING: %d key(s) of %s[%d] come from jobs run the other way (with and without --spread): mixed on one semaphore, one slot per node does not hold (conch sema %s --who)",
+			r.warnf("WARNING: %d key(s) of %s[max=%d] come from jobs run the other way (with and without --spread): mixed on one semaphore, one slot per node does not hold (conch sema %s --who)",
 				e.OtherKind, r.name, r.max, r.name)
 		}
 	case sema.Waiting:
@@ -175,18 +175,19 @@ func (r *reporter) onEvent(e sema.Event) {
 }
 
 // waitText is the queue position as D10 words it, for the log line and
-// sd_notify STATUS=: "waiting for heavy-jobs[2/2], 3 ahead".
+// sd_notify STATUS=: "waiting for heavy-jobs[max=2] (2/2 held), 3 ahead": the semaphore
+// named as every line names it, the slots taken as a count (D6d).
 func (r *reporter) waitText() string {
 	if r.paused != "" { // D16
-		return fmt.Sprintf("waiting for %s[%d/%d]: %s (conch sema %s --max %d --resume lifts it)", r.name, r.max, r.max, r.paused, r.name, r.max)
+		return fmt.Sprintf("waiting for %s: %s (conch sema %s --max %d --resume lifts it)", r.prefix(), r.paused, r.name, r.max)
 	}
 	if r.nodeBusy {
-		return fmt.Sprintf("waiting for %s[%d/%d]: this node already holds or waits for a slot (--spread: one per node)", r.name, r.max, r.max)
+		return fmt.Sprintf("waiting for %s: this node already holds or waits for a slot (--spread: one per node)", r.prefix())
 	}
 	if r.ahead == 0 {
-		return fmt.Sprintf("waiting for %s[%d/%d], next in line", r.name, r.max, r.max)
+		return fmt.Sprintf("waiting for %s (%d/%d held), next in line", r.prefix(), r.max, r.max)
 	}
-	return fmt.Sprintf("waiting for %s[%d/%d], %d ahead", r.name, r.max, r.max, r.ahead)
+	return fmt.Sprintf("waiting for %s (%d/%d held), %d ahead", r.prefix(), r.max, r.max, r.ahead)
 }
 
 // started is unitrun.Spec.Started: the command runs, so a Type=notify

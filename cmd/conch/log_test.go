@@ -79,7 +79,7 @@ func TestReporterJournal(t *testing.T) {
 	if got := strings.Join(states, ","); got != "WAIT,WAIT,HELD,RELEASED" {
 		t.Fatalf("states %s, want WAIT,WAIT,HELD,RELEASED (the debug lines only with -v)", got)
 	}
-	if e := f.entries[0]; e.fields["CONCH_AHEAD"] != "3" || e.msg != "heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead" {
+	if e := f.entries[0]; e.fields["CONCH_AHEAD"] != "3" || e.msg != "heavy-jobs[max=2]: waiting for heavy-jobs[max=2] (2/2 held), 3 ahead" {
 		t.Errorf("first WAIT entry: %q %v", e.msg, e.fields)
 	}
 	if e := f.entries[3]; e.fields["CONCH_EXIT_STATUS"] != "0" || e.prio != journal.PriInfo {
@@ -103,12 +103,12 @@ func TestReporterPlainLines(t *testing.T) {
 		journaled bool
 		want      []string
 	}{
-		{"quiet", false, false, []string{"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead"}},
-		{"journald down", false, true, []string{"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead"}},
+		{"quiet", false, false, []string{"conch: heavy-jobs[max=2]: waiting for heavy-jobs[max=2] (2/2 held), 3 ahead"}},
+		{"journald down", false, true, []string{"conch: heavy-jobs[max=2]: waiting for heavy-jobs[max=2] (2/2 held), 3 ahead"}},
 		{"verbose", true, false, []string{
 			"conch: heavy-jobs[max=2]: enqueued rev=41 lease=0000000000000abc ttl=10s",
-			"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 3 ahead",
-			"conch: heavy-jobs[max=2]: waiting for heavy-jobs[2/2], 1 ahead",
+			"conch: heavy-jobs[max=2]: waiting for heavy-jobs[max=2] (2/2 held), 3 ahead",
+			"conch: heavy-jobs[max=2]: waiting for heavy-jobs[max=2] (2/2 held), 1 ahead",
 			"conch: heavy-jobs[max=2]: slot held, rev=41 (fencing token)",
 			"conch: heavy-jobs[max=2]: command started, PID 4242",
 			"conch: heavy-jobs[max=2]: released after 1.5s, child status 0",
@@ -132,8 +132,8 @@ func TestReporterNotify(t *testing.T) {
 	r, _ := f.reporter(false, false)
 	drive(r)
 	want := []string{
-		"STATUS=waiting for heavy-jobs[2/2], 3 ahead",
-		"STATUS=waiting for heavy-jobs[2/2], 1 ahead",
+		"STATUS=waiting for heavy-jobs[max=2] (2/2 held), 3 ahead",
+		"STATUS=waiting for heavy-jobs[max=2] (2/2 held), 1 ahead",
 		"STATUS=holding heavy-jobs[max=2], rev 41: starting the command",
 		"READY=1\nSTATUS=holding heavy-jobs[max=2], rev 41: command running (PID 4242)",
 		"STOPPING=1\nSTATUS=released heavy-jobs[max=2] after 1.5s, command exited with status 0",
@@ -227,7 +227,7 @@ func TestReporterQuiet(t *testing.T) {
 	if buf.Len() != 0 {
 		t.Fatalf("stderr with -q: %q, want nothing", buf.String())
 	}
-	if len(notes) == 0 || !strings.Contains(strings.Join(notes, "\n"), "STATUS=waiting for heavy-jobs[2/2], 3 ahead") {
+	if len(notes) == 0 || !strings.Contains(strings.Join(notes, "\n"), "STATUS=waiting for heavy-jobs[max=2] (2/2 held), 3 ahead") {
 		t.Errorf("sd_notify with -q: %q, want the same STATUS= lines", notes)
 	}
 	r.warnf("WARNING: w")

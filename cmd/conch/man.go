@@ -196,7 +196,7 @@ command's scope), as the service's \fBSyslogIdentifier=\fP or the command's base
 .TP
 .B NOTIFY_SOCKET
 conch sends \fBSTATUS=\fP on every transition (with the queue position while waiting, as
-in "waiting for heavy\-jobs[2/2], 3 ahead"), \fBREADY=1\fP once the command runs and
+in "waiting for heavy\-jobs[max=2] (2/2 held), 3 ahead"), \fBREADY=1\fP once the command runs and
 \fBSTOPPING=1\fP when it winds down; use \fBType=notify\fP with \fBNotifyAccess=main\fP.
 The command does not inherit \fBNOTIFY_SOCKET\fP.
 .TP

@@ -402,7 +402,7 @@ func testWorker(t *testing.T, nodes []*node) {
 
 	n3 := nodes[2]
 	n3.must("systemctl", "start", "--no-block", "conch-worker.service")
-	const status = "waiting for batch-worker[2/2], 1 ahead"
+	const status = "waiting for batch-worker[max=2] (2/2 held), 1 ahead"
 	n3.waitFor("STATUS= with the queue position", func() bool {
 		return n3.show("conch-worker.service", "StatusText")["StatusText"] == status
 	})
