@@ -2,10 +2,14 @@ package who
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/conch-project/conch/sema"
 )
@@ -44,18 +48,56 @@ func Render(l sema.Listing, o Options, now time.Time) ([]byte, error) {
 	return append(pauseBanner(l.Pauses), renderText(l.Entries, o.Unit)...), nil
 }
 
+// Read's retries of a read etcd could not serve for the moment (transient):
+// at most readTries tries, readRetryMin apart, doubling up to readRetryMax,
+// about 2 s in all: a leader election's length.
+const (
+	readTries    = 5
+	readRetryMin = 250 * time.Millisecond
+	readRetryMax = time.Second
+)
+
 // Read returns the listing of the semaphore name (every semaphore when
 // name is "": sema.Snapshot) with each holder's lease TTL read, best
-// effort (sema.LeaseTTLs). It blocks until etcd answers or ctx ends.
-// Errors are Snapshot's: sema.ErrRefused when etcd rejects the read,
-// else sema.ErrUnavailable.
+// effort (sema.LeaseTTLs). A read that etcd answers with a transient
+// error (a leader election or a proposal timed out: clientv3 retries
+// these for a Get, never for the Txn of Snapshot) is tried again, up to
+// readTries times in all while ctx allows. It blocks until etcd answers or
+// ctx ends. Errors are Snapshot's last: sema.ErrRefused when etcd rejects
+// the read, else sema.ErrUnavailable.
 func Read(ctx context.Context, c *clientv3.Client, name string) (sema.Listing, error) {
-	l, err := sema.Snapshot(ctx, c, name)
-	if err != nil {
-		return l, err
+	backoff := readRetryMin
+	for try := 1; ; try++ {
+		l, err := sema.Snapshot(ctx, c, name)
+		if err == nil {
+			sema.LeaseTTLs(ctx, c, l.Entries)
+			return l, nil
+		}
+		if try == readTries || !transient(err) {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return l, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, readRetryMax)
 	}
-	sema.LeaseTTLs(ctx, c, l.Entries)
-	return l, nil
+}
+
+// transient reports whether err is etcd saying it cannot serve a request
+// now but will soon: gRPC's Unavailable, as in "leader changed", "no
+// leader" and "request timed out". A context that ended is not transient.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable
 }
 
 // Filter keeps, with max set (not 0), the entries and pauses of l of that
