@@ -25,7 +25,8 @@ type Entry struct {
 	// Rank is the 0-based rank by create revision within (Name, Max), as
 	// acquisition ranks it; -1 for keys no acquisition counts (foreign).
 	Rank int
-	// Held is derived from rank (Rank < Max), never from the stored value.
+	// Held is derived from rank (Rank < Max), never from the stored value;
+	// MarkPausedHeads clears it for a key held back by a pause (D16b).
 	Held bool
 	Rev  int64 // create revision: the holder's fencing token
 	// Lease is the lease etcd says the key is bound to (KeyValue.Lease),
@@ -44,6 +45,10 @@ type Entry struct {
 	// rebound to a lease nobody keeps alive, and the slot frees when that
 	// lease runs out or at ReleaseHeld (see heldAfterRecord).
 	HeldAfter bool
+	// PausedHead marks a key that ranks below Max in a paused semaphore
+	// but whose command has not started because of the pause (D16): it
+	// waits, and Held is false. Set by MarkPausedHeads only.
+	PausedHead bool
 }
 
 // heldAfterRecord reports whether a record says its slot is kept after
@@ -59,7 +64,8 @@ func (e Entry) Counted() bool { return e.Info.Kind.Counted() && !e.NodeWait }
 // fixed order: "foreign" (counted by no acquisition), "unexpected" (an
 // unexpected suffix: counted), "no-lease" (the key is bound to no lease and
 // never expires), "lease-mismatch" (the name spells another lease than
-// etcd's), "unreadable" (the value did not decode), "newer-format",
+// etcd's), "expiring", "paused" (ranked to hold, held back by a pause:
+// MarkPausedHeads), "unreadable" (the value did not decode), "newer-format",
 // "missing:<field>", "bad:<field>". Empty for a sound key.
 func (e Entry) Flags() []string {
 	var f []string
@@ -77,6 +83,9 @@ func (e Entry) Flags() []string {
 	}
 	if e.TTL.Expiring() && !e.HeldAfter { // a held-after slot's lease runs out by design
 		f = append(f, "expiring")
+	}
+	if e.PausedHead { // ranked to hold, held back by the pause (D16)
+		f = append(f, "paused")
 	}
 	r := e.Record
 	if r.Err != nil {

@@ -162,10 +162,18 @@ func emptyMessage(j job, shown, all []sema.Entry) string {
 	case j.max != 0:
 		what = fmt.Sprintf("%s[max=%d]", j.name, j.max)
 	}
-	// a counted key at rank 0 always holds: what is left are foreign keys
+	// a counted key at rank 0 holds unless a pause holds it back (D16b): what is left are
+	// waiters of a paused semaphore and foreign keys
+	waiting := 0
+	for _, e := range shown {
+		waiting += boolInt(e.Counted())
+	}
 	msg := "no holders or waiters for " + what
-	if len(shown) > 0 {
-		msg += fmt.Sprintf(" (%d foreign key(s), counted by no conch)", len(shown))
+	if waiting > 0 {
+		msg = fmt.Sprintf("no holders for %s: %d waiting, held back by a pause (--resume lifts it)", what, waiting)
+	}
+	if foreign := len(shown) - waiting; foreign > 0 {
+		msg += fmt.Sprintf(" (%d foreign key(s), counted by no conch)", foreign)
 	}
 	var caps []int
 	for _, e := range all {
@@ -178,6 +186,13 @@ func emptyMessage(j job, shown, all []sema.Entry) string {
 		msg += "; keys exist for " + joinCaps(caps)
 	}
 	return msg
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func joinCaps(caps []int) string {

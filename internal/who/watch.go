@@ -67,7 +67,8 @@ type WatchOptions struct {
 	// Note, if set, is told of compactions, lost connections and
 	// resumptions (sema.Note), for the caller to say.
 	Note func(sema.Note)
-	// TTLTimeout bounds each listing's lease TTL reads; 0 is 5 s.
+	// TTLTimeout bounds each listing's reads beyond the listing itself
+	// (sema.MarkPausedHeads, lease TTLs); 0 is 5 s.
 	TTLTimeout time.Duration
 }
 
@@ -112,6 +113,7 @@ type watcher struct {
 // last one shown. The first listing's entry warnings go to o.Warn.
 func (w *watcher) show(l sema.Listing) error {
 	tctx, cancel := context.WithTimeout(w.ctx, w.o.TTLTimeout)
+	sema.MarkPausedHeads(tctx, w.client, l)
 	sema.LeaseTTLs(tctx, w.client, l.Entries)
 	cancel()
 	if !w.warned {

@@ -58,8 +58,9 @@ const (
 )
 
 // Read returns the listing of the semaphore name (every semaphore when
-// name is "": sema.Snapshot) with each holder's lease TTL read, best
-// effort (sema.LeaseTTLs). A read that etcd answers with a transient
+// name is "": sema.Snapshot), with the keys a pause holds back marked as
+// waiting (sema.MarkPausedHeads, D16b) and each holder's lease TTL read,
+// best effort (sema.LeaseTTLs). A read that etcd answers with a transient
 // error (a leader election or a proposal timed out: clientv3 retries
 // these for a Get, never for the Txn of Snapshot) is tried again, up to
 // readTries times in all while ctx allows. It blocks until etcd answers or
@@ -70,6 +71,7 @@ func Read(ctx context.Context, c *clientv3.Client, name string) (sema.Listing, e
 	for try := 1; ; try++ {
 		l, err := sema.Snapshot(ctx, c, name)
 		if err == nil {
+			sema.MarkPausedHeads(ctx, c, l)
 			sema.LeaseTTLs(ctx, c, l.Entries)
 			return l, nil
 		}
