@@ -38,8 +38,8 @@ func TestTransient(t *testing.T) {
 	}
 }
 
-// Read against a 3-member cluster whose leadership is moved again and
-// again while reads go on: every Read answers. Snapshot alone, beside it,
+// Read, and a Watch's first listing, against a 3-member cluster whose
+// leadership is moved again and again while reads go on: every one answers. Snapshot alone, beside it,
 // is counted failing with etcd's election errors (logged: how often the
 // elections hit a read depends on the machine).
 func TestReadThroughElections(t *testing.T) {
@@ -71,6 +71,11 @@ func TestReadThroughElections(t *testing.T) {
 				}
 				if _, err := sema.Snapshot(ctx, c, "el"); err != nil && transient(err) {
 					rawFails.Add(1)
+				}
+				// a watch's first listing: Watch ends (ctx ended) once it is written
+				if err := Watch(ctx, c, "el", WatchOptions{Out: cancelOnWrite(cancel)}); !errors.Is(err, context.Canceled) {
+					readFails.Add(1)
+					firstErr.CompareAndSwap(nil, err)
 				}
 				cancel()
 				reads.Add(1)
@@ -128,4 +133,12 @@ func moveLeader(t *testing.T, c *clientv3.Client, members []*etcdtest.Server, i 
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s did not become leader", to)
+}
+
+// cancelOnWrite is an output that ends its watch at the first write.
+type cancelOnWrite context.CancelFunc
+
+func (f cancelOnWrite) Write(b []byte) (int, error) {
+	f()
+	return len(b), nil
 }

@@ -81,7 +81,8 @@ type WatchOptions struct {
 // away (ErrOutputClosed: at a write, or, for a pipe or socket, within
 // about closedPoll of it whether or not anything changes), or a listing cannot be rendered or written (an
 // error wrapping ErrOutput). A first read that fails returns
-// sema.ErrRefused or sema.ErrUnavailable as sema.Snapshot. The goroutines
+// sema.ErrRefused or sema.ErrUnavailable as sema.Snapshot, after Read's
+// retries of a transient error. The goroutines
 // it starts (Follow's, and one that polls a pipe's or socket's reader)
 // end before it returns.
 func Watch(ctx context.Context, c *clientv3.Client, name string, o WatchOptions) error {
@@ -92,11 +93,30 @@ func Watch(ctx context.Context, c *clientv3.Client, name string, o WatchOptions)
 	defer cancel(nil)
 	defer watchClosed(ctx, o.Out, cancel)()
 	w := &watcher{o: o, client: c, ctx: ctx}
-	err := sema.Follow(ctx, c, name, sema.FollowHandler{Listing: w.show, Note: o.Note})
+	err := w.follow(ctx, name)
 	if errors.Is(context.Cause(ctx), ErrOutputClosed) {
 		return ErrOutputClosed
 	}
 	return err
+}
+
+// follow runs sema.Follow, starting it again when its first read fails
+// with a transient error (an election: Read's rule), at most readTries
+// times: once a listing is shown, Follow rides out such errors itself.
+func (w *watcher) follow(ctx context.Context, name string) error {
+	backoff := readRetryMin
+	for try := 1; ; try++ {
+		err := sema.Follow(ctx, w.client, name, sema.FollowHandler{Listing: w.show, Note: w.o.Note})
+		if w.shown || try == readTries || !transient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, readRetryMax)
+	}
 }
 
 // watcher is one Watch: what show needs between calls.
@@ -105,6 +125,7 @@ type watcher struct {
 	client *clientv3.Client
 	ctx    context.Context
 	warned bool
+	shown  bool             // a listing reached show: Follow's first read is done
 	last   []byte           // the last listing shown, without its time stamp
 	paused map[string]int64 // pause key -> create revision, of the pause keys already warned of
 }
@@ -112,6 +133,7 @@ type watcher struct {
 // show renders one listing and writes it unless it is the same as the
 // last one shown. The first listing's entry warnings go to o.Warn.
 func (w *watcher) show(l sema.Listing) error {
+	w.shown = true
 	tctx, cancel := context.WithTimeout(w.ctx, w.o.TTLTimeout)
 	sema.MarkPausedHeads(tctx, w.client, l)
 	sema.LeaseTTLs(tctx, w.client, l.Entries)
