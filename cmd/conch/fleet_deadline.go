@@ -22,7 +22,7 @@ func (c *semaCmd) checkDeadline(j *job, now time.Time) error {
 	case c.Nonblock:
 		return usagef("--deadline and --nonblock exclude each other: --nonblock does not wait")
 	}
-	d, err := parseDeadline(c.Deadline, now)
+	d, err := parseDeadline(c.Deadline.String(), now)
 	if err != nil {
 		return usagef("--deadline: %v", err)
 	}

@@ -72,3 +72,26 @@ func TestDeadlineCLI(t *testing.T) {
 		}
 	}
 }
+
+// A fleet flag given twice is refused (64, naming both values) before any etcd call, not the
+// last one taken: two windows, two periods or two holds have no one meaning (D4a).
+func TestFleetFlagsGivenOnce(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--deadline", "06:00", "--deadline", "07:00"}, "invalid value for `--deadline': given more than once (\"06:00\", then \"07:00\")"},
+		{[]string{"--deadline=", "--deadline", "07:00"}, "`--deadline': given more than once (\"\", then \"07:00\")"},
+		{[]string{"--once-per", "1h", "--once-per", "2h"}, "`--once-per': given more than once (\"1h0m0s\", then \"2h\")"},
+		{[]string{"--hold-after", "30m", "--hold-after=1h"}, "`--hold-after': given more than once (\"30m0s\", then \"1h\")"},
+		{[]string{"--node", "a", "--node", "b"}, "`--node': given more than once (\"a\", then \"b\")"},
+		{[]string{"--deadline", ""}, "--deadline: invalid time \"\""},
+	} {
+		argv := append(append([]string{"sema", "fleet-once", "--max", "1"}, tc.args...), "--", "true")
+		var out, errOut strings.Builder
+		status, _ := run(argv, &out, &errOut, fixedEnv(map[string]string{"CONCH_ENDPOINTS": "127.0.0.1:1"}))
+		if status != exitUsage || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("conch %q: status %d, stderr %s; want 64 and %q", argv, status, errOut.String(), tc.want)
+		}
+	}
+}
