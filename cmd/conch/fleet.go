@@ -29,6 +29,11 @@ type fleetValues struct {
 	deadline  time.Time     // --deadline; zero: none
 }
 
+// rules are the values as sema's rules of the job's runs.
+func (f fleetValues) rules() sema.RunRules {
+	return sema.RunRules{HoldAfter: f.holdAfter, OncePer: f.oncePer, Deadline: f.deadline}
+}
+
 // fleetExecute is Execute's hook for the fleet flags: it sets the run for --release,
 // --pause or --resume and reports handled, or checks that the fleet flags given fit the run
 // (or --who) that Execute goes on to set up, and sets j.fleet. Errors are usage errors.
@@ -105,25 +110,18 @@ func (j job) hostName() string {
 	return host
 }
 
-// keepAfter ends holding h with --hold-after (D13) when it applies: the
-// command started and the slot was not lost (cause is the run context's).
-// It keeps the slot, or, when it cannot, releases it and says why; it
-// reports whether it ended the holding (false: the caller releases).
+// keepAfter ends holding h by keeping the slot after the run when sema's rules say so (D13:
+// the command started, cause did not lose the slot), or by releasing it when it cannot be
+// kept, and says which; it reports whether the holding is over (false: the caller releases).
 func (r *semaRun) keepAfter(h *sema.Holder, res unitrun.Result, cause error) bool {
-	if r.job.fleet.holdAfter == 0 || !res.Started || slotLost(cause) {
-		return false
-	}
-	rec := sema.Record{Host: r.job.hostName(), PID: os.Getpid(), Unit: ownUnit()}
-	ha, err := h.HoldAfter(context.Background(), r.job.fleet.holdAfter, rec)
-	switch {
-	case err != nil && ha.Key == "":
-		r.rep.warnf("WARNING: %v", err)
-		return true
-	case err != nil:
+	ended, ha, err := h.KeepAfter(context.Background(), r.job.fleet.rules(), sema.RunEnd{Started: res.Started, Lost: slotLost(cause)})
+	if err != nil {
 		r.rep.warnf("WARNING: %v", err)
 	}
-	r.rep.heldAfter(ha, res.ExitStatus)
-	return true
+	if ended && ha.Key != "" {
+		r.rep.heldAfter(ha, res.ExitStatus)
+	}
+	return ended
 }
 
 // heldAfter records that the slot is kept after the run (D13), on stderr (or

@@ -6,36 +6,6 @@ import (
 	"time"
 )
 
-// --deadline's parser, with the clock injected: RFC 3339 as given (past
-// included), HH:MM[:SS] the next such local time: later today, or
-// tomorrow when already passed, across midnight; bad spellings refused.
-func TestParseDeadline(t *testing.T) {
-	loc := time.FixedZone("X", 3600)
-	now := time.Date(2026, 12, 1, 23, 59, 30, 0, loc)
-	for _, c := range []struct {
-		in   string
-		want time.Time
-		bad  bool
-	}{
-		{in: "2026-12-01T22:00:00Z", want: time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)}, // past: the caller decides
-		{in: "2026-12-02T00:00:30+01:00", want: time.Date(2026, 12, 2, 0, 0, 30, 0, loc)}, // in a minute
-		{in: "00:30", want: time.Date(2026, 12, 2, 0, 30, 0, 0, loc)},                     // across midnight
-		{in: "23:59:45", want: time.Date(2026, 12, 1, 23, 59, 45, 0, loc)},                // later today
-		{in: "23:59:30", want: time.Date(2026, 12, 2, 23, 59, 30, 0, loc)},                // now: the next one
-		{in: "23:59", want: time.Date(2026, 12, 2, 23, 59, 0, 0, loc)},                    // just passed: tomorrow
-		{in: " 06:00 ", want: time.Date(2026, 12, 2, 6, 0, 0, 0, loc)},                    // blanks
-		{in: "2026-12-31T23:59:59.5-08:00", want: time.Date(2026, 12, 31, 23, 59, 59, 5e8, time.FixedZone("", -8*3600))},
-		{in: "24:00", bad: true}, {in: "7:00", bad: true}, {in: "07:60", bad: true}, {in: "07:00:61", bad: true},
-		{in: "07", bad: true}, {in: "07:00:00:00", bad: true}, {in: "-1:00", bad: true}, {in: "", bad: true},
-		{in: "2026-12-01 22:00:00", bad: true}, {in: "2026-12-01T22:00:00", bad: true}, {in: "tomorrow", bad: true},
-	} {
-		got, err := parseDeadline(c.in, now)
-		if (err != nil) != c.bad || !c.bad && !got.Equal(c.want) {
-			t.Errorf("parseDeadline(%q) = %v, %v; want %v (bad %v)", c.in, got, err, c.want, c.bad)
-		}
-	}
-}
-
 // --deadline end to end: passed, conch exits 75 (or -E) at once and writes
 // nothing; ahead, a wait behind a holder ends at it with 75; it excludes
 // --wait and --nonblock (64).

@@ -4,56 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
 )
 
-// heldSlot reads the slot a conch child was given from the environment
-// conch set for it (D5: CONCH_SEMA, CONCH_MAX, CONCH_LEASE, CONCH_REV).
-// A <name> or --max given on the command line (j) must name the same
-// semaphore. It returns the slot, or the error --held ends with: a usage error outside
-// a conch child with no name, errNotHeld when the environment cannot hold a slot of the
+// heldSlot reads the slot a conch child was given from the environment conch set for it
+// (D5, sema.SlotFromEnv). A <name> or --max given on the command line (j) must name the same
+// semaphore. It returns the slot, or the error --held ends with: a usage error outside a
+// conch child with no name, errNotHeld when the environment cannot hold a slot of the
 // semaphore named.
 func (c *semaCmd) heldSlot(j job) (sema.Slot, error) {
-	env := map[string]string{}
-	for _, k := range []string{"CONCH_SEMA", "CONCH_MAX", "CONCH_LEASE", "CONCH_REV"} {
-		env[k] = c.getenv(k)
-	}
-	if env["CONCH_SEMA"] == "" && env["CONCH_REV"] == "" && env["CONCH_LEASE"] == "" {
-		if j.name == "" {
-			return sema.Slot{}, usagef("--held: not inside a command run by conch (no CONCH_SEMA, CONCH_REV, CONCH_LEASE): run it from the command conch started, as in: conch sema NAME --max N -- sh -c 'conch sema --held && step'")
-		}
-		return sema.Slot{}, endf(errNotHeld, "", "%s[%d]: not held: this process was not started by conch (no CONCH_REV, CONCH_LEASE)", j.name, j.max)
-	}
-	s, err := parseSlotEnv(env)
-	if err != nil {
+	s, err := sema.SlotFromEnv(c.getenv)
+	switch {
+	case errors.Is(err, sema.ErrNoSlotEnv) && j.name == "":
+		return s, usagef("--held: not inside a command run by conch (no CONCH_SEMA, CONCH_REV, CONCH_LEASE): run it from the command conch started, as in: conch sema NAME --max N -- sh -c 'conch sema --held && step'")
+	case errors.Is(err, sema.ErrNoSlotEnv):
+		return s, endf(errNotHeld, "", "%s[%d]: not held: this process was not started by conch (no CONCH_REV, CONCH_LEASE)", j.name, j.max)
+	case err != nil:
 		return s, usagef("--held: %v", err)
-	}
-	if j.name != "" && j.name != s.Name || j.max != 0 && j.max != s.Max {
+	case !s.Of(j.name, j.max):
 		return s, endf(errNotHeld, "", "%s: not held: this process was given a slot of %s[%d] (CONCH_SEMA, CONCH_MAX)",
 			slotName(j.name, j.max), s.Name, s.Max)
-	}
-	return s, nil
-}
-
-// parseSlotEnv parses the CONCH_* variables of env into a Slot.
-func parseSlotEnv(env map[string]string) (sema.Slot, error) {
-	s := sema.Slot{Name: env["CONCH_SEMA"]}
-	var err error
-	if err = sema.ValidateName(s.Name); err != nil {
-		return s, fmt.Errorf("CONCH_SEMA: %w", err)
-	}
-	if s.Max, err = sema.ParseMax(env["CONCH_MAX"]); err != nil {
-		return s, fmt.Errorf("CONCH_MAX: %w", err)
-	}
-	var ok bool
-	if s.Lease, ok = sema.ParseLeaseID(env["CONCH_LEASE"]); !ok {
-		return s, fmt.Errorf("CONCH_LEASE %q is not a lease ID (16 lower-case hex digits)", env["CONCH_LEASE"])
-	}
-	if s.Rev, err = strconv.ParseInt(env["CONCH_REV"], 10, 64); err != nil || s.Rev < 1 {
-		return s, fmt.Errorf("CONCH_REV %q is not a revision (a decimal integer above 0)", env["CONCH_REV"])
 	}
 	return s, nil
 }
