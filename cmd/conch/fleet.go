@@ -84,20 +84,28 @@ func (c *semaCmd) checkAlone(what string, j job) error {
 	case c.dashdash:
 		return usagef("%s takes no command", what)
 	}
-	others := []struct {
-		flag string
-		set  bool
-	}{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""},
-		{"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
-		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
-		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON},
-		{"--format", c.Format != ""}, {"--textfile", c.Textfile != ""}, {"--watch", c.Watch}}
-	for _, o := range others {
-		if o.set && o.flag != what {
+	for _, o := range c.runFlags() {
+		if o.set && o.flag != what && o.flag != "--reason" { // --reason without --pause: fleetExecute
 			return usagef("%s and %s exclude each other", what, o.flag)
 		}
 	}
 	return nil
+}
+
+// flagGiven is a flag as a refusal names it, and whether it was given.
+type flagGiven struct {
+	flag string
+	set  bool
+}
+
+// runFlags are the flags that the commands standing alone (--held, --release, --pause,
+// --resume) refuse beside them, in the order a refusal names them.
+func (c *semaCmd) runFlags() []flagGiven {
+	return []flagGiven{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--reason", c.Reason != ""},
+		{"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""}, {"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
+		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
+		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON},
+		{"--format", c.Format != ""}, {"--textfile", c.Textfile != ""}, {"--watch", c.Watch}}
 }
 
 // hostName is this node's name for the holder record, --hold-after and
@@ -152,19 +160,22 @@ func (c *semaCmd) release(j job) error {
 	})
 }
 
-// withClient connects to etcd as j says and runs op, bounded by the dial
-// timeout, for the flags that change the semaphore without holding it
-// (--release, --pause, --resume). It returns op's end: nil, 64 when etcd
-// refuses (sema.ErrRefused), else 69 (D3), each with a line naming what.
+// withClient connects to etcd as j says and runs op, bounded by the dial timeout, for the
+// flags that read or change the semaphore without holding it (--release, --pause, --resume,
+// --held). It returns op's end: nil, an *exitError op chose, 64 when etcd refuses
+// (sema.ErrRefused), else 69 (D3), each with a line naming what.
 func (c *semaCmd) withClient(j job, what string, op func(context.Context, *clientv3.Client) error) error {
 	client, err := etcdconn.New(context.Background(), j.conn)
 	if err != nil {
-		return err // 69 if etcd did not answer, else 64 (exitStatus)
+		return fmt.Errorf("%s: %w", what, err) // 69 if etcd did not answer, else 64 (exitStatus)
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
 	defer cancel()
+	var xe *exitError
 	switch err := op(ctx, client); {
+	case errors.As(err, &xe):
+		return err
 	case errors.Is(err, sema.ErrRefused):
 		return endf(errUsage, "", "%s: %s refused: %v", what, j.conn.Where(), err)
 	case err != nil:

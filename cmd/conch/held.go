@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // heldSlot reads the slot a conch child was given from the environment conch set for it
@@ -38,11 +38,9 @@ func slotName(name string, max int) string {
 	return fmt.Sprintf("%s[%d]", name, max)
 }
 
-// held answers --held: nil (exit 0) when the slot of this conch child is
-// held at one linearizable read (sema.CheckHeld), errNotHeld with the
-// reason when it is not, errUnavailable when etcd does not answer, errUsage when it
-// refuses (exitStatus maps them, D3).
-// With -v it says on stderr what it read.
+// held answers --held: nil (exit 0) when the slot of this conch child is held at one
+// linearizable read (sema.CheckHeld), errNotHeld with the reason when it is not, else as
+// withClient (D3). With -v it says on stderr what it read.
 func (c *semaCmd) held(j job) error {
 	c.rep.bare = true
 	s, err := c.heldSlot(j)
@@ -50,27 +48,17 @@ func (c *semaCmd) held(j job) error {
 		return err
 	}
 	what := fmt.Sprintf("%s[%d]", s.Name, s.Max)
-	client, err := etcdconn.New(context.Background(), j.conn)
-	if err != nil {
-		return fmt.Errorf("%s: --held: %w", what, err)
-	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
-	defer cancel()
-	h, err := sema.CheckHeld(ctx, client, s)
-	switch {
-	case errors.Is(err, sema.ErrNotHeld):
-		return endf(errNotHeld, "", "%s", err)
-	case errors.Is(err, sema.ErrRefused):
-		return endf(errUsage, "", "%s: --held: %s refused the read: %v", what, j.conn.Where(), err)
-	case err != nil:
-		return endf(errUnavailable, "", "%s: --held: cannot read from %s: %v", what, j.conn.Where(), err)
-	}
-	if c.rep.verbose {
-		fmt.Fprintf(c.stderr, "conch: %s: held: rank %d, rev %d, lease %s with %ds of %ds left, at revision %d\n",
-			what, h.Rank, s.Rev, sema.FormatLeaseID(s.Lease), h.TTL.Left, h.TTL.Granted, h.ReadRev)
-	}
-	return nil
+	return c.withClient(j, what+": --held", func(ctx context.Context, cl *clientv3.Client) error {
+		h, err := sema.CheckHeld(ctx, cl, s)
+		switch {
+		case errors.Is(err, sema.ErrNotHeld):
+			return endf(errNotHeld, "", "%s", err)
+		case err == nil && c.rep.verbose:
+			fmt.Fprintf(c.stderr, "conch: %s: held: rank %d, rev %d, lease %s with %ds of %ds left, at revision %d\n",
+				what, h.Rank, s.Rev, sema.FormatLeaseID(s.Lease), h.TTL.Left, h.TTL.Granted, h.ReadRev)
+		}
+		return err
+	})
 }
 
 // checkHeldFlags refuses what --held cannot use.
@@ -78,13 +66,9 @@ func (c *semaCmd) checkHeldFlags() error {
 	if c.dashdash {
 		return usagef("--held takes no command: run it before the step, as in: conch sema --held && STEP")
 	}
-	for flag, set := range map[string]bool{"--who": c.Who, "--json": c.JSON, "--format": c.Format != "", "--textfile": c.Textfile != "",
-		"--watch": c.Watch, "--wait": c.Wait.set, "--nonblock": c.Nonblock,
-		"--spread": c.Spread, "--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != "",
-		"--hold-after": c.HoldAfter.set, "--once-per": c.OncePer.set, "--deadline": c.Deadline != "",
-		"--release": c.Release, "--pause": c.Pause, "--resume": c.Resume, "--reason": c.Reason != ""} {
-		if set {
-			return usagef("%s does not go with --held", flag)
+	for _, f := range c.runFlags() {
+		if f.set {
+			return usagef("%s does not go with --held", f.flag)
 		}
 	}
 	return nil
