@@ -56,22 +56,49 @@ func (c *semaCmd) fleetExecute(j *job) (handled bool, err error) {
 		c.setRun(jv, func() error { return run(jv) })
 		return true, nil
 	}
-	if err := c.checkOncePer(*j); err != nil {
-		return true, err
-	}
-	if err := c.checkDeadline(j, time.Now()); err != nil {
-		return true, err
-	}
-	if c.HoldAfter.set {
-		switch {
-		case c.Who:
-			return true, usagef("--hold-after goes with running a command, not with --who")
-		case c.HoldAfter.d <= 0:
-			return true, usagef("--hold-after must be more than 0 (whole seconds, rounded up): it is how long the slot stays taken after the command")
+	return false, c.checkFleet(j, time.Now())
+}
+
+// checkFleet checks the fleet flags of a run (D13, D15, the window) and sets j.fleet: each
+// goes with running a command, --hold-after and --once-per must be more than 0, --once-per
+// needs --max 1 (one run at a time is what makes "once" hold), --deadline excludes the other
+// bounds of the wait and must read as a time against now (sema.ParseDeadline; one already
+// passed is decided when the run starts). Errors are usage errors (64).
+func (c *semaCmd) checkFleet(j *job, now time.Time) error {
+	for _, f := range []flagGiven{{"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""}, {"--hold-after", c.HoldAfter.set}} {
+		if f.set && c.Who {
+			return usagef("%s goes with running a command, not with --who", f.flag)
 		}
 	}
+	switch given := c.Deadline != ""; {
+	case c.OncePer.set && c.OncePer.d <= 0:
+		return usagef("--once-per must be more than 0 (whole seconds, rounded up): it is the period")
+	case c.OncePer.set && j.max != 1:
+		return usagef("--once-per needs --max 1: one run at a time is what makes one run per period hold")
+	case given && c.Wait.set:
+		return usagef("--deadline and --wait exclude each other: both bound the wait")
+	case given && c.Nonblock:
+		return usagef("--deadline and --nonblock exclude each other: --nonblock does not wait")
+	case c.HoldAfter.set && c.HoldAfter.d <= 0:
+		return usagef("--hold-after must be more than 0 (whole seconds, rounded up): it is how long the slot stays taken after the command")
+	case given:
+		d, err := sema.ParseDeadline(c.Deadline.String(), now)
+		if err != nil {
+			return usagef("--deadline: %v", err)
+		}
+		j.fleet.deadline = d
+	}
 	j.fleet.holdAfter, j.fleet.oncePer = c.HoldAfter.d, c.OncePer.d
-	return false, nil
+	return nil
+}
+
+// deadlinePassed is the end of a run whose --deadline has passed by now, before any etcd
+// request: no slot (conflict, 75 or -E), saying so; nil when there is none or it is ahead.
+func (f fleetValues) deadlinePassed(conflict int, now time.Time) error {
+	if !f.rules().DeadlinePassed(now) {
+		return nil
+	}
+	return noSlot(conflict, "--deadline %s has passed: not waiting, the command was not started", f.deadline.Format(time.RFC3339))
 }
 
 // checkAlone checks the flags of a command that runs no child and waits for

@@ -11,22 +11,6 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
-// checkOncePer checks --once-per (D15): with a command, more than 0, and
-// only with --max 1 (one run at a time is what makes "once" hold).
-func (c *semaCmd) checkOncePer(j job) error {
-	switch {
-	case !c.OncePer.set:
-		return nil
-	case c.Who:
-		return usagef("--once-per goes with running a command, not with --who")
-	case c.OncePer.d <= 0:
-		return usagef("--once-per must be more than 0 (whole seconds, rounded up): it is the period")
-	case j.max != 1:
-		return usagef("--once-per needs --max 1: one run at a time is what makes one run per period hold")
-	}
-	return nil
-}
-
 // onceSkip is --once-per's look for the period's marker while h holds the slot, before the
 // child starts (D15). skip true: the child must not run, and err is the run's end: nil (exit
 // 0, the skip said) when the period's run is done, 69 when the marker cannot be read (no
