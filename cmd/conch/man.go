@@ -35,8 +35,8 @@ func writeManPage(w io.Writer, p *flags.Parser) error {
 	page = strings.Replace(page, "\\fBconch\\fP [OPTIONS]\n", manSynopsis, 1)
 	page = strings.Replace(page, ".SS sema\n\n", ".SS sema\n", 1)
 	page = strings.Replace(page, ".SH COMMANDS\n", ".SH COMMAND OPTIONS\n", 1)
-	page = manDefaults(page, sema)
-	_, err := io.WriteString(w, page+manExitStatus(exitRows)+manEnvironment(sema)+manTail)
+	page, env := manEnvironment(page, sema)
+	_, err := io.WriteString(w, page+manExitStatus(exitRows)+env+manTail)
 	return err
 }
 
@@ -87,40 +87,25 @@ func eachOption(g *flags.Group, f func(*flags.Option)) {
 	}
 }
 
-// manDefaults puts each option's real default (its default-mask: the
-// kernel hostname, 5s) where go-flags' man page writes "<default:
-// $CONCH_X>" for an option with an env tag and no default tag (go-flags' own text would be wrong),
-// and drops it where there is none (default-mask "-"). Help already uses
-// the masks.
-func manDefaults(page string, sema *flags.Command) string {
-	eachOption(sema.Group, func(o *flags.Option) {
-		if o.EnvDefaultKey == "" || len(o.Default) != 0 {
-			return
-		}
-		env := ` <default: \fI$` + o.EnvDefaultKey + `\fR>`
-		real := ""
-		if o.DefaultMask != "" && o.DefaultMask != "-" {
-			real = ` <default: \fI` + roffText(o.DefaultMask) + `\fR>`
-		}
-		page = strings.Replace(page, env, real, 1)
-	})
-	return page
-}
-
-// manEnvironment lists the variables conch reads and sets: the connection
-// settings from the parser's env tags; the fixed ones open manTail.
-func manEnvironment(sema *flags.Command) string {
-	var b strings.Builder
-	b.WriteString(".SH ENVIRONMENT\n")
+// manEnvironment fixes go-flags' page and makes the ENVIRONMENT section's first entries from
+// the parser's env tags: where go-flags writes "<default: $CONCH_X>" for an option with an
+// env tag and no default tag (wrong), the page shows the option's default-mask (the kernel
+// hostname, 5s; --help uses the masks too), or nothing for the mask "-"; each such variable
+// gets an entry (the fixed ones open manTail). It returns the page and the section.
+func manEnvironment(page string, sema *flags.Command) (string, string) {
+	env := ".SH ENVIRONMENT\n"
 	eachOption(sema.Group, func(o *flags.Option) {
 		if o.EnvDefaultKey == "" {
 			return
 		}
-		def := ""
+		shown, def := "", ""
 		if o.DefaultMask != "" && o.DefaultMask != "-" {
-			def = " (default: " + roffText(o.DefaultMask) + ")"
+			shown, def = ` <default: \fI`+roffText(o.DefaultMask)+`\fR>`, " (default: "+roffText(o.DefaultMask)+")"
 		}
-		fmt.Fprintf(&b, ".TP\n.B %s\nas \\fB\\-\\-%s\\fP: %s%s\n", o.EnvDefaultKey, roffText(o.LongName), roffText(o.Description), def)
+		if len(o.Default) == 0 {
+			page = strings.Replace(page, ` <default: \fI$`+o.EnvDefaultKey+`\fR>`, shown, 1)
+		}
+		env += fmt.Sprintf(".TP\n.B %s\nas \\fB\\-\\-%s\\fP: %s%s\n", o.EnvDefaultKey, roffText(o.LongName), roffText(o.Description), def)
 	})
-	return b.String()
+	return page, env
 }
