@@ -66,7 +66,7 @@ var exitRows = []exitRow{
 	{"`--who --watch`", "killed by the signal that ends it (Ctrl-C: SIGINT); 0 when its reader goes away; 69 or 64 if the first read fails; 70 if the listing cannot be written"},
 }
 
-// exitTable is exitRows as --help shows it (and the man page reads it, manExitStatus): a
+// exitTable is exitRows as --help shows it (the man page renders exitRows, manExitStatus): a
 // status indented by two spaces, its meaning from column 18, wrapped at 80 columns.
 var exitTable = renderExitTable(exitRows)
 

@@ -29,6 +29,11 @@ type fleetValues struct {
 	deadline  time.Time     // --deadline; zero: none
 }
 
+// rules are the values as sema's rules of the job's runs.
+func (f fleetValues) rules() sema.RunRules {
+	return sema.RunRules{HoldAfter: f.holdAfter, OncePer: f.oncePer, Deadline: f.deadline}
+}
+
 // fleetExecute is Execute's hook for the fleet flags: it sets the run for --release,
 // --pause or --resume and reports handled, or checks that the fleet flags given fit the run
 // (or --who) that Execute goes on to set up, and sets j.fleet. Errors are usage errors.
@@ -51,22 +56,49 @@ func (c *semaCmd) fleetExecute(j *job) (handled bool, err error) {
 		c.setRun(jv, func() error { return run(jv) })
 		return true, nil
 	}
-	if err := c.checkOncePer(*j); err != nil {
-		return true, err
-	}
-	if err := c.checkDeadline(j, time.Now()); err != nil {
-		return true, err
-	}
-	if c.HoldAfter.set {
-		switch {
-		case c.Who:
-			return true, usagef("--hold-after goes with running a command, not with --who")
-		case c.HoldAfter.d <= 0:
-			return true, usagef("--hold-after must be more than 0 (whole seconds, rounded up): it is how long the slot stays taken after the command")
+	return false, c.checkFleet(j, time.Now())
+}
+
+// checkFleet checks the fleet flags of a run (D13, D15, the window) and sets j.fleet: each
+// goes with running a command, --hold-after and --once-per must be more than 0, --once-per
+// needs --max 1 (one run at a time is what makes "once" hold), --deadline excludes the other
+// bounds of the wait and must read as a time against now (sema.ParseDeadline; one already
+// passed is decided when the run starts). Errors are usage errors (64).
+func (c *semaCmd) checkFleet(j *job, now time.Time) error {
+	for _, f := range []flagGiven{{"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""}, {"--hold-after", c.HoldAfter.set}} {
+		if f.set && c.Who {
+			return usagef("%s goes with running a command, not with --who", f.flag)
 		}
 	}
+	switch given := c.Deadline != ""; {
+	case c.OncePer.set && c.OncePer.d <= 0:
+		return usagef("--once-per must be more than 0 (whole seconds, rounded up): it is the period")
+	case c.OncePer.set && j.max != 1:
+		return usagef("--once-per needs --max 1: one run at a time is what makes one run per period hold")
+	case given && c.Wait.set:
+		return usagef("--deadline and --wait exclude each other: both bound the wait")
+	case given && c.Nonblock:
+		return usagef("--deadline and --nonblock exclude each other: --nonblock does not wait")
+	case c.HoldAfter.set && c.HoldAfter.d <= 0:
+		return usagef("--hold-after must be more than 0 (whole seconds, rounded up): it is how long the slot stays taken after the command")
+	case given:
+		d, err := sema.ParseDeadline(c.Deadline.String(), now)
+		if err != nil {
+			return usagef("--deadline: %v", err)
+		}
+		j.fleet.deadline = d
+	}
 	j.fleet.holdAfter, j.fleet.oncePer = c.HoldAfter.d, c.OncePer.d
-	return false, nil
+	return nil
+}
+
+// deadlinePassed is the end of a run whose --deadline has passed by now, before any etcd
+// request: no slot (conflict, 75 or -E), saying so; nil when there is none or it is ahead.
+func (f fleetValues) deadlinePassed(conflict int, now time.Time) error {
+	if !f.rules().DeadlinePassed(now) {
+		return nil
+	}
+	return noSlot(conflict, "--deadline %s has passed: not waiting, the command was not started", f.deadline.Format(time.RFC3339))
 }
 
 // checkAlone checks the flags of a command that runs no child and waits for
@@ -79,20 +111,28 @@ func (c *semaCmd) checkAlone(what string, j job) error {
 	case c.dashdash:
 		return usagef("%s takes no command", what)
 	}
-	others := []struct {
-		flag string
-		set  bool
-	}{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""},
-		{"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
-		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
-		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON},
-		{"--format", c.Format != ""}, {"--textfile", c.Textfile != ""}, {"--watch", c.Watch}}
-	for _, o := range others {
-		if o.set && o.flag != what {
+	for _, o := range c.runFlags() {
+		if o.set && o.flag != what && o.flag != "--reason" { // --reason without --pause: fleetExecute
 			return usagef("%s and %s exclude each other", what, o.flag)
 		}
 	}
 	return nil
+}
+
+// flagGiven is a flag as a refusal names it, and whether it was given.
+type flagGiven struct {
+	flag string
+	set  bool
+}
+
+// runFlags are the flags that the commands standing alone (--held, --release, --pause,
+// --resume) refuse beside them, in the order a refusal names them.
+func (c *semaCmd) runFlags() []flagGiven {
+	return []flagGiven{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--reason", c.Reason != ""},
+		{"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""}, {"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
+		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
+		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON},
+		{"--format", c.Format != ""}, {"--textfile", c.Textfile != ""}, {"--watch", c.Watch}}
 }
 
 // hostName is this node's name for the holder record, --hold-after and
@@ -105,25 +145,18 @@ func (j job) hostName() string {
 	return host
 }
 
-// keepAfter ends holding h with --hold-after (D13) when it applies: the
-// command started and the slot was not lost (cause is the run context's).
-// It keeps the slot, or, when it cannot, releases it and says why; it
-// reports whether it ended the holding (false: the caller releases).
+// keepAfter ends holding h by keeping the slot after the run when sema's rules say so (D13:
+// the command started, cause did not lose the slot), or by releasing it when it cannot be
+// kept, and says which; it reports whether the holding is over (false: the caller releases).
 func (r *semaRun) keepAfter(h *sema.Holder, res unitrun.Result, cause error) bool {
-	if r.job.fleet.holdAfter == 0 || !res.Started || slotLost(cause) {
-		return false
-	}
-	rec := sema.Record{Host: r.job.hostName(), PID: os.Getpid(), Unit: ownUnit()}
-	ha, err := h.HoldAfter(context.Background(), r.job.fleet.holdAfter, rec)
-	switch {
-	case err != nil && ha.Key == "":
-		r.rep.warnf("WARNING: %v", err)
-		return true
-	case err != nil:
+	ended, ha, err := h.KeepAfter(context.Background(), r.job.fleet.rules(), sema.RunEnd{Started: res.Started, Lost: slotLost(cause)})
+	if err != nil {
 		r.rep.warnf("WARNING: %v", err)
 	}
-	r.rep.heldAfter(ha, res.ExitStatus)
-	return true
+	if ended && ha.Key != "" {
+		r.rep.heldAfter(ha, res.ExitStatus)
+	}
+	return ended
 }
 
 // heldAfter records that the slot is kept after the run (D13), on stderr (or
@@ -154,19 +187,22 @@ func (c *semaCmd) release(j job) error {
 	})
 }
 
-// withClient connects to etcd as j says and runs op, bounded by the dial
-// timeout, for the flags that change the semaphore without holding it
-// (--release, --pause, --resume). It returns op's end: nil, 64 when etcd
-// refuses (sema.ErrRefused), else 69 (D3), each with a line naming what.
+// withClient connects to etcd as j says and runs op, bounded by the dial timeout, for the
+// flags that read or change the semaphore without holding it (--release, --pause, --resume,
+// --held). It returns op's end: nil, an *exitError op chose, 64 when etcd refuses
+// (sema.ErrRefused), else 69 (D3), each with a line naming what.
 func (c *semaCmd) withClient(j job, what string, op func(context.Context, *clientv3.Client) error) error {
 	client, err := etcdconn.New(context.Background(), j.conn)
 	if err != nil {
-		return err // 69 if etcd did not answer, else 64 (exitStatus)
+		return fmt.Errorf("%s: %w", what, err) // 69 if etcd did not answer, else 64 (exitStatus)
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), j.conn.DialTimeout)
 	defer cancel()
+	var xe *exitError
 	switch err := op(ctx, client); {
+	case errors.As(err, &xe):
+		return err
 	case errors.Is(err, sema.ErrRefused):
 		return endf(errUsage, "", "%s: %s refused: %v", what, j.conn.Where(), err)
 	case err != nil:

@@ -6,36 +6,6 @@ import (
 	"time"
 )
 
-// --deadline's parser, with the clock injected: RFC 3339 as given (past
-// included), HH:MM[:SS] the next such local time: later today, or
-// tomorrow when already passed, across midnight; bad spellings refused.
-func TestParseDeadline(t *testing.T) {
-	loc := time.FixedZone("X", 3600)
-	now := time.Date(2026, 12, 1, 23, 59, 30, 0, loc)
-	for _, c := range []struct {
-		in   string
-		want time.Time
-		bad  bool
-	}{
-		{in: "2026-12-01T22:00:00Z", want: time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)}, // past: the caller decides
-		{in: "2026-12-02T00:00:30+01:00", want: time.Date(2026, 12, 2, 0, 0, 30, 0, loc)}, // in a minute
-		{in: "00:30", want: time.Date(2026, 12, 2, 0, 30, 0, 0, loc)},                     // across midnight
-		{in: "23:59:45", want: time.Date(2026, 12, 1, 23, 59, 45, 0, loc)},                // later today
-		{in: "23:59:30", want: time.Date(2026, 12, 2, 23, 59, 30, 0, loc)},                // now: the next one
-		{in: "23:59", want: time.Date(2026, 12, 2, 23, 59, 0, 0, loc)},                    // just passed: tomorrow
-		{in: " 06:00 ", want: time.Date(2026, 12, 2, 6, 0, 0, 0, loc)},                    // blanks
-		{in: "2026-12-31T23:59:59.5-08:00", want: time.Date(2026, 12, 31, 23, 59, 59, 5e8, time.FixedZone("", -8*3600))},
-		{in: "24:00", bad: true}, {in: "7:00", bad: true}, {in: "07:60", bad: true}, {in: "07:00:61", bad: true},
-		{in: "07", bad: true}, {in: "07:00:00:00", bad: true}, {in: "-1:00", bad: true}, {in: "", bad: true},
-		{in: "2026-12-01 22:00:00", bad: true}, {in: "2026-12-01T22:00:00", bad: true}, {in: "tomorrow", bad: true},
-	} {
-		got, err := parseDeadline(c.in, now)
-		if (err != nil) != c.bad || !c.bad && !got.Equal(c.want) {
-			t.Errorf("parseDeadline(%q) = %v, %v; want %v (bad %v)", c.in, got, err, c.want, c.bad)
-		}
-	}
-}
-
 // --deadline end to end: passed, conch exits 75 (or -E) at once and writes
 // nothing; ahead, a wait behind a holder ends at it with 75; it excludes
 // --wait and --nonblock (64).
@@ -69,6 +39,29 @@ func TestDeadlineCLI(t *testing.T) {
 		}
 		if r := e.run(full...); r.status != 64 {
 			t.Errorf("%q: %v, want 64", full, r)
+		}
+	}
+}
+
+// A fleet flag given twice is refused (64, naming both values) before any etcd call, not the
+// last one taken: two windows, two periods or two holds have no one meaning (D4a).
+func TestFleetFlagsGivenOnce(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--deadline", "06:00", "--deadline", "07:00"}, "invalid value for `--deadline': given more than once (\"06:00\", then \"07:00\")"},
+		{[]string{"--deadline=", "--deadline", "07:00"}, "`--deadline': given more than once (\"\", then \"07:00\")"},
+		{[]string{"--once-per", "1h", "--once-per", "2h"}, "`--once-per': given more than once (\"1h0m0s\", then \"2h\")"},
+		{[]string{"--hold-after", "30m", "--hold-after=1h"}, "`--hold-after': given more than once (\"30m0s\", then \"1h\")"},
+		{[]string{"--node", "a", "--node", "b"}, "`--node': given more than once (\"a\", then \"b\")"},
+		{[]string{"--deadline", ""}, "--deadline: invalid time \"\""},
+	} {
+		argv := append(append([]string{"sema", "fleet-once", "--max", "1"}, tc.args...), "--", "true")
+		var out, errOut strings.Builder
+		status, _ := run(argv, &out, &errOut, fixedEnv(map[string]string{"CONCH_ENDPOINTS": "127.0.0.1:1"}))
+		if status != exitUsage || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("conch %q: status %d, stderr %s; want 64 and %q", argv, status, errOut.String(), tc.want)
 		}
 	}
 }

@@ -11,33 +11,12 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
-// checkOncePer checks --once-per (D15): with a command, more than 0, and
-// only with --max 1 (one run at a time is what makes "once" hold).
-func (c *semaCmd) checkOncePer(j job) error {
-	switch {
-	case !c.OncePer.set:
-		return nil
-	case c.Who:
-		return usagef("--once-per goes with running a command, not with --who")
-	case c.OncePer.d <= 0:
-		return usagef("--once-per must be more than 0 (whole seconds, rounded up): it is the period")
-	case j.max != 1:
-		return usagef("--once-per needs --max 1: one run at a time is what makes one run per period hold")
-	}
-	return nil
-}
-
-// onceSkip is --once-per's look for the period's marker while h holds the
-// slot, before the child starts (D15). skip true: the child must not run,
-// and err is the run's end: nil (exit 0, the skip said) when the period's
-// run is done, 69 when the marker cannot be read (no silent double run).
+// onceSkip is --once-per's look for the period's marker while h holds the slot, before the
+// child starts (D15). skip true: the child must not run, and err is the run's end: nil (exit
+// 0, the skip said) when the period's run is done, 69 when the marker cannot be read (no
+// silent double run).
 func (r *semaRun) onceSkip(h *sema.Holder) (skip bool, err error) {
-	if r.job.fleet.oncePer == 0 {
-		return false, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), min(h.TTL(), 5*time.Second))
-	defer cancel()
-	m, err := h.ReadOnce(ctx)
+	m, err := h.PeriodDone(context.Background(), r.job.fleet.rules())
 	switch {
 	case err != nil:
 		return true, endf(errUnavailable, stateReleased, "--once-per: cannot read this period's marker, so the command was not started: %v", err)
@@ -48,20 +27,17 @@ func (r *semaRun) onceSkip(h *sema.Holder) (skip bool, err error) {
 	return true, nil
 }
 
-// markOnce writes the period's marker after a successful run (D15: the
-// child exited 0, conch got no signal, the slot was not lost), fenced on
-// our key; a failure to write it is said, since the next run may then start
-// at once.
+// markOnce writes the period's marker after a run that closes the period (sema decides, D15:
+// the child exited 0, conch got no signal, the slot was not lost); a failure to write it is
+// said, since the next run may then start at once.
 func (r *semaRun) markOnce(h *sema.Holder, v verdict, res unitrun.Result, heldAt time.Time) {
-	if r.job.fleet.oncePer == 0 || !v.ran || v.err != nil || res.ExitStatus != 0 {
-		return
-	}
-	rec := sema.OnceRecord{Node: r.job.hostName(), Start: heldAt.UTC().Truncate(time.Second), End: time.Now().UTC().Truncate(time.Second)}
-	if err := h.MarkOnce(context.Background(), r.job.fleet.oncePer, rec); err != nil {
+	end := sema.RunEnd{Started: v.ran, Failed: v.err != nil || res.ExitStatus != 0, HeldAt: heldAt}
+	switch marked, err := h.ClosePeriod(context.Background(), r.job.fleet.rules(), end); {
+	case err != nil:
 		r.rep.warnf("WARNING: the run succeeded, but this period's marker could not be written (%v): the next run may start at once", err)
-		return
+	case marked:
+		r.rep.line("", true, "period marker written: no other run of %s until %v from now", r.prefix(), sema.RoundTTL(r.job.fleet.oncePer))
 	}
-	r.rep.line("", true, "period marker written: no other run of %s until %v from now", r.prefix(), sema.RoundTTL(r.job.fleet.oncePer))
 }
 
 // prefix is the run's semaphore as lines name it.

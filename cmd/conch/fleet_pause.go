@@ -15,15 +15,13 @@ import (
 func (c *semaCmd) pause(j job) error {
 	return c.withClient(j, "--pause", func(ctx context.Context, cl *clientv3.Client) error {
 		p, wrote, err := sema.SetPause(ctx, cl, j.name, j.max, whoAmI(j), c.Reason)
-		if err != nil {
-			return err
-		}
-		if wrote {
+		switch {
+		case err == nil && wrote:
 			c.rep.line("", false, "paused: no new holder starts until `conch sema %s --max %d --resume`; running commands go on", j.name, j.max)
-		} else {
+		case err == nil:
 			c.rep.line("", false, "already %s: left as it was", pauseText(p))
 		}
-		return nil
+		return err
 	})
 }
 
@@ -32,15 +30,13 @@ func (c *semaCmd) pause(j job) error {
 func (c *semaCmd) resume(j job) error {
 	return c.withClient(j, "--resume", func(ctx context.Context, cl *clientv3.Client) error {
 		p, had, err := sema.Resume(ctx, cl, j.name, j.max)
-		if err != nil {
-			return err
-		}
-		if had {
+		switch {
+		case err == nil && had:
 			c.rep.line("", false, "resumed: waiters start again (it was %s)", pauseText(p))
-		} else {
+		case err == nil:
 			c.rep.line("", false, "not paused: nothing to resume")
 		}
-		return nil
+		return err
 	})
 }
 

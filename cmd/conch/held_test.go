@@ -92,7 +92,7 @@ func TestHeldInsideChild(t *testing.T) {
 
 // --held outside a child: 64 with no name; with a name but no CONCH_*, 70;
 // with the environment of a waiter's key, 70 "not within"; with a name that
-// is not CONCH_SEMA's, 70.
+// is not CONCH_SEMA's, 70; with etcd unreachable, 69.
 func TestHeldOutsideChild(t *testing.T) {
 	e := newEnv(t)
 	if r := e.run("sema", "--held"); r.status != 64 || !strings.Contains(r.stderr, "not inside a command run by conch") {
@@ -122,6 +122,10 @@ func TestHeldOutsideChild(t *testing.T) {
 	}
 	if r := e.startWith([]string{"CONCH_SEMA=wq", "CONCH_MAX=1", "CONCH_LEASE=x", "CONCH_REV=1"}, "sema", "--held").wait(t); r.status != 64 {
 		t.Fatalf("--held with a broken CONCH_LEASE: %v", r)
+	}
+	unreachable := []string{"sema", "--held", "--endpoints", "127.0.0.1:1", "--dial-timeout", "1s"}
+	if r := e.startWith(vars, unreachable...).wait(t); r.status != 69 || !strings.Contains(r.stderr, "wq[max=1]: --held: ") {
+		t.Fatalf("--held with etcd unreachable: %v, want 69 naming the slot", r)
 	}
 	h.cmd.Process.Kill()
 	w.cmd.Process.Kill()

@@ -52,10 +52,11 @@ func TestManPage(t *testing.T) {
 	}
 }
 
-// manExitStatus must keep up with exitTable's layout: one entry per status.
-func TestManExitStatusParsesTable(t *testing.T) {
-	got := manExitStatus("Exit status:\n  0    fine\n  75   no slot,\n       really none\n\n  --who:  0 or 1")
-	want := ".SH EXIT STATUS\n.TP\n.B 0\nfine\n.TP\n.B 75\nno slot, really none\n.TP\n.B \\-\\-who:\n0 or 1\n"
+// manExitStatus makes one tagged paragraph of each row, as plain roff text (no backquotes,
+// hyphens escaped), then the note on the lines that precede an exit.
+func TestManExitStatusRows(t *testing.T) {
+	got := manExitStatus([]exitRow{{"0", "fine"}, {"75 (or `-E N`)", "no slot, really none"}, {"`--who`", "0 or 1"}})
+	want := ".SH EXIT STATUS\n.TP\n.B 0\nfine\n.TP\n.B 75 (or \\-E N)\nno slot, really none\n.TP\n.B \\-\\-who\n0 or 1\n.PP\n"
 	if !strings.HasPrefix(got, want) {
 		t.Fatalf("got:\n%s\nwant prefix:\n%s", got, want)
 	}

@@ -3,7 +3,8 @@ package main
 import "fmt"
 
 // onceText is a flag's string value that may be given once: --max (the capacity is part of
-// the semaphore's identity, D6) and --node (the name of this node's key, D11). A second
+// the semaphore's identity, D6), --node (the name of this node's key, D11) and --deadline
+// (the end of the window: `--deadline 06:00 --deadline 07:00` has no one meaning). A second
 // occurrence is refused (64) rather than the last one taken in silence, as conch.conf refuses
 // a setting given twice: `--max 1 --max 3` may be a script that appends flags, and conch
 // cannot know which capacity was meant (D4a).

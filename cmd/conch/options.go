@@ -59,7 +59,7 @@ type semaCmd struct {
 	Pause     bool     `long:"pause" description:"stop every new start of the semaphore, cluster-wide, until --resume: running commands go on, waiters keep their places and wait, --nonblock exits 75 naming the pause; exit 0 (also when already paused)"`
 	Reason    string   `long:"reason" value-name:"TEXT" description:"with --pause: why, shown to waiters, --nonblock and --who"`
 	Resume    bool     `long:"resume" description:"undo --pause: waiters start again in queue order; exit 0 (also when not paused)"`
-	Deadline  string   `long:"deadline" value-name:"TIME" description:"give up waiting at TIME (exit 75), however long the wait so far: RFC 3339 (2026-12-24T06:00:00+01:00), or HH:MM[:SS] for the next such local time; excludes --wait and --nonblock (maintenance windows)"`
+	Deadline  onceText `long:"deadline" value-name:"TIME" description:"give up waiting at TIME (exit 75), however long the wait so far: RFC 3339 (2026-12-24T06:00:00+01:00), or HH:MM[:SS] for the next such local time; excludes --wait and --nonblock (maintenance windows)"`
 	OncePer   duration `long:"once-per" value-name:"D" description:"at most one successful run per period D across the cluster (needs --max 1): a run that finds this period's run done is skipped (exit 0, saying which node ran it and when the next may start); a failed run leaves the period open, so the next one, here or elsewhere, tries again (HA timers)"`
 
 	Conn connOptions `group:"etcd connection"`
