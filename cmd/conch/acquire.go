@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"golang.org/x/sys/unix"
@@ -147,7 +148,7 @@ func (r *semaRun) waitFailed(err error) error {
 	case errors.As(err, &we) && !we.Unreachable && j.run.quiet: // -q: the status says it, so cron mails nothing
 		return noSlot(j.run.conflict, "")
 	case errors.As(err, &we) && !we.Unreachable && we.Paused != nil: // D16
-		return noSlot(j.run.conflict, "no slot: %s (not waiting: --nonblock or --wait 0)", pauseText(*we.Paused))
+		return noSlot(j.run.conflict, "no slot: %s (not waiting: --nonblock or --wait 0)", who.PauseText(*we.Paused))
 	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
 		return noSlot(j.run.conflict, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:

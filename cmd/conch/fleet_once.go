@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
@@ -51,7 +52,7 @@ func (r *reporter) skipped(m sema.OnceMarker) {
 	if m.Err != nil {
 		ran = fmt.Sprintf("a period marker that cannot be read (%v: %s) counts as this period's run", m.Err, strconv.QuoteToASCII(m.Raw))
 	} else {
-		ran = fmt.Sprintf("this period's run is done: node %s ran it (rev %d) from %s to %s", safeText(m.Node), m.Rev,
+		ran = fmt.Sprintf("this period's run is done: node %s ran it (rev %d) from %s to %s", who.SafeText(m.Node), m.Rev,
 			m.Start.UTC().Format(time.RFC3339), m.End.UTC().Format(time.RFC3339))
 	}
 	if m.Left < 0 {

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"os/user"
-	"strconv"
 
+	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -19,7 +19,7 @@ func (c *semaCmd) pause(j job) error {
 		case err == nil && wrote:
 			c.rep.line("", false, "paused: no new holder starts until `conch sema %s --max %d --resume`; running commands go on", j.name, j.max)
 		case err == nil:
-			c.rep.line("", false, "already %s: left as it was", pauseText(p))
+			c.rep.line("", false, "already %s: left as it was", who.PauseText(p))
 		}
 		return err
 	})
@@ -32,7 +32,7 @@ func (c *semaCmd) resume(j job) error {
 		p, had, err := sema.Resume(ctx, cl, j.name, j.max)
 		switch {
 		case err == nil && had:
-			c.rep.line("", false, "resumed: waiters start again (it was %s)", pauseText(p))
+			c.rep.line("", false, "resumed: waiters start again (it was %s)", who.PauseText(p))
 		case err == nil:
 			c.rep.line("", false, "not paused: nothing to resume")
 		}
@@ -50,36 +50,10 @@ func whoAmI(j job) string {
 	return name + "@" + j.hostName()
 }
 
-// pausedText is pauseText of p, "" for nil.
+// pausedText is who.PauseText of p (what etcd held, made safe for a line), "" for nil.
 func pausedText(p *sema.Pause) string {
 	if p == nil {
 		return ""
 	}
-	return pauseText(*p)
-}
-
-// pauseText is "paused by root@n1 since 2026-...Z: reason" for a line,
-// with what etcd held made safe to print (hostile input: safeText); a
-// pause whose record cannot be read says what was found.
-func pauseText(p sema.Pause) string {
-	if p.Err != nil {
-		return "paused by an unreadable pause record (" + safeText(p.Err.Error()) + ": " + strconv.QuoteToASCII(p.Raw) + ")"
-	}
-	q := p
-	q.Who, q.Reason = safeText(p.Who), safeText(p.Reason)
-	return q.String()
-}
-
-// safeText is s for a line: unchanged when it is printable ASCII of at most
-// 200 bytes, else quoted (escapes: no terminal control, no bidi control)
-// and cut.
-func safeText(s string) string {
-	ok := len(s) <= 200
-	for i := 0; ok && i < len(s); i++ {
-		ok = s[i] >= 0x20 && s[i] < 0x7f
-	}
-	if ok {
-		return s
-	}
-	return quoteShort(s)
+	return who.PauseText(*p)
 }

@@ -46,7 +46,7 @@ type reporter struct {
 	ahead    int
 	waiting  bool
 	nodeBusy bool              // waiting for this node's own key to go (--spread, D11)
-	paused   string            // waiting on a pause: who, when, why (D16, pauseText); "" for none
+	paused   string            // waiting on a pause: who, when, why (D16, who.PauseText); "" for none
 	journal  journalFunc       // nil: plain lines on w
 	unit     map[string]string // journal fields naming conch's unit (unitFields)
 	scope    string            // the child's scope once it runs in one (D8), for STATUS=
