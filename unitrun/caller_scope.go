@@ -9,13 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"slices"
 	"syscall"
 	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/conch-project/conch/internal/systemd"
 )
 
 // Scope mode's timing.
@@ -53,7 +54,7 @@ type ScopeSpec struct {
 	// Service is the service the caller runs in (FindCallerService, called before the slot
 	// is taken): the scope goes into its slice (unless Slice is set), gets BindsTo= it and its
 	// resource-control settings (D8). The zero value binds the scope to nothing.
-	Service CallerService
+	Service systemd.CallerService
 	// Timeout bounds the start of the scope; DefaultScopeTimeout if <= 0.
 	Timeout time.Duration
 }
@@ -73,7 +74,7 @@ type scopeRun struct {
 // wireScope returns what the guardian needs to know about the scope: its name and how to reach
 // its manager, found as Connect finds it, from the caller's environment.
 func (sc *scopeRun) wire() *wireScope {
-	return &wireScope{Unit: sc.Name, Addrs: wireAddresses(managerAddresses(os.Geteuid(), os.Getenv))}
+	return &wireScope{Unit: sc.Name, Addrs: systemd.ManagerAddresses()}
 }
 
 // start creates the scope with the guardian (pid) in it (D8): in sc.Service's slice (unless
@@ -84,7 +85,7 @@ func (sc *scopeRun) wire() *wireScope {
 func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
 	tctx, cancel := context.WithTimeout(ctx, sc.Timeout)
 	defer cancel()
-	req := ScopeRequest{
+	req := systemd.ScopeRequest{
 		Name:        sc.Name,
 		Description: sc.description(),
 		PIDs:        []int{pid},
@@ -94,11 +95,11 @@ func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
 		Properties:  slices.Clone(sc.Service.Inherited),
 	}
 	if spec.RuntimeMax > 0 {
-		req.Properties = append(req.Properties, prop("RuntimeMaxUSec", uint64(spec.RuntimeMax.Microseconds())))
+		req.Properties = append(req.Properties, systemd.RuntimeMaxProperty(spec.RuntimeMax))
 	}
 	req.Properties = append(req.Properties, sc.Properties...)
 	sc.started = time.Now()
-	if err := StartScope(tctx, sc.Conn, req); err != nil {
+	if err := systemd.StartScope(tctx, sc.Conn, req); err != nil {
 		return sc.startError(ctx, spec.Path, err)
 	}
 	return nil
@@ -133,7 +134,7 @@ func (sc *scopeRun) stopNow() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	return StopScope(ctx, sc.Conn, sc.Name)
+	return systemd.StopScope(ctx, sc.Conn, sc.Name)
 }
 
 // awaitGone returns once the scope is gone, or why that cannot be confirmed: it waits for the
@@ -193,13 +194,4 @@ func killedBy(err error, sig syscall.Signal) bool {
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == sig
-}
-
-// wireAddresses carries managerAddresses to the guardian (wireScope; addressesOf reads them).
-func wireAddresses(addrs []managerAddress) []wireAddress {
-	out := make([]wireAddress, len(addrs))
-	for i, a := range addrs {
-		out[i] = wireAddress{Addr: a.addr, Hello: a.hello}
-	}
-	return out
 }

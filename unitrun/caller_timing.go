@@ -80,7 +80,7 @@ func EffectiveTiming(spec Spec, props []sdbus.Property) StopTiming {
 				t.KillAfter, t.KillAfterFrom = usecDuration(v), FromProperty
 			case "RuntimeMaxUSec":
 				t.RuntimeMax, t.RuntimeMaxFrom = usecDuration(v), FromProperty
-				if v == infinity {
+				if v == math.MaxUint64 { // infinity
 					t.RuntimeMax = 0
 				}
 			}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conch-project/conch/internal/systemd"
 )
 
 // The guardian protocol (D7). conch passes two pipes to the guardian, never anything through
@@ -76,14 +78,8 @@ type wireSpec struct {
 // wireScope tells the guardian which scope it runs in and how to reach the manager owning it
 // (the guardian's environment is empty, so it cannot find the user manager on its own).
 type wireScope struct {
-	Unit  string        `json:"unit"`
-	Addrs []wireAddress `json:"addrs"`
-}
-
-// wireAddress is a managerAddress on the wire.
-type wireAddress struct {
-	Addr  string `json:"addr"`
-	Hello bool   `json:"hello,omitempty"`
+	Unit  string                   `json:"unit"`
+	Addrs []systemd.ManagerAddress `json:"addrs"`
 }
 
 // guardianEvent is one line on the status pipe.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
 )
@@ -19,7 +20,7 @@ const childLogDrain = 2 * time.Second
 // except that a stdout or stderr that is journald's stream (go-systemd's
 // StdoutIsJournalStream, StderrIsJournalStream: JOURNAL_STREAM names that very socket, as
 // systemd sets it for StandardOutput=journal) is replaced by the pipe of a
-// unitrun.JournalRelay. journald attributes each write to its writer's cgroup, so the
+// systemd.JournalRelay. journald attributes each write to its writer's cgroup, so the
 // child's output, written into the service's stream from the child's scope, would be logged
 // under the scope (a new unit name per holding) as SYSLOG_IDENTIFIER=conch; relayed by
 // conch, which stays in the service, it is logged under the service, with the service's
@@ -35,9 +36,9 @@ func childStdio(rep *reporter, command string) (unitrun.Spec, func()) {
 	stdio := unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	outJ, _ := journal.StdoutIsJournalStream()
 	errJ, _ := journal.StderrIsJournalStream()
-	var relays []*unitrun.JournalRelay
+	var relays []*systemd.JournalRelay
 	relay := func(stderr bool, fallback *os.File) *os.File {
-		j, err := unitrun.StartJournalRelay(unitrun.JournalStreamSocket, streamHeader(command, stderr), fallback)
+		j, err := systemd.StartJournalRelay(systemd.JournalStreamSocket, streamHeader(command, stderr), fallback)
 		if err != nil {
 			rep.line("", true, "cannot relay the command's output to the journal (%v): it writes to conch's own stream", err)
 			return fallback
@@ -65,15 +66,15 @@ func childStdio(rep *reporter, command string) (unitrun.Spec, func()) {
 
 // streamHeader returns the header function of a relay for the child's stdout (or, with
 // stderr, its stderr): when conch runs in a service, that service's own logging settings
-// (unitrun.ServiceStreamHeader over a bus connection of its own, bounded by ctx), with the
+// (systemd.ServiceStreamHeader over a bus connection of its own, bounded by ctx), with the
 // command's base name as the identifier unless the service sets SyslogIdentifier=; else, or
 // when the service cannot be read, systemd's defaults with that base name. It runs on the
 // relay's goroutine at the child's first output, not on conch's way to the slot.
-func streamHeader(command string, stderr bool) func(context.Context) unitrun.StreamHeader {
-	return func(ctx context.Context) unitrun.StreamHeader {
-		h := unitrun.StreamHeader{Identifier: unitrun.CommandIdentifier(command),
-			Priority: unitrun.DefaultStreamPriority, LevelPrefix: true}
-		place, err := unitrun.ReadPlacement(0, unitrun.UserManager())
+func streamHeader(command string, stderr bool) func(context.Context) systemd.StreamHeader {
+	return func(ctx context.Context) systemd.StreamHeader {
+		h := systemd.StreamHeader{Identifier: systemd.CommandIdentifier(command),
+			Priority: systemd.DefaultStreamPriority, LevelPrefix: true}
+		place, err := systemd.ReadPlacement(0, systemd.UserManager())
 		if err != nil {
 			return h
 		}
@@ -82,12 +83,12 @@ func streamHeader(command string, stderr bool) func(context.Context) unitrun.Str
 		if err != nil {
 			return h
 		}
-		conn, err := unitrun.Dial(ctx)
+		conn, err := systemd.Dial(ctx)
 		if err != nil {
 			return h
 		}
 		defer conn.Close()
-		if sh, err := unitrun.ServiceStreamHeader(ctx, conn, svc, stderr, h.Identifier); err == nil {
+		if sh, err := systemd.ServiceStreamHeader(ctx, conn, svc, stderr, h.Identifier); err == nil {
 			return sh
 		}
 		return h

@@ -9,6 +9,7 @@ import (
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/unitrun"
 )
 
@@ -44,13 +45,13 @@ func parseScopeFlags(mode string, props []string, slice string) (scopeFlags, err
 		}
 		f.mode = scopeAlways
 	}
-	parsed, err := unitrun.ParseProperties(props)
+	parsed, err := systemd.ParseProperties(props)
 	if err != nil {
 		return f, usagef("-p: %v", err)
 	}
 	f.props = parsed
 	if slice != "" {
-		if f.slice, err = unitrun.SliceName(slice); err != nil {
+		if f.slice, err = systemd.SliceName(slice); err != nil {
 			return f, usagef("%v", err)
 		}
 	}
@@ -89,13 +90,13 @@ type scopeID struct {
 type scopePlan struct {
 	flags   scopeFlags
 	conn    *sdbus.Conn
-	service unitrun.CallerService // the service conch runs in, read before the slot is taken
+	service systemd.CallerService // the service conch runs in, read before the slot is taken
 }
 
 // decideScope decides whether the child will run in a scope (D8): never with --scope=never;
 // with auto when systemd is the init system and its manager answers (the system bus as root,
 // the user's manager otherwise) and, when conch runs in a service, that service's limits can
-// be read (unitrun.FindCallerService), else direct mode, with note the line that says so;
+// be read (systemd.FindCallerService), else direct mode, with note the line that says so;
 // with always (or -p/--slice) the same, but without systemd it returns the error that ends the
 // run with 69 (D3). It runs before any etcd call without systemd, beside them with it
 // (startPlanning, D8b). The plan must be closed.
@@ -106,10 +107,10 @@ func decideScope(f scopeFlags) (plan *scopePlan, note string, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scopeDialTimeout)
 	defer cancel()
-	conn, err := unitrun.Dial(ctx)
+	conn, err := systemd.Dial(ctx)
 	if err == nil {
 		// the service's slice and limits now, not between the slot and the child (D8)
-		if p.service, err = unitrun.FindCallerService(ctx, conn); err != nil {
+		if p.service, err = systemd.FindCallerService(ctx, conn); err != nil {
 			conn.Close()
 		}
 	}
@@ -137,7 +138,7 @@ func (p *scopePlan) close() {
 // ownUnit returns the systemd unit conch itself runs in (sema.Record.Unit, D6), "" if none
 // or unknown.
 func ownUnit() string {
-	place, err := unitrun.ReadPlacement(0, unitrun.UserManager())
+	place, err := systemd.ReadPlacement(0, systemd.UserManager())
 	if err != nil {
 		return ""
 	}
@@ -178,7 +179,7 @@ func (p *scopePlan) scoped(spec unitrun.Spec, id scopeID) unitrun.Spec {
 	}
 	spec.Scope = &unitrun.ScopeSpec{
 		Conn:        p.conn,
-		Name:        unitrun.ScopeName(id.name, id.rev),
+		Name:        systemd.ScopeName(id.name, id.rev),
 		Description: fmt.Sprintf("conch sema %s[max=%d], holder rev %d", id.name, id.max, id.rev),
 		Slice:       p.flags.slice,
 		Properties:  p.flags.props,
@@ -230,7 +231,7 @@ func (p *scopePlan) redial() error {
 	p.conn = nil
 	ctx, cancel := context.WithTimeout(context.Background(), scopeDialTimeout)
 	defer cancel()
-	conn, err := unitrun.Dial(ctx)
+	conn, err := systemd.Dial(ctx)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func startPlanning(f scopeFlags) *planning {
 	return p
 }
 
-// systemdBooted reports whether systemd is the init system, as unitrun.Dial checks first.
+// systemdBooted reports whether systemd is the init system, as systemd.Dial checks first.
 func systemdBooted() bool {
 	_, err := os.Stat("/run/systemd/system")
 	return err == nil
