@@ -49,7 +49,7 @@ const (
 	evHello      = "hello"          // the guardian runs: Build, its BuildID (D7a)
 	evReady      = "ready"          // spec read, subreaper set; waiting for ctlGo
 	evStarted    = "started"        // command running: PID
-	evExecError  = "exec-error"     // command could not be started: Status 126/127, Msg
+	evExecError  = "exec-error"     // command could not be started: Kind, Msg
 	evCmdExited  = "command-exited" // scope mode: command reaped (descendants may remain): Status, Signal
 	evStopSignal = "stop-signal"    // scope mode: systemd is stopping the scope (on its own, or at Run's StopScope)
 	evExited     = "exited"         // command and all its descendants are gone: Status, Signal, Stopped
@@ -94,6 +94,9 @@ type guardianEvent struct {
 	Fenced bool   `json:"fenced,omitempty"`
 	Msg    string `json:"msg,omitempty"`
 	Build  string `json:"build,omitempty"` // evHello: the guardian's BuildID
+	// Kind (evExecError): kindNotFound or kindNotExecutable, why the command could not be
+	// executed; the caller maps it to its error, never to an exit status
+	Kind string `json:"kind,omitempty"`
 }
 
 // parseSpec decodes the first line of the control pipe.
