@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"time"
 
@@ -24,7 +23,7 @@ const childLogDrain = 2 * time.Second
 // child's output, written into the service's stream from the child's scope, would be logged
 // under the scope (a new unit name per holding) as SYSLOG_IDENTIFIER=conch; relayed by
 // conch, which stays in the service, it is logged under the service, with the service's
-// SyslogIdentifier= or else the command's base name (streamHeader). That holds in direct mode
+// SyslogIdentifier= or else the command's base name (systemd.CallerStreamHeader). That holds in direct mode
 // too, where the identifier would otherwise be conch's. On a terminal, a pipe or a file
 // nothing changes. When stdout and stderr are the same stream (systemd's default,
 // StandardError=inherit) they share one relay, so their lines keep their order.
@@ -38,7 +37,7 @@ func childStdio(rep *reporter, command string) (unitrun.Spec, func()) {
 	errJ, _ := journal.StderrIsJournalStream()
 	var relays []*systemd.JournalRelay
 	relay := func(stderr bool, fallback *os.File) *os.File {
-		j, err := systemd.StartJournalRelay(systemd.JournalStreamSocket, streamHeader(command, stderr), fallback)
+		j, err := systemd.StartJournalRelay(systemd.JournalStreamSocket, systemd.CallerStreamHeader(command, stderr), fallback)
 		if err != nil {
 			rep.line("", true, "cannot relay the command's output to the journal (%v): it writes to conch's own stream", err)
 			return fallback
@@ -61,36 +60,5 @@ func childStdio(rep *reporter, command string) (unitrun.Spec, func()) {
 				rep.line("", true, "relaying the command's output to the journal: %v", err)
 			}
 		}
-	}
-}
-
-// streamHeader returns the header function of a relay for the child's stdout (or, with
-// stderr, its stderr): when conch runs in a service, that service's own logging settings
-// (systemd.ServiceStreamHeader over a bus connection of its own, bounded by ctx), with the
-// command's base name as the identifier unless the service sets SyslogIdentifier=; else, or
-// when the service cannot be read, systemd's defaults with that base name. It runs on the
-// relay's goroutine at the child's first output, not on conch's way to the slot.
-func streamHeader(command string, stderr bool) func(context.Context) systemd.StreamHeader {
-	return func(ctx context.Context) systemd.StreamHeader {
-		h := systemd.StreamHeader{Identifier: systemd.CommandIdentifier(command),
-			Priority: systemd.DefaultStreamPriority, LevelPrefix: true}
-		place, err := systemd.ReadPlacement(0, systemd.UserManager())
-		if err != nil {
-			return h
-		}
-		h.Unit = place.Unit
-		svc, err := place.Service()
-		if err != nil {
-			return h
-		}
-		conn, err := systemd.Dial(ctx)
-		if err != nil {
-			return h
-		}
-		defer conn.Close()
-		if sh, err := systemd.ServiceStreamHeader(ctx, conn, svc, stderr, h.Identifier); err == nil {
-			return sh
-		}
-		return h
 	}
 }

@@ -47,6 +47,17 @@ func ReadPlacement(pid int, user bool) (Placement, error) {
 	return parsePlacement(data, unifiedCgroups(), user)
 }
 
+// OwnUnit returns the unit the calling process runs in, for the manager Connect talks to
+// (ReadPlacement of this process, UserManager), or "" when it is in none or its cgroup cannot
+// be read.
+func OwnUnit() string {
+	place, err := ReadPlacement(0, UserManager())
+	if err != nil {
+		return ""
+	}
+	return place.Unit
+}
+
 // unifiedCgroups reports whether /sys/fs/cgroup is a cgroup2 file system, i.e. systemd runs in
 // unified mode and tracks units in the "0::" hierarchy. Otherwise (hybrid or legacy mode) it
 // tracks them in the v1 name=systemd hierarchy. /proc/PID/cgroup alone cannot tell: it lists

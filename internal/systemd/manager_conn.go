@@ -106,6 +106,13 @@ func dialManager(ctx context.Context, a ManagerAddress) (*sdbus.Conn, error) {
 	return conn, nil
 }
 
+// Booted reports whether systemd is the init system here (/run/systemd/system exists), as
+// Dial checks first, without touching any bus.
+func Booted() bool {
+	_, err := os.Stat(systemdRunDir)
+	return err == nil
+}
+
 // Available reports whether scope mode can be used here (D8, --scope=auto): nil when systemd is
 // the init system (/run/systemd/system exists) and its manager answers on the bus Connect
 // picks within ctx. Otherwise an error wrapping ErrNoSystemd or ErrBusUnavailable.
