@@ -35,24 +35,24 @@ const (
 // scope before it starts the command, so the command and everything it starts are in the scope
 // from the command's first instruction, and stopping the command is systemd's job.
 type ScopeSpec struct {
-	// Conn is the connection to the manager that owns the scope (Dial or Connect). Required.
+	// Conn is the connection to the manager that owns the scope (systemd.Dial). Required.
 	// Run only uses it; the caller closes it after Run returns.
 	Conn *sdbus.Conn
-	// Name is the unit name, ScopeName(sema, rev). Required.
+	// Name is the unit name (systemd.ScopeName). Required.
 	Name string
-	// Description names the semaphore and the revision (D8).
+	// Description is shown by systemctl status (D8).
 	Description string
-	// Slice is --slice; "" means the slice of the service the caller runs in, if any, else the
+	// Slice is the scope's slice (systemd.SliceName); "" means the slice of the service the caller runs in, if any, else the
 	// manager's default.
 	Slice string
-	// Properties are the -p properties (ParseProperties). They are set last and so override
+	// Properties are the caller's scope properties (systemd.ParseProperties). They are set last and so override
 	// everything else, the limits inherited from the caller's service included (D8). Run also
 	// takes its timing from them: KillSignal is the stop signal (instead of Spec.StopSignal),
 	// TimeoutStopSec the grace period (instead of Spec.KillAfter) and RuntimeMaxSec the
 	// runtime limit (instead of Spec.RuntimeMax; infinity means none): see EffectiveTiming.
 	Properties []sdbus.Property
-	// Service is the service the caller runs in (FindCallerService, called before the slot
-	// is taken): the scope goes into its slice (unless Slice is set), gets BindsTo= it and its
+	// Service is the service the caller runs in (systemd.FindCallerService, read before the
+	// slot is taken): the scope goes into its slice (unless Slice is set), gets BindsTo= it and its
 	// resource-control settings (D8). The zero value binds the scope to nothing.
 	Service systemd.CallerService
 	// Timeout bounds the start of the scope; DefaultScopeTimeout if <= 0.
@@ -79,7 +79,7 @@ func (sc *scopeRun) wire() *wireScope {
 
 // start creates the scope with the guardian (pid) in it (D8): in sc.Service's slice (unless
 // Slice is set), bound to it (BindsTo=, not After=: see ScopeRequest.BindTo), with its
-// resource-control settings, then spec.RuntimeMax as RuntimeMaxSec, then the -p properties.
+// resource-control settings, then spec.RuntimeMax as RuntimeMaxSec, then the caller's properties.
 // ctx and Timeout bound it. The error wraps ErrScopeFailed, or is ctx's cause when ctx ended
 // (the slot was lost meanwhile).
 func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {

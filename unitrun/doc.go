@@ -17,7 +17,10 @@
 // TimeoutStopSec); the guardian stays the command's parent inside the scope, reports its
 // status, and stops its own scope over D-Bus when conch dies (D7). The systemd plumbing
 // (the manager's connection, scope properties, placement, journal streams) is package
-// internal/systemd's; unitrun decides when a scope is made and stopped.
+// internal/systemd's; unitrun decides when a scope is made and stopped: a Plan (DecideScope,
+// or StartPlanning beside the caller's own start-up) says whether commands run in scopes and
+// runs them so, falling back to direct mode where its ScopeMode allows; a Prestarter keeps a
+// guardian started ahead of the command, as the caller says it wants one.
 //
 // The package holds code for two processes, the caller (conch) and the guardian, which talk
 // over two pipes (protocol.go). A file's name says which side it is on: run.go and
