@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/sema"
-	"github.com/conch-project/conch/unitrun"
 )
 
 // Everything --who prints was read from etcd, where any client with write
@@ -138,7 +138,7 @@ func has(list []string, s string) bool {
 // semaphore name, has no scope.
 func recordUnit(e sema.Entry) string {
 	if e.Record.Scope && e.Held && sema.ValidateName(e.Name) == nil {
-		return unitrun.ScopeName(e.Name, e.Rev)
+		return systemd.ScopeName(e.Name, e.Rev)
 	}
 	return e.Record.Unit
 }

@@ -25,6 +25,14 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
+	// the systemd plumbing, with its tests: below unitrun, so it reaches no package of ours
+	// but the test helpers, and no etcd (the guardian links it)
+	sd := mod + "/internal/systemd"
+	for _, dep := range goList(t, "list", "-test", "-deps", sd) {
+		if dep == sema || dep == unitrun || dep == conn || strings.HasPrefix(dep, cmd) || strings.HasPrefix(dep, "go.etcd.io/") {
+			t.Errorf("%s imports %s (directly or through another package): the systemd plumbing knows no semaphore, child, etcd or CLI", sd, dep)
+		}
+	}
 	// every package of the module but cmd/conch: not both (test files may: tests/vm drives
 	// the whole program end to end)
 	for _, pkg := range goList(t, "list", mod+"/...") {
