@@ -156,8 +156,7 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 		}
 	case evExecError:
 		r.stopGoAnswer()
-		rec.facts.reported, rec.facts.status = true, ev.Status
-		rec.err = startFailureError(r.spec.Path, ev.Status, ev.Msg)
+		rec.err = startFailureError(r.spec.Path, ev.Kind, ev.Msg)
 	case evCmdExited:
 		r.mode.record(rec, ev)
 	case evStopSignal:

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/conch-project/conch/internal/systemd"
 )
 
 // D8b: which specs get a scope before the slot, and when a prepared scope is the one Run asks
@@ -27,8 +30,8 @@ func TestPrepareAhead(t *testing.T) {
 
 func TestSameScope(t *testing.T) {
 	base := ScopeSpec{Name: "conch-sema-a-1.scope", Description: "d", Slice: "s.slice",
-		Properties: []sdbus.Property{prop("MemoryMax", uint64(1<<20))},
-		Service:    CallerService{Unit: "a.service", Slice: "s.slice"}}
+		Properties: []sdbus.Property{memoryMax(1 << 20)},
+		Service:    systemd.CallerService{Unit: "a.service", Slice: "s.slice"}}
 	with := func(mod func(*ScopeSpec)) ScopeSpec {
 		s := base
 		s.Properties = append([]sdbus.Property(nil), base.Properties...)
@@ -45,11 +48,16 @@ func TestSameScope(t *testing.T) {
 		{"default timeout spelled out", with(func(s *ScopeSpec) { s.Timeout = DefaultScopeTimeout }), true},
 		{"other timeout", with(func(s *ScopeSpec) { s.Timeout = time.Second }), false},
 		{"other name", with(func(s *ScopeSpec) { s.Name = "conch-sema-a-2.scope" }), false},
-		{"other property value", with(func(s *ScopeSpec) { s.Properties[0] = prop("MemoryMax", uint64(2<<20)) }), false},
+		{"other property value", with(func(s *ScopeSpec) { s.Properties[0] = memoryMax(2 << 20) }), false},
 		{"other service", with(func(s *ScopeSpec) { s.Service.Unit = "b.service" }), false},
 	} {
 		if got := sameScope(base, tc.b); got != tc.want {
 			t.Errorf("%s: sameScope = %v, want %v", tc.what, got, tc.want)
 		}
 	}
+}
+
+// memoryMax is the scope property MemoryMax=n bytes.
+func memoryMax(n uint64) sdbus.Property {
+	return sdbus.Property{Name: "MemoryMax", Value: dbus.MakeVariant(n)}
 }

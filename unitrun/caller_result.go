@@ -19,7 +19,7 @@ type endFacts struct {
 	started bool // the guardian reported evStarted
 
 	// reported is true when the guardian reported the command's exit (evExited, or in scope
-	// mode evCmdExited) or its exec failure (evExecError); status and signal are then the
+	// mode evCmdExited); status and signal are then the
 	// command's, in the shell convention. False when the guardian died or was killed first.
 	reported bool
 	status   int
@@ -66,7 +66,7 @@ type endFacts struct {
 //     runtime limit.
 func decideResult(f endFacts) Result {
 	res := Result{Started: f.started, ExitStatus: -1}
-	if f.reported { // also a command that could not be executed: 126 or 127
+	if f.reported {
 		res.ExitStatus, res.Signal = f.status, f.signal
 	}
 	if !f.started {

@@ -20,9 +20,8 @@ func TestDecideResult(t *testing.T) {
 		want  Result
 	}{
 		{"guardian died before the start", endFacts{}, Result{ExitStatus: -1}},
-		{"exec failure", endFacts{reported: true, status: 127}, Result{ExitStatus: 127}},
-		{"exec failure, ctx ended meanwhile", endFacts{reported: true, status: 126, asked: stopByContext},
-			Result{ExitStatus: 126}},
+		{"exec failure", endFacts{}, Result{ExitStatus: -1}},
+		{"exec failure, ctx ended meanwhile", endFacts{asked: stopByContext}, Result{ExitStatus: -1}},
 		{"exited on its own", exited(3), Result{Started: true, ExitStatus: 3}},
 		{"died of a signal on its own", died(term), Result{Started: true, ExitStatus: 143, Signal: term}},
 		{"stopped: ctx ended (direct)", with(died(term), func(f *endFacts) { f.asked = stopByContext }),

@@ -9,13 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"slices"
 	"syscall"
 	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/conch-project/conch/internal/systemd"
 )
 
 // Scope mode's timing.
@@ -34,26 +35,26 @@ const (
 // scope before it starts the command, so the command and everything it starts are in the scope
 // from the command's first instruction, and stopping the command is systemd's job.
 type ScopeSpec struct {
-	// Conn is the connection to the manager that owns the scope (Dial or Connect). Required.
+	// Conn is the connection to the manager that owns the scope (systemd.Dial). Required.
 	// Run only uses it; the caller closes it after Run returns.
 	Conn *sdbus.Conn
-	// Name is the unit name, ScopeName(sema, rev). Required.
+	// Name is the unit name (systemd.ScopeName). Required.
 	Name string
-	// Description names the semaphore and the revision (D8).
+	// Description is shown by systemctl status (D8).
 	Description string
-	// Slice is --slice; "" means the slice of the service the caller runs in, if any, else the
+	// Slice is the scope's slice (systemd.SliceName); "" means the slice of the service the caller runs in, if any, else the
 	// manager's default.
 	Slice string
-	// Properties are the -p properties (ParseProperties). They are set last and so override
+	// Properties are the caller's scope properties (systemd.ParseProperties). They are set last and so override
 	// everything else, the limits inherited from the caller's service included (D8). Run also
 	// takes its timing from them: KillSignal is the stop signal (instead of Spec.StopSignal),
 	// TimeoutStopSec the grace period (instead of Spec.KillAfter) and RuntimeMaxSec the
 	// runtime limit (instead of Spec.RuntimeMax; infinity means none): see EffectiveTiming.
 	Properties []sdbus.Property
-	// Service is the service the caller runs in (FindCallerService, called before the slot
-	// is taken): the scope goes into its slice (unless Slice is set), gets BindsTo= it and its
+	// Service is the service the caller runs in (systemd.FindCallerService, read before the
+	// slot is taken): the scope goes into its slice (unless Slice is set), gets BindsTo= it and its
 	// resource-control settings (D8). The zero value binds the scope to nothing.
-	Service CallerService
+	Service systemd.CallerService
 	// Timeout bounds the start of the scope; DefaultScopeTimeout if <= 0.
 	Timeout time.Duration
 }
@@ -73,18 +74,18 @@ type scopeRun struct {
 // wireScope returns what the guardian needs to know about the scope: its name and how to reach
 // its manager, found as Connect finds it, from the caller's environment.
 func (sc *scopeRun) wire() *wireScope {
-	return &wireScope{Unit: sc.Name, Addrs: wireAddresses(managerAddresses(os.Geteuid(), os.Getenv))}
+	return &wireScope{Unit: sc.Name, Addrs: systemd.ManagerAddresses()}
 }
 
 // start creates the scope with the guardian (pid) in it (D8): in sc.Service's slice (unless
 // Slice is set), bound to it (BindsTo=, not After=: see ScopeRequest.BindTo), with its
-// resource-control settings, then spec.RuntimeMax as RuntimeMaxSec, then the -p properties.
+// resource-control settings, then spec.RuntimeMax as RuntimeMaxSec, then the caller's properties.
 // ctx and Timeout bound it. The error wraps ErrScopeFailed, or is ctx's cause when ctx ended
 // (the slot was lost meanwhile).
 func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
 	tctx, cancel := context.WithTimeout(ctx, sc.Timeout)
 	defer cancel()
-	req := ScopeRequest{
+	req := systemd.ScopeRequest{
 		Name:        sc.Name,
 		Description: sc.description(),
 		PIDs:        []int{pid},
@@ -94,11 +95,11 @@ func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
 		Properties:  slices.Clone(sc.Service.Inherited),
 	}
 	if spec.RuntimeMax > 0 {
-		req.Properties = append(req.Properties, prop("RuntimeMaxUSec", uint64(spec.RuntimeMax.Microseconds())))
+		req.Properties = append(req.Properties, systemd.RuntimeMaxProperty(spec.RuntimeMax))
 	}
 	req.Properties = append(req.Properties, sc.Properties...)
 	sc.started = time.Now()
-	if err := StartScope(tctx, sc.Conn, req); err != nil {
+	if err := systemd.StartScope(tctx, sc.Conn, req); err != nil {
 		return sc.startError(ctx, spec.Path, err)
 	}
 	return nil
@@ -133,7 +134,7 @@ func (sc *scopeRun) stopNow() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	return StopScope(ctx, sc.Conn, sc.Name)
+	return systemd.StopScope(ctx, sc.Conn, sc.Name)
 }
 
 // awaitGone returns once the scope is gone, or why that cannot be confirmed: it waits for the
@@ -193,13 +194,4 @@ func killedBy(err error, sig syscall.Signal) bool {
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == sig
-}
-
-// wireAddresses carries managerAddresses to the guardian (wireScope; addressesOf reads them).
-func wireAddresses(addrs []managerAddress) []wireAddress {
-	out := make([]wireAddress, len(addrs))
-	for i, a := range addrs {
-		out[i] = wireAddress{Addr: a.addr, Hello: a.hello}
-	}
-	return out
 }

@@ -17,10 +17,9 @@ const (
 	// FromDefault: the package's default (DefaultStopSignal, DefaultKillAfter, no runtime
 	// limit), Spec leaving the field at its zero value.
 	FromDefault TimingSource = iota
-	// FromSpec: Spec's own field (StopSignal, KillAfter, RuntimeMax); in cmd/conch
-	// --kill-after and --runtime-max.
+	// FromSpec: Spec's own field (StopSignal, KillAfter, RuntimeMax).
 	FromSpec
-	// FromProperty: a scope property among the ScopeSpec.Properties (-p KillSignal=,
+	// FromProperty: a scope property among the ScopeSpec.Properties (KillSignal=,
 	// TimeoutStopSec=, RuntimeMaxSec=), which wins over Spec's field in scope mode (D8).
 	FromProperty
 )
@@ -52,11 +51,11 @@ type StopTiming struct {
 
 // EffectiveTiming returns the stop signal, grace period and runtime limit Run uses for a
 // command with spec's StopSignal, KillAfter and RuntimeMax (its other fields are ignored) when
-// its scope has the properties props (ScopeSpec.Properties, from ParseProperties; nil in direct
+// its scope has the properties props (ScopeSpec.Properties, from systemd.ParseProperties; nil in direct
 // mode): a KillSignal, TimeoutStopSec or RuntimeMaxSec among props wins over spec's field (the
 // last one of a name wins, as in systemd), a field at its zero value (KillAfter <= 0) takes the
-// package's default. It is pure and cannot fail. cmd/conch uses it for its fencing margin (D7:
-// the lease's deadline less KillAfter and a second) and to name the limit that stopped a child.
+// package's default. It is pure and cannot fail. A caller uses it to learn the grace its own
+// deadlines must cover (D7) and to name the limit that stopped a child.
 func EffectiveTiming(spec Spec, props []sdbus.Property) StopTiming {
 	t := StopTiming{StopSignal: DefaultStopSignal, KillAfter: DefaultKillAfter}
 	if spec.StopSignal != 0 {
@@ -80,7 +79,7 @@ func EffectiveTiming(spec Spec, props []sdbus.Property) StopTiming {
 				t.KillAfter, t.KillAfterFrom = usecDuration(v), FromProperty
 			case "RuntimeMaxUSec":
 				t.RuntimeMax, t.RuntimeMaxFrom = usecDuration(v), FromProperty
-				if v == infinity {
+				if v == math.MaxUint64 { // infinity
 					t.RuntimeMax = 0
 				}
 			}

@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/systemd"
 )
 
 func TestEffectiveTiming(t *testing.T) {
@@ -39,9 +41,9 @@ func TestEffectiveTiming(t *testing.T) {
 			StopTiming{StopSignal: syscall.SIGTERM, KillAfter: 2 * s, KillAfterFrom: FromSpec}},
 	}
 	for _, tt := range tests {
-		props, err := ParseProperties(tt.props)
+		props, err := systemd.ParseProperties(tt.props)
 		if err != nil {
-			t.Fatalf("%s: ParseProperties(%q): %v", tt.name, tt.props, err)
+			t.Fatalf("%s: systemd.ParseProperties(%q): %v", tt.name, tt.props, err)
 		}
 		if got := EffectiveTiming(tt.spec, props); got != tt.want {
 			t.Errorf("%s: EffectiveTiming = %+v, want %+v", tt.name, got, tt.want)
@@ -51,7 +53,7 @@ func TestEffectiveTiming(t *testing.T) {
 
 // Run takes its timing from EffectiveTiming: the scope's properties in scope mode only.
 func TestSpecWithTiming(t *testing.T) {
-	props, err := ParseProperties([]string{"TimeoutStopSec=9", "RuntimeMaxSec=3"})
+	props, err := systemd.ParseProperties([]string{"TimeoutStopSec=9", "RuntimeMaxSec=3"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,19 +12,22 @@
 // tree is gone, while the guardian exits.
 //
 // Scope mode (Spec.Scope, D8) uses the same guardian and moves it into a transient systemd
-// scope (StartScope) before it starts the command, so the command runs not a single
-// instruction outside the scope. Stopping is then systemd's job (StopScope: the scope's
-// KillSignal, SIGKILL after TimeoutStopSec); the guardian stays the command's parent inside
-// the scope, reports its status, and stops its own scope over D-Bus when conch dies (D7).
-// The primitives (ScopeName, ParseProperties, ReadPlacement, InheritedProperties, Dial,
-// StartScope, StopScope) are usable on their own.
+// scope before it starts the command, so the command runs not a single instruction outside
+// the scope. Stopping is then systemd's job (the scope's KillSignal, SIGKILL after
+// TimeoutStopSec); the guardian stays the command's parent inside the scope, reports its
+// status, and stops its own scope over D-Bus when conch dies (D7). The systemd plumbing
+// (the manager's connection, scope properties, placement, journal streams) is package
+// internal/systemd's; unitrun decides when a scope is made and stopped: a Plan (DecideScope,
+// or StartPlanning beside the caller's own start-up) says whether commands run in scopes and
+// runs them so, falling back to direct mode where its ScopeMode allows; a Prestarter keeps a
+// guardian started ahead of the command, as the caller says it wants one.
 //
 // The package holds code for two processes, the caller (conch) and the guardian, which talk
 // over two pipes (protocol.go). A file's name says which side it is on: run.go and
 // caller_*.go run in the caller, guardian_*.go in the guardian; the other files (protocol,
-// process tree, systemd's manager, scopes, properties) are used by either.
+// process tree) are used by either.
 //
-// The package imports only the standard library, go-systemd, godbus and x/sys: never sema,
-// never etcd. It does not log, exit or install signal handlers, except in GuardianMain, which
+// The package imports only the standard library, go-systemd, godbus, x/sys and
+// internal/systemd: never sema, never etcd. It does not log, exit or install signal handlers, except in GuardianMain, which
 // is the guardian process's main.
 package unitrun

@@ -106,9 +106,9 @@ func guard(sigs chan os.Signal, control <-chan string, out eventWriter, parent i
 	pid, err := startCommand(spec)
 	if err != nil {
 		out.send(guardianEvent{
-			Event:  evExecError,
-			Status: startFailureStatus(spec.Path, spec.Dir, err),
-			Msg:    err.Error(),
+			Event: evExecError,
+			Kind:  startFailureKind(spec.Path, spec.Dir, err),
+			Msg:   err.Error(),
 		})
 		return 0
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/conch-project/conch/internal/systemd"
 )
 
 // This file runs in the guardian process: what differs between direct mode and scope mode
@@ -107,7 +109,7 @@ func (g *scopeGuardian) conchGone(*treeKeeper) {
 		defer close(g.ownStopDone)
 		ctx, cancel := context.WithTimeout(context.Background(), ownStopTimeout)
 		defer cancel()
-		_ = stopUnitAt(ctx, addressesOf(g.scope.Addrs), g.scope.Unit)
+		_ = systemd.StopUnitAt(ctx, g.scope.Addrs, g.scope.Unit)
 	}()
 }
 

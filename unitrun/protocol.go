@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conch-project/conch/internal/systemd"
 )
 
 // The guardian protocol (D7). conch passes two pipes to the guardian, never anything through
@@ -47,7 +49,7 @@ const (
 	evHello      = "hello"          // the guardian runs: Build, its BuildID (D7a)
 	evReady      = "ready"          // spec read, subreaper set; waiting for ctlGo
 	evStarted    = "started"        // command running: PID
-	evExecError  = "exec-error"     // command could not be started: Status 126/127, Msg
+	evExecError  = "exec-error"     // command could not be started: Kind, Msg
 	evCmdExited  = "command-exited" // scope mode: command reaped (descendants may remain): Status, Signal
 	evStopSignal = "stop-signal"    // scope mode: systemd is stopping the scope (on its own, or at Run's StopScope)
 	evExited     = "exited"         // command and all its descendants are gone: Status, Signal, Stopped
@@ -76,14 +78,8 @@ type wireSpec struct {
 // wireScope tells the guardian which scope it runs in and how to reach the manager owning it
 // (the guardian's environment is empty, so it cannot find the user manager on its own).
 type wireScope struct {
-	Unit  string        `json:"unit"`
-	Addrs []wireAddress `json:"addrs"`
-}
-
-// wireAddress is a managerAddress on the wire.
-type wireAddress struct {
-	Addr  string `json:"addr"`
-	Hello bool   `json:"hello,omitempty"`
+	Unit  string                   `json:"unit"`
+	Addrs []systemd.ManagerAddress `json:"addrs"`
 }
 
 // guardianEvent is one line on the status pipe.
@@ -98,6 +94,9 @@ type guardianEvent struct {
 	Fenced bool   `json:"fenced,omitempty"`
 	Msg    string `json:"msg,omitempty"`
 	Build  string `json:"build,omitempty"` // evHello: the guardian's BuildID
+	// Kind (evExecError): kindNotFound or kindNotExecutable, why the command could not be
+	// executed; the caller maps it to its error, never to an exit status
+	Kind string `json:"kind,omitempty"`
 }
 
 // parseSpec decodes the first line of the control pipe.

@@ -39,8 +39,8 @@ import (
 // command's group gets the terminal while it runs (a command reading the terminal works and
 // Ctrl-C reaches only the command) and the caller's group gets it back before Run returns (D5).
 //
-// Errors: a command that cannot be executed gives Result{ExitStatus: 127 or 126} and an error
-// wrapping ErrNotFound or ErrNotExecutable. A BeforeStart error is returned wrapped, the
+// Errors: a command that cannot be executed gives Result.Started false and an error wrapping
+// ErrNotFound or ErrNotExecutable (no exit status: the caller chooses it). A BeforeStart error is returned wrapped, the
 // command never started. ErrGuardian when the guardian cannot be started or dies before
 // reporting: if the command had started, Run then stops its tree itself (same escalation; the
 // caller is a child subreaper, so the command and its descendants, setsid ones included, are
@@ -75,7 +75,7 @@ import (
 // terminal.
 func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := spec.check(); err != nil {
-		return Result{ExitStatus: statusFor(err)}, err
+		return Result{}, err
 	}
 	if ctx.Err() != nil {
 		return Result{}, notStarted(spec.Path, context.Cause(ctx))
@@ -212,7 +212,7 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 	p.used = true
 	if err := spec.check(); err != nil {
 		_ = p.g.close()
-		return Result{ExitStatus: statusFor(err)}, err
+		return Result{}, err
 	}
 	spec = spec.withTiming().withDefaults()
 	if !p.start.sameStart(spec) {
@@ -291,12 +291,4 @@ func (s Spec) check() error {
 		return fmt.Errorf("%s: not started: %w: no connection or no unit name", s.Path, ErrScopeFailed)
 	}
 	return nil
-}
-
-// statusFor is the Result.ExitStatus that goes with a check error.
-func statusFor(err error) int {
-	if errors.Is(err, ErrNotFound) {
-		return statusNotFound
-	}
-	return 0
 }

@@ -58,15 +58,14 @@ func TestRunExecFailure(t *testing.T) {
 	}
 	tests := []struct {
 		name, path, dir string
-		wantStatus      int
 		wantErr         error
 	}{
-		{"missing", filepath.Join(dir, "missing"), "", 127, ErrNotFound},
-		{"no execute permission", plain, "", 126, ErrNotExecutable},
-		{"directory", dir, "", 126, ErrNotExecutable},
-		{"bad interpreter", badInterp, "", 126, ErrNotExecutable},
-		{"bad working directory", "/bin/true", filepath.Join(dir, "missing-dir"), 126, ErrNotExecutable},
-		{"bad working directory, relative path", "./tool", filepath.Join(dir, "missing-dir"), 126, ErrNotExecutable},
+		{"missing", filepath.Join(dir, "missing"), "", ErrNotFound},
+		{"no execute permission", plain, "", ErrNotExecutable},
+		{"directory", dir, "", ErrNotExecutable},
+		{"bad interpreter", badInterp, "", ErrNotExecutable},
+		{"bad working directory", "/bin/true", filepath.Join(dir, "missing-dir"), ErrNotExecutable},
+		{"bad working directory, relative path", "./tool", filepath.Join(dir, "missing-dir"), ErrNotExecutable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,9 +76,9 @@ func TestRunExecFailure(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Run error = %v, want %v", err, tt.wantErr)
 			}
-			if res.Started || called || res.ExitStatus != tt.wantStatus {
-				t.Fatalf("Run = %+v (Started hook called: %v), want not started with status %d",
-					res, called, tt.wantStatus)
+			if res.Started || called || res.ExitStatus > 0 {
+				t.Fatalf("Run = %+v (Started hook called: %v), want not started, without a status",
+					res, called)
 			}
 		})
 	}

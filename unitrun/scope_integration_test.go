@@ -12,6 +12,7 @@ import (
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/internal/systemdtest"
 	"github.com/conch-project/conch/unitrun"
 )
@@ -128,7 +129,7 @@ func noScopeLeft(t *testing.T, ctx context.Context, conn *sdbus.Conn) {
 
 func TestScopeStartStopInNode(t *testing.T) {
 	n, ctx, conn := scopeNode(t)
-	scope := unitrun.ScopeName("video-encode", 8812)
+	scope := systemd.ScopeName("video-encode", 8812)
 	const killAfter = time.Second
 	p, err := n.StartWith(ctx, systemdtest.RunOptions{
 		Unit:       "scope-helper.service",
@@ -193,7 +194,7 @@ func TestScopeStartStopInNode(t *testing.T) {
 	// StopScope: the child ignores SIGINT (the stop signal here), so only the SIGKILL after
 	// KillAfter ends it; then the scope is gone.
 	began := time.Now()
-	if err := unitrun.StopScope(ctx, conn, scope); err != nil {
+	if err := systemd.StopScope(ctx, conn, scope); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(began)
@@ -212,14 +213,14 @@ func TestScopeStartStopInNode(t *testing.T) {
 	noScopeLeft(t, ctx, conn)
 
 	// Stopping a scope that is gone is not an error.
-	if err := unitrun.StopScope(ctx, conn, scope); err != nil {
+	if err := systemd.StopScope(ctx, conn, scope); err != nil {
 		t.Errorf("StopScope of a gone scope: %v", err)
 	}
 }
 
 func TestScopeBoundToServiceStopsWithIt(t *testing.T) {
 	n, ctx, conn := scopeNode(t)
-	scope := unitrun.ScopeName("bound", 7)
+	scope := systemd.ScopeName("bound", 7)
 	p, err := n.StartWith(ctx, systemdtest.RunOptions{Unit: "bound-helper.service"},
 		systemdtest.BinMount+"/scopehelper", "scope", "-name", scope, "-kill-after", "500ms", "-bind", "-twice")
 	if err != nil {
@@ -266,7 +267,7 @@ func TestScopeUserManagerInNode(t *testing.T) {
 	if _, err := n.Systemctl(ctx, "start", "user@"+uid+".service"); err != nil {
 		t.Fatal(err)
 	}
-	scope := unitrun.ScopeName("as-user", 3)
+	scope := systemd.ScopeName("as-user", 3)
 	p, err := n.StartWith(ctx, systemdtest.RunOptions{
 		Properties: []string{"User=" + uid},
 		Env:        []string{"XDG_RUNTIME_DIR=/run/user/" + uid},
@@ -303,7 +304,7 @@ func TestRunScopeModeInNode(t *testing.T) {
 	}
 
 	// Exit status, and the command's own cgroup is the scope's.
-	scope := unitrun.ScopeName("run-mode", 1)
+	scope := systemd.ScopeName("run-mode", 1)
 	p, err := n.Start(ctx, helper, "run", "-name", scope, "--", "/bin/sh", "-c", "grep ^0:: /proc/self/cgroup; exit 3")
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +318,7 @@ func TestRunScopeModeInNode(t *testing.T) {
 	}
 
 	// systemd stops the scope on its own: the command's status, ScopeStopped.
-	scope = unitrun.ScopeName("run-mode", 2)
+	scope = systemd.ScopeName("run-mode", 2)
 	p, err = n.Start(ctx, helper, "run", "-name", scope, "--", "/bin/sh", "-c", "echo started; exec sleep 100")
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +338,7 @@ func TestRunScopeModeInNode(t *testing.T) {
 	}
 
 	// RuntimeMax through the scope.
-	scope = unitrun.ScopeName("run-mode", 3)
+	scope = systemd.ScopeName("run-mode", 3)
 	began := time.Now()
 	p, err = n.Start(ctx, helper, "run", "-name", scope, "-runtime-max", "1s", "--", "sleep", "100")
 	if err != nil {
@@ -349,7 +350,7 @@ func TestRunScopeModeInNode(t *testing.T) {
 	}
 
 	// A unit already holds the name: ErrScopeFailed, nothing run, that unit untouched.
-	scope = unitrun.ScopeName("run-mode", 4)
+	scope = systemd.ScopeName("run-mode", 4)
 	if _, err := n.Nsenter(ctx, "/bin/sh", "-c", "setsid systemd-run --scope --quiet --unit='"+scope+"' sleep 100 </dev/null >/dev/null 2>&1 &"); err != nil {
 		t.Fatal(err)
 	}

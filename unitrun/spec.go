@@ -83,7 +83,9 @@ type Result struct {
 	// BeforeStart error, ctx ended before the start).
 	Started bool
 	// ExitStatus follows the shell convention (D3): the command's exit code, or 128+n if it died
-	// of signal n; 126 or 127 when it could not be executed. -1 when unknown (guardian lost).
+	// of signal n; -1 when unknown (guardian lost). A command that never started has none (0
+	// or -1): Run's error says why, ErrNotFound or ErrNotExecutable when it could not be
+	// executed, and the caller chooses the status that goes with it (a shell's 127, 126).
 	ExitStatus int
 	// Signal is the signal the command died of, 0 if it exited.
 	Signal syscall.Signal

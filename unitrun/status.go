@@ -9,10 +9,12 @@ import (
 	"syscall"
 )
 
-// Shell exit statuses for commands that could not be executed (D3).
+// Why a command could not be executed, as the guardian reports it (guardianEvent.Kind of
+// evExecError): the caller turns it back into ErrNotFound or ErrNotExecutable. The exit
+// status that goes with each (a shell's 127 and 126, D3) is the caller's to choose.
 const (
-	statusNotExecutable = 126
-	statusNotFound      = 127
+	kindNotFound      = "not-found"
+	kindNotExecutable = "not-executable"
 )
 
 // shellStatus converts a wait status into the shell convention (D3): the exit code, or 128+n
@@ -27,31 +29,32 @@ func shellStatus(ws syscall.WaitStatus) (int, syscall.Signal) {
 	return -1, 0
 }
 
-// startFailureStatus maps the error of starting path (relative to dir) to 127 (nothing to
-// execute) or 126 (something exists but cannot be executed), as bash does: ENOENT for a file
-// that exists means its "#!" interpreter or ELF loader is missing, which is 126.
-func startFailureStatus(path, dir string, err error) int {
+// startFailureKind classifies the error of starting path (relative to dir) as bash does:
+// kindNotFound when there is nothing to execute, kindNotExecutable when something exists but
+// cannot be executed (ENOENT for a file that exists means its "#!" interpreter or ELF loader
+// is missing, which is the latter, as is a working directory that cannot be entered).
+func startFailureKind(path, dir string, err error) string {
 	var pe *fs.PathError
 	if errors.As(err, &pe) && pe.Op == "chdir" {
-		return statusNotExecutable
+		return kindNotExecutable
 	}
 	if !errors.Is(err, syscall.ENOENT) {
-		return statusNotExecutable
+		return kindNotExecutable
 	}
 	if !filepath.IsAbs(path) && dir != "" {
 		path = filepath.Join(dir, path)
 	}
 	if _, serr := os.Stat(path); serr == nil {
-		return statusNotExecutable
+		return kindNotExecutable
 	}
-	return statusNotFound
+	return kindNotFound
 }
 
 // startFailureError wraps msg (the guardian's description of the failure) in ErrNotFound or
-// ErrNotExecutable according to status.
-func startFailureError(path string, status int, msg string) error {
+// ErrNotExecutable according to kind (anything but kindNotFound is the latter).
+func startFailureError(path, kind, msg string) error {
 	sentinel := ErrNotExecutable
-	if status == statusNotFound {
+	if kind == kindNotFound {
 		sentinel = ErrNotFound
 	}
 	return fmt.Errorf("cannot execute %s: %w: %s", path, sentinel, msg)

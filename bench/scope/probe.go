@@ -14,7 +14,7 @@ import (
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
-	"github.com/conch-project/conch/unitrun"
+	"github.com/conch-project/conch/internal/systemd"
 )
 
 // probeResult is where a scope's milliseconds go, measured step by step on the node's manager
@@ -42,13 +42,13 @@ func (d *driver) probeOnce(r *probeResult, i int) error {
 	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	conn, err := unitrun.Dial(ctx)
+	conn, err := systemd.Dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	t1 := time.Now()
-	svc, err := unitrun.FindCallerService(ctx, conn)
+	svc, err := systemd.FindCallerService(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (d *driver) probeOnce(r *probeResult, i int) error {
 		return fmt.Errorf("%s: process not in the scope: %s %v", name, cg, err)
 	}
 	t6 := time.Now()
-	if err := unitrun.StopScope(ctx, conn, name); err != nil {
+	if err := systemd.StopScope(ctx, conn, name); err != nil {
 		return err
 	}
 	t7 := time.Now()

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"context"
 	"os"
 	"time"
 
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/unitrun"
-	"github.com/coreos/go-systemd/v22/journal"
 )
 
 // childLogDrain bounds how long conch, once the child's tree is gone, waits for the last of
@@ -15,81 +14,25 @@ import (
 // exiting holds it, for milliseconds.
 const childLogDrain = 2 * time.Second
 
-// childStdio returns what the child gets as stdin, stdout and stderr (D5): conch's own,
-// except that a stdout or stderr that is journald's stream (go-systemd's
-// StdoutIsJournalStream, StderrIsJournalStream: JOURNAL_STREAM names that very socket, as
-// systemd sets it for StandardOutput=journal) is replaced by the pipe of a
-// unitrun.JournalRelay. journald attributes each write to its writer's cgroup, so the
+// childStdio returns what the child gets as stdin, stdout and stderr (D5): conch's own, except
+// that a stdout or stderr that is journald's stream is relayed by conch
+// (systemd.RelayJournalStdio). journald attributes each write to its writer's cgroup, so the
 // child's output, written into the service's stream from the child's scope, would be logged
-// under the scope (a new unit name per holding) as SYSLOG_IDENTIFIER=conch; relayed by
-// conch, which stays in the service, it is logged under the service, with the service's
-// SyslogIdentifier= or else the command's base name (streamHeader). That holds in direct mode
-// too, where the identifier would otherwise be conch's. On a terminal, a pipe or a file
-// nothing changes. When stdout and stderr are the same stream (systemd's default,
-// StandardError=inherit) they share one relay, so their lines keep their order.
+// under the scope (a new unit name per holding) as SYSLOG_IDENTIFIER=conch; relayed by conch,
+// which stays in the service, it is logged under the service, with the service's
+// SyslogIdentifier= or else the command's base name. That holds in direct mode too.
 //
 // The returned function closes the relays and waits (up to childLogDrain) for the child's
 // last lines; call it after the last guardian is closed. Relay failures (journald gone:
 // output then goes to conch's own stream, as before) are reported with -v through rep.
 func childStdio(rep *reporter, command string) (unitrun.Spec, func()) {
-	stdio := unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
-	outJ, _ := journal.StdoutIsJournalStream()
-	errJ, _ := journal.StderrIsJournalStream()
-	var relays []*unitrun.JournalRelay
-	relay := func(stderr bool, fallback *os.File) *os.File {
-		j, err := unitrun.StartJournalRelay(unitrun.JournalStreamSocket, streamHeader(command, stderr), fallback)
-		if err != nil {
-			rep.line("", true, "cannot relay the command's output to the journal (%v): it writes to conch's own stream", err)
-			return fallback
-		}
-		relays = append(relays, j)
-		return j.File()
+	s, err := systemd.RelayJournalStdio(command, os.Stdout, os.Stderr)
+	if err != nil {
+		rep.line("", true, "cannot relay the command's output to the journal (%v): it writes to conch's own stream", err)
 	}
-	switch {
-	case outJ && errJ: // the same socket: JOURNAL_STREAM names one
-		stdio.Stdout = relay(false, os.Stdout)
-		stdio.Stderr = stdio.Stdout
-	case outJ:
-		stdio.Stdout = relay(false, os.Stdout)
-	case errJ:
-		stdio.Stderr = relay(true, os.Stderr)
-	}
-	return stdio, func() {
-		for _, j := range relays {
-			if err := j.Close(childLogDrain); err != nil {
-				rep.line("", true, "relaying the command's output to the journal: %v", err)
-			}
+	return unitrun.Spec{Stdin: os.Stdin, Stdout: s.Stdout, Stderr: s.Stderr}, func() {
+		if err := s.Close(childLogDrain); err != nil {
+			rep.line("", true, "relaying the command's output to the journal: %v", err)
 		}
-	}
-}
-
-// streamHeader returns the header function of a relay for the child's stdout (or, with
-// stderr, its stderr): when conch runs in a service, that service's own logging settings
-// (unitrun.ServiceStreamHeader over a bus connection of its own, bounded by ctx), with the
-// command's base name as the identifier unless the service sets SyslogIdentifier=; else, or
-// when the service cannot be read, systemd's defaults with that base name. It runs on the
-// relay's goroutine at the child's first output, not on conch's way to the slot.
-func streamHeader(command string, stderr bool) func(context.Context) unitrun.StreamHeader {
-	return func(ctx context.Context) unitrun.StreamHeader {
-		h := unitrun.StreamHeader{Identifier: unitrun.CommandIdentifier(command),
-			Priority: unitrun.DefaultStreamPriority, LevelPrefix: true}
-		place, err := unitrun.ReadPlacement(0, unitrun.UserManager())
-		if err != nil {
-			return h
-		}
-		h.Unit = place.Unit
-		svc, err := place.Service()
-		if err != nil {
-			return h
-		}
-		conn, err := unitrun.Dial(ctx)
-		if err != nil {
-			return h
-		}
-		defer conn.Close()
-		if sh, err := unitrun.ServiceStreamHeader(ctx, conn, svc, stderr, h.Identifier); err == nil {
-			return sh
-		}
-		return h
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/sema"
-	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
@@ -43,10 +43,10 @@ func journalFor(stderr io.Writer) journalFunc {
 // -u` and `systemctl status`. journalctl -u also matches
 // OBJECT_SYSTEMD_UNIT= sent by root, and --user-unit matches USER_UNIT=
 // sent by the unit's user, so conch names its unit that way (as read by
-// unitrun.ReadPlacement). It returns nil when conch is in no unit.
+// systemd.ReadPlacement). It returns nil when conch is in no unit.
 func unitFields() map[string]string {
 	user := os.Geteuid() != 0
-	p, err := unitrun.ReadPlacement(0, user)
+	p, err := systemd.ReadPlacement(0, user)
 	if err != nil || p.Unit == "" {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/conch-project/conch/internal/ci"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
 )
 
 // Scope flags on this host, where PID 1 is not systemd (D3, D8). The same flags inside a real
@@ -106,24 +107,24 @@ func TestParseScopeFlags(t *testing.T) {
 		mode      string
 		props     []string
 		slice     string
-		wantMode  string
+		wantMode  unitrun.ScopeMode
 		wantSlice string
 		wantGrace time.Duration
 	}{
-		{"", nil, "", scopeAuto, "", 5 * time.Second},
-		{"never", nil, "", scopeNever, "", 5 * time.Second},
-		{"auto", []string{"MemoryMax=1G"}, "", scopeAlways, "", 5 * time.Second},
-		{"auto", nil, "batch", scopeAlways, "batch.slice", 5 * time.Second},
-		{"always", []string{"TimeoutStopSec=30s"}, "", scopeAlways, "", 30 * time.Second},
-		{"auto", []string{"TimeoutStopSec=1min", "TimeoutStopSec=2s"}, "", scopeAlways, "", 2 * time.Second},
+		{"", nil, "", unitrun.ScopeAuto, "", 5 * time.Second},
+		{"never", nil, "", unitrun.ScopeNever, "", 5 * time.Second},
+		{"auto", []string{"MemoryMax=1G"}, "", unitrun.ScopeAlways, "", 5 * time.Second},
+		{"auto", nil, "batch", unitrun.ScopeAlways, "batch.slice", 5 * time.Second},
+		{"always", []string{"TimeoutStopSec=30s"}, "", unitrun.ScopeAlways, "", 30 * time.Second},
+		{"auto", []string{"TimeoutStopSec=1min", "TimeoutStopSec=2s"}, "", unitrun.ScopeAlways, "", 2 * time.Second},
 	} {
 		f, err := parseScopeFlags(tt.mode, tt.props, tt.slice)
 		if err != nil {
 			t.Errorf("parseScopeFlags(%q, %q, %q): %v", tt.mode, tt.props, tt.slice, err)
 			continue
 		}
-		if f.mode != tt.wantMode || f.slice != tt.wantSlice || len(f.props) != len(tt.props) || f.timing(5*time.Second, 0).KillAfter != tt.wantGrace {
-			t.Errorf("parseScopeFlags(%q, %q, %q) = %+v (grace %v), want mode %s, slice %q, grace %v",
+		if f.opts.Mode != tt.wantMode || f.opts.Slice != tt.wantSlice || len(f.opts.Properties) != len(tt.props) || f.timing(5*time.Second, 0).KillAfter != tt.wantGrace {
+			t.Errorf("parseScopeFlags(%q, %q, %q) = %+v (grace %v), want mode %v, slice %q, grace %v",
 				tt.mode, tt.props, tt.slice, f, f.timing(5*time.Second, 0).KillAfter, tt.wantMode, tt.wantSlice, tt.wantGrace)
 		}
 	}

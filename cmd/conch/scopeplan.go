@@ -1,88 +1,50 @@
 package main
 
 import (
-	"os"
 	"sync"
+
+	"github.com/conch-project/conch/unitrun"
 )
 
-// planning is the scope plan of a run (decideScope, D8) being decided on a goroutine of its own
-// when systemd is the init system, so that its D-Bus round trips (connecting to the manager,
-// reading the service's limits: several milliseconds) overlap the etcd connection, the lease
-// grant and the enqueue instead of preceding them (D8b). Without systemd, or with
-// --scope=never, it is decided at once, before any etcd call, as D8 says: --scope=always then
-// exits 69 having written nothing.
+// planning is the run's scope plan (D8) being decided beside the etcd round trips where
+// systemd runs (unitrun.StartPlanning, D8b); without systemd, or with --scope=never, it is
+// decided at once, before any etcd call, as D8 says: --scope=always then exits 69 having
+// written nothing.
 type planning struct {
-	flags scopeFlags
-	done  chan struct{} // closed when plan, note and err are set
-	plan  *scopePlan
-	note  string // decideScope's line for --scope=auto falling back to direct mode
-	err   error
-
-	reported sync.Once
+	*unitrun.Planning
+	reported sync.Once // the line of --scope=auto falling back to direct mode
 }
 
-// startPlanning starts deciding the plan for f (decideScope); wait returns it.
+// startPlanning starts deciding the plan for f; wait returns it.
 func startPlanning(f scopeFlags) *planning {
-	p := &planning{flags: f, done: make(chan struct{})}
-	if f.mode == scopeNever || !systemdBooted() {
-		p.plan, p.note, p.err = decideScope(f)
-		close(p.done)
-		return p
-	}
-	go func() {
-		defer close(p.done)
-		p.plan, p.note, p.err = decideScope(f)
-	}()
-	return p
-}
-
-// systemdBooted reports whether systemd is the init system, as unitrun.Dial checks first.
-func systemdBooted() bool {
-	_, err := os.Stat("/run/systemd/system")
-	return err == nil
+	return &planning{Planning: unitrun.StartPlanning(f.opts)}
 }
 
 // intent reports whether the child is meant to run in a scope, for the record written at the
-// enqueue (sema.Record.Scope, D6), without waiting for the plan: the plan's own answer once
-// decided, else true (the plan is decided on a goroutine only where systemd runs and the
-// mode allows a scope). As with a scope that cannot be created after the slot (D3), --scope=auto
-// then runs the child directly with the record saying scope.
-func (p *planning) intent() bool {
-	select {
-	case <-p.done:
-		return p.err == nil && p.plan.inScope()
-	default:
-		return true
-	}
-}
+// enqueue (sema.Record.Scope, D6), without waiting for the plan (unitrun's Intent). As with a
+// scope that cannot be created after the slot (D3), --scope=auto then runs the child directly
+// with the record saying scope.
+func (p *planning) intent() bool { return p.Intent() }
 
-// decided reports whether the plan is decided already (at once without systemd or with
-// --scope=never, D8), so that wait does not block.
-func (p *planning) decided() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+// decided reports whether the plan is decided already, so that wait does not block.
+func (p *planning) decided() bool { return p.Decided() }
 
-// wait blocks until the plan is decided and returns it (nil with the error that ends the run
-// for --scope=always without a scope). The first call from rep's goroutine (report true)
-// prints decideScope's line for --scope=auto, once; the prestarter's goroutine calls it with
+// wait blocks until the plan is decided and returns it, or the error that ends the run (69)
+// for --scope=always without a scope. The first call from rep's goroutine (report true)
+// prints, once, why --scope=auto runs the child directly; the prestarter's calls it with
 // report false.
-func (p *planning) wait(rep *reporter, report bool) (*scopePlan, error) {
-	<-p.done
-	if report && p.note != "" {
-		p.reported.Do(func() { rep.line("", true, "%s", p.note) })
+func (p *planning) wait(rep *reporter, report bool) (scopePlan, error) {
+	plan, err := p.Wait()
+	if err != nil {
+		return scopePlan{}, endf(errUnavailable, "", "cannot run the child in a systemd scope (--scope=always, -p or --slice): %v", err)
 	}
-	return p.plan, p.err
+	if why := plan.Fallback(); report && why != nil {
+		p.reported.Do(func() {
+			rep.line("", true, "no systemd scope (%v): the child runs under conch's own supervision", why)
+		})
+	}
+	return scopePlan{plan}, nil
 }
 
 // close waits for the plan and closes it.
-func (p *planning) close() {
-	<-p.done
-	if p.plan != nil {
-		p.plan.close()
-	}
-}
+func (p *planning) close() { p.Close() }

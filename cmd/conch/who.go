@@ -13,9 +13,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
-	"github.com/conch-project/conch/unitrun"
 )
 
 // who lists the semaphore's keys (D6), or with no name every semaphore's, through package
@@ -68,9 +68,9 @@ func (c *semaCmd) readFailed(j job, what string, err error) error {
 }
 
 // whoOptions are package who's options for the form v.format says; holders' scopes are
-// named as unitrun names them (D8).
+// named as systemd.ScopeName names them (D8).
 func whoOptions(v whoValues) who.Options {
-	return who.Options{Format: who.Format(v.format), Unit: unitrun.ScopeName}
+	return who.Options{Format: who.Format(v.format), Unit: systemd.ScopeName}
 }
 
 // printWho writes the listing to stdout in the form v.format says, or with v.textfile to

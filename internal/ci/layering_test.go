@@ -16,15 +16,24 @@ func TestLayering(t *testing.T) {
 	sema, unitrun, cmd, conn := mod+"/sema", mod+"/unitrun", mod+"/cmd/", mod+"/internal/etcdconn"
 	who := mod + "/internal/who"
 	// the libraries, with their tests: neither reaches the other, nor the CLI; the connection
-	// package reaches none of them; the listings (who) render sema's, and know no child
+	// package reaches none of them; the listings (who) render sema's, and know no child and no
+	// systemd (the CLI passes in how a scope is named)
 	for pkg, banned := range map[string][]string{sema: {unitrun, cmd, who}, unitrun: {sema, cmd, who}, conn: {sema, unitrun, cmd, who},
-		who: {unitrun, cmd}} {
+		who: {unitrun, cmd, mod + "/internal/systemd"}} {
 		for _, dep := range goList(t, "list", "-test", "-deps", pkg) {
 			for _, b := range banned {
 				if dep == b || (strings.HasSuffix(b, "/") && strings.HasPrefix(dep, b)) {
-					t.Errorf("%s imports %s (directly or through another package): sema, unitrun and etcdconn never import each other (etcdconn none of them) or cmd; who imports neither unitrun nor cmd", pkg, dep)
+					t.Errorf("%s imports %s (directly or through another package): sema, unitrun and etcdconn never import each other (etcdconn none of them) or cmd; who imports none of unitrun, internal/systemd or cmd", pkg, dep)
 				}
 			}
+		}
+	}
+	// the systemd plumbing, with its tests: below unitrun, so it reaches no package of ours
+	// but the test helpers, and no etcd (the guardian links it)
+	sd := mod + "/internal/systemd"
+	for _, dep := range goList(t, "list", "-test", "-deps", sd) {
+		if dep == sema || dep == unitrun || dep == conn || strings.HasPrefix(dep, cmd) || strings.HasPrefix(dep, "go.etcd.io/") {
+			t.Errorf("%s imports %s (directly or through another package): the systemd plumbing knows no semaphore, child, etcd or CLI", sd, dep)
 		}
 	}
 	// every package of the module but cmd/conch: not both (test files may: tests/vm drives

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/unitrun"
+	"github.com/conch-project/conch/internal/systemd"
 )
 
 // The scope prepared ahead of the slot (D8b): the waiter next in line has its guardian wait in
@@ -47,7 +47,7 @@ func (n *node) queue(name string, flags ...string) (dirA, dirB, scopeB string) {
 		hs = n.e.holders(n.t, name, 1)
 		return len(hs) == 2
 	})
-	return dirA, dirB, unitrun.ScopeName(name, hs[1].rev)
+	return dirA, dirB, systemd.ScopeName(name, hs[1].rev)
 }
 
 // scopeProcs returns the PIDs in scope's cgroup (in system.slice) of the node.

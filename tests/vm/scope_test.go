@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/internal/systemdtest"
-	"github.com/conch-project/conch/unitrun"
 )
 
 // Scope mode (D7, D8) and its exits (D3), end to end: the real conch inside a node with a real
@@ -43,7 +43,7 @@ func (n *node) running(name string) (pid, gc int, scope string) {
 	if err != nil {
 		n.t.Fatalf("CONCH_REV: %v", err)
 	}
-	return pid, gc, unitrun.ScopeName(name, rev)
+	return pid, gc, systemd.ScopeName(name, rev)
 }
 
 func args(name string, flags ...string) []string {
@@ -315,7 +315,7 @@ func testNames(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		scope := unitrun.ScopeName(c.name, rev)
+		scope := systemd.ScopeName(c.name, rev)
 		want = append(want, scope)
 		stops = append(stops, dir+"/stop")
 		props := n.show(scope, "Id", "LoadState", "ActiveState", "ControlGroup")
@@ -442,9 +442,9 @@ func testScopeFails(t *testing.T, e *env) {
 		// The next holder's revision is the next etcd revision: take the names of the next few.
 		rev := e.etcd.Revision()
 		for r := rev + 1; r <= rev+3; r++ {
-			n.sh(fmt.Sprintf("setsid systemd-run --scope --quiet --unit=%s sleep 1000 </dev/null >/dev/null 2>&1 &", unitrun.ScopeName(name, r)))
+			n.sh(fmt.Sprintf("setsid systemd-run --scope --quiet --unit=%s sleep 1000 </dev/null >/dev/null 2>&1 &", systemd.ScopeName(name, r)))
 			n.waitFor("the squatting scope", func() bool {
-				return n.show(unitrun.ScopeName(name, r), "ActiveState")["ActiveState"] == "active"
+				return n.show(systemd.ScopeName(name, r), "ActiveState")["ActiveState"] == "active"
 			})
 		}
 		ran := n.dir + "/ran-" + mode

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/unitrun"
 )
 
@@ -70,7 +71,7 @@ func main() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		ev := event{Available: "yes"}
-		if err := unitrun.Available(ctx); err != nil {
+		if err := systemd.Available(ctx); err != nil {
 			ev.Available = err.Error()
 		}
 		emit(ev)
@@ -100,13 +101,13 @@ func scope(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	userProps, err := unitrun.ParseProperties(ps)
+	userProps, err := systemd.ParseProperties(ps)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, err := unitrun.Connect(ctx)
+	conn, err := systemd.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func scope(args []string) error {
 	if err != nil {
 		return err
 	}
-	req := unitrun.ScopeRequest{
+	req := systemd.ScopeRequest{
 		Name:        *name,
 		Description: "conch scope test " + *name,
 		PIDs:        []int{child.Process.Pid},
@@ -124,7 +125,7 @@ func scope(args []string) error {
 		Properties:  userProps,
 	}
 	if *bind {
-		svc, err := unitrun.FindCallerService(ctx, conn)
+		svc, err := systemd.FindCallerService(ctx, conn)
 		if err != nil {
 			return err
 		}
@@ -135,7 +136,7 @@ func scope(args []string) error {
 		req.Properties = append(svc.Inherited, userProps...)
 	}
 	began := time.Now()
-	if err := unitrun.StartScope(ctx, conn, req); err != nil {
+	if err := systemd.StartScope(ctx, conn, req); err != nil {
 		_ = child.Process.Kill()
 		return err
 	}
@@ -148,10 +149,10 @@ func scope(args []string) error {
 			return err
 		}
 		req.PIDs = []int{other.Process.Pid}
-		err = unitrun.StartScope(ctx, conn, req)
+		err = systemd.StartScope(ctx, conn, req)
 		_ = other.Process.Kill()
 		_ = other.Wait()
-		ev := event{Twice: fmt.Sprint(err), TwiceExists: errors.Is(err, unitrun.ErrUnitExists)}
+		ev := event{Twice: fmt.Sprint(err), TwiceExists: errors.Is(err, systemd.ErrUnitExists)}
 		emit(ev)
 	}
 
@@ -188,13 +189,13 @@ func run(args []string) error {
 	if len(argv) == 0 {
 		return errors.New("no command")
 	}
-	userProps, err := unitrun.ParseProperties(ps)
+	userProps, err := systemd.ParseProperties(ps)
 	if err != nil {
 		return err
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := unitrun.Dial(dctx)
+	conn, err := systemd.Dial(dctx)
 	if err != nil {
 		return err
 	}
@@ -203,7 +204,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := unitrun.FindCallerService(dctx, conn)
+	svc, err := systemd.FindCallerService(dctx, conn)
 	if err != nil {
 		return err
 	}

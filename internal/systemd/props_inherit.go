@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func pickInherited(all map[string]any) []sdbus.Property {
 // scope, no systemd): the scope is then bound to nothing.
 type CallerService struct {
 	Unit      string           // the service, for BindsTo= ("" when in no service)
-	Slice     string           // its slice: the scope's slice unless --slice says otherwise
+	Slice     string           // its slice: the scope's slice unless the caller chose another
 	Inherited []sdbus.Property // its resource-control settings that are set (InheritedProperties)
 }
 

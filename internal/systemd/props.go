@@ -1,10 +1,11 @@
-package unitrun
+package systemd
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -16,7 +17,7 @@ type propParser func(name, value string) (sdbus.Property, error)
 // scopeProps is the table of properties a transient scope accepts, by their unit-file names:
 // systemd.scope(5) (RuntimeMaxSec...), systemd.resource-control(5) and systemd.kill(5), plus
 // TimeoutStopSec, as systemd 252 takes them. Deprecated cgroup-v1 settings (CPUShares,
-// MemoryLimit, BlockIO*), Slice (use --slice), and settings only services have are left out.
+// MemoryLimit, BlockIO*), Slice (chosen apart: SliceName), and settings only services have are left out.
 // It is built on first use, not at the process's start: the guardian (D7a) never needs it.
 var scopeProps = sync.OnceValue(func() map[string]propParser {
 	return map[string]propParser{
@@ -126,7 +127,7 @@ func unknownPropHint(name string) string {
 	}
 	switch name {
 	case "Slice":
-		return "use --slice to choose the slice"
+		return "a scope's slice is chosen apart from its properties, not with Slice="
 	case "MemoryLimit", "CPUShares", "StartupCPUShares", "BlockIOWeight", "StartupBlockIOWeight",
 		"BlockIODeviceWeight", "BlockIOReadBandwidth", "BlockIOWriteBandwidth", "BlockIOAccounting":
 		return "deprecated cgroup-v1 setting, not supported (use its cgroup-v2 successor)"
@@ -319,4 +320,10 @@ func delegateProp(_, v string) (sdbus.Property, error) {
 		}
 	}
 	return prop("DelegateControllers", list), nil
+}
+
+// RuntimeMaxProperty returns the scope property RuntimeMaxSec=d (D-Bus RuntimeMaxUSec, in
+// whole microseconds) for a limit d > 0; the caller leaves it out for no limit.
+func RuntimeMaxProperty(d time.Duration) sdbus.Property {
+	return prop("RuntimeMaxUSec", uint64(d.Microseconds()))
 }

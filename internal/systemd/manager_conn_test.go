@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"context"
@@ -19,15 +19,15 @@ func TestManagerAddresses(t *testing.T) {
 		name string
 		euid int
 		env  map[string]string
-		want []managerAddress
+		want []ManagerAddress
 	}{
-		{"root", 0, nil, []managerAddress{{systemBusAddress, true}, {systemPrivateAddress, false}}},
+		{"root", 0, nil, []ManagerAddress{{systemBusAddress, true}, {systemPrivateAddress, false}}},
 		{"root, bus address overridden", 0, map[string]string{"DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/x"},
-			[]managerAddress{{"unix:path=/x", true}, {systemPrivateAddress, false}}},
+			[]ManagerAddress{{"unix:path=/x", true}, {systemPrivateAddress, false}}},
 		{"user", 1000, map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000"},
-			[]managerAddress{{"unix:path=/run/user/1000/systemd/private", false}, {"unix:path=/run/user/1000/bus", true}}},
+			[]ManagerAddress{{"unix:path=/run/user/1000/systemd/private", false}, {"unix:path=/run/user/1000/bus", true}}},
 		{"user with a session bus", 1000, map[string]string{"XDG_RUNTIME_DIR": "/run/user/1000", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/s"},
-			[]managerAddress{{"unix:path=/run/user/1000/systemd/private", false}, {"unix:path=/s", true}}},
+			[]ManagerAddress{{"unix:path=/run/user/1000/systemd/private", false}, {"unix:path=/s", true}}},
 		{"user without a runtime dir", 1000, nil, nil},
 	} {
 		if got := managerAddresses(tc.euid, env(tc.env)); !reflect.DeepEqual(got, tc.want) {
@@ -67,7 +67,7 @@ func TestDialManagerHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	began := time.Now()
-	conn, err := dialManager(ctx, managerAddress{"unix:path=" + sock, true})
+	conn, err := dialManager(ctx, ManagerAddress{"unix:path=" + sock, true})
 	if err == nil {
 		conn.Close()
 		t.Fatal("dialManager to a mute bus succeeded")

@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"crypto/sha256"
@@ -82,7 +82,7 @@ func knownUnitSuffix(suffix string) bool {
 	return false
 }
 
-// SliceName returns the slice unit --slice names (D8), completed as systemd-run --slice does:
+// SliceName returns the slice unit s names (D8), completed as systemd-run --slice does:
 // "batch" becomes "batch.slice", "batch.slice" stays. It returns an error wrapping
 // ErrBadProperty when the result is not a valid slice name (characters outside
 // [A-Za-z0-9:_.\-], too long, or an "@" template).
@@ -92,7 +92,7 @@ func SliceName(s string) (string, error) {
 		name += ".slice"
 	}
 	if name == ".slice" || strings.Contains(name, "@") || !validUnitName(name) {
-		return "", fmt.Errorf("%w: --slice %q is not a valid slice name", ErrBadProperty, s)
+		return "", fmt.Errorf("%w: %q is not a valid slice name", ErrBadProperty, s)
 	}
 	return name, nil
 }

@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"math"

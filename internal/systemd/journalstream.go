@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"context"
@@ -147,4 +147,35 @@ func CommandIdentifier(path string) string {
 		return ""
 	}
 	return filepath.Base(path)
+}
+
+// CallerStreamHeader returns a header function for a JournalRelay that carries the output of
+// the command at path (stdout, or with stderr its stderr) as the calling process's own: when
+// the caller runs in a service, that service's logging settings (ServiceStreamHeader, over a
+// connection of its own that ctx bounds), with the command's identifier (CommandIdentifier)
+// unless the service sets SyslogIdentifier=; else, or when the service cannot be read,
+// systemd's defaults with that identifier. It never fails: what cannot be read is left at
+// the defaults.
+func CallerStreamHeader(path string, stderr bool) func(context.Context) StreamHeader {
+	return func(ctx context.Context) StreamHeader {
+		h := StreamHeader{Identifier: CommandIdentifier(path), Priority: DefaultStreamPriority, LevelPrefix: true}
+		place, err := ReadPlacement(0, UserManager())
+		if err != nil {
+			return h
+		}
+		h.Unit = place.Unit
+		svc, err := place.Service()
+		if err != nil {
+			return h
+		}
+		conn, err := Dial(ctx)
+		if err != nil {
+			return h
+		}
+		defer conn.Close()
+		if sh, err := ServiceStreamHeader(ctx, conn, svc, stderr, h.Identifier); err == nil {
+			return sh
+		}
+		return h
+	}
 }

@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"errors"
@@ -125,7 +125,7 @@ func TestParsePropertyRefuses(t *testing.T) {
 		{"ExecStart=/bin/true", "not a property of scope units"},
 		{"Restart=always", "Restart"},
 		{"Description=x", "Description"},
-		{"Slice=foo.slice", "--slice"},
+		{"Slice=foo.slice", "chosen apart"},
 		{"MemoryLimit=1G", "deprecated"},
 		{"CPUShares=100", "deprecated"},
 		{"memorymax=1G", "did you mean MemoryMax"},

@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"context"
@@ -28,7 +28,8 @@ type ScopeRequest struct {
 	// service the caller runs in (Placement.Slice), or one the caller chose.
 	Slice string
 	// KillAfter is the scope's TimeoutStopSec: after a stop sends the stop signal, systemd waits
-	// that long and SIGKILLs what is left (D7). <= 0 means DefaultKillAfter.
+	// that long and SIGKILLs what is left (D7). <= 0 leaves the manager's
+	// DefaultTimeoutStopSec; a TimeoutStopSec among Properties replaces it.
 	KillAfter time.Duration
 	// Properties are set after StartScope's own and so override them; later ones override
 	// earlier ones: pass the service's inherited limits (InheritedProperties) first, then the
@@ -87,10 +88,6 @@ func StartScope(ctx context.Context, conn *sdbus.Conn, req ScopeRequest) error {
 // scopeProperties returns the D-Bus properties of the scope req describes, in the order
 // StartScope passes them (later ones override earlier ones).
 func scopeProperties(req ScopeRequest) []sdbus.Property {
-	killAfter := req.KillAfter
-	if killAfter <= 0 {
-		killAfter = DefaultKillAfter
-	}
 	pids := make([]uint32, len(req.PIDs))
 	for i, pid := range req.PIDs {
 		pids[i] = uint32(pid)
@@ -101,9 +98,9 @@ func scopeProperties(req ScopeRequest) []sdbus.Property {
 		prop("KillMode", "control-group"),
 		prop("CollectMode", "inactive-or-failed"),
 	}
-	if !slices.ContainsFunc(req.Properties, func(p sdbus.Property) bool { return p.Name == "TimeoutStopUSec" }) {
+	if req.KillAfter > 0 && !slices.ContainsFunc(req.Properties, func(p sdbus.Property) bool { return p.Name == "TimeoutStopUSec" }) {
 		// once: a TimeoutStopSec among req.Properties is the grace, KillAfter then says the same
-		props = append(props, prop("TimeoutStopUSec", uint64(killAfter.Microseconds())))
+		props = append(props, prop("TimeoutStopUSec", uint64(req.KillAfter.Microseconds())))
 	}
 	if req.Description != "" {
 		props = append(props, sdbus.PropDescription(req.Description))

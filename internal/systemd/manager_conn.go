@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"context"
@@ -19,33 +19,39 @@ const (
 	systemdRunDir        = "/run/systemd/system" // exists iff systemd is the init system
 )
 
-// managerAddress is one way to reach a systemd manager: a bus (Hello needed) or the
-// manager's private socket (no bus daemon, no Hello).
-type managerAddress struct {
-	addr  string
-	hello bool
+// ManagerAddress is one way to reach a systemd manager: a bus (Hello needed) or the
+// manager's private socket (no bus daemon, no Hello). It is plain data, so that a process
+// can hand the addresses it found to another (the guardian, StopUnitAt).
+type ManagerAddress struct {
+	Addr  string `json:"addr"`            // a D-Bus address, e.g. "unix:path=/run/systemd/private"
+	Hello bool   `json:"hello,omitempty"` // a bus: send Hello after authenticating
 }
 
-// managerAddresses lists where to find the manager conch talks to (D8): as root the system
+// ManagerAddresses returns where Connect looks for the manager, in its order, as this
+// process's uid and environment say (managerAddresses). It cannot fail; the list is empty
+// when no user manager can be found (not root, no XDG_RUNTIME_DIR nor session bus).
+func ManagerAddresses() []ManagerAddress { return managerAddresses(os.Geteuid(), os.Getenv) }
+
+// managerAddresses lists where to find the manager to talk to (D8): as root the system
 // bus, then systemd's private socket; otherwise the user's own manager, like
 // systemd-run --user: its private socket in $XDG_RUNTIME_DIR, then the user bus.
-func managerAddresses(euid int, getenv func(string) string) []managerAddress {
+func managerAddresses(euid int, getenv func(string) string) []ManagerAddress {
 	if euid == 0 {
 		sys := getenv("DBUS_SYSTEM_BUS_ADDRESS")
 		if sys == "" {
 			sys = systemBusAddress
 		}
-		return []managerAddress{{sys, true}, {systemPrivateAddress, false}}
+		return []ManagerAddress{{sys, true}, {systemPrivateAddress, false}}
 	}
-	var out []managerAddress
+	var out []ManagerAddress
 	runtime := getenv("XDG_RUNTIME_DIR")
 	if runtime != "" {
-		out = append(out, managerAddress{"unix:path=" + runtime + "/systemd/private", false})
+		out = append(out, ManagerAddress{"unix:path=" + runtime + "/systemd/private", false})
 	}
 	if session := getenv("DBUS_SESSION_BUS_ADDRESS"); session != "" {
-		out = append(out, managerAddress{session, true})
+		out = append(out, ManagerAddress{session, true})
 	} else if runtime != "" {
-		out = append(out, managerAddress{"unix:path=" + runtime + "/bus", true})
+		out = append(out, ManagerAddress{"unix:path=" + runtime + "/bus", true})
 	}
 	return out
 }
@@ -62,7 +68,7 @@ func UserManager() bool { return os.Geteuid() != 0 }
 // goroutine dispatching signals until Close. It returns an error wrapping ErrBusUnavailable
 // when no address answers.
 func Connect(ctx context.Context) (*sdbus.Conn, error) {
-	addrs := managerAddresses(os.Geteuid(), os.Getenv)
+	addrs := ManagerAddresses()
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%w: not root, and neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set", ErrBusUnavailable)
 	}
@@ -72,7 +78,7 @@ func Connect(ctx context.Context) (*sdbus.Conn, error) {
 		if err == nil {
 			return conn, nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", a.addr, err))
+		errs = append(errs, fmt.Errorf("%s: %w", a.Addr, err))
 		if ctx.Err() != nil {
 			break
 		}
@@ -83,7 +89,7 @@ func Connect(ctx context.Context) (*sdbus.Conn, error) {
 // dialManager opens go-systemd's pair of connections to a. godbus closes a connection when the
 // context it was dialled with ends, so the connections get a context of their own that ctx
 // cancels only while they are being set up.
-func dialManager(ctx context.Context, a managerAddress) (*sdbus.Conn, error) {
+func dialManager(ctx context.Context, a ManagerAddress) (*sdbus.Conn, error) {
 	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	detach := context.AfterFunc(ctx, cancel) // aborts a hung dial, auth or Hello
 	conn, err := sdbus.NewConnection(func() (*dbus.Conn, error) { return dialAddress(connCtx, a) })
@@ -98,6 +104,13 @@ func dialManager(ctx context.Context, a managerAddress) (*sdbus.Conn, error) {
 		return nil, err
 	}
 	return conn, nil
+}
+
+// Booted reports whether systemd is the init system here (/run/systemd/system exists), as
+// Dial checks first, without touching any bus.
+func Booted() bool {
+	_, err := os.Stat(systemdRunDir)
+	return err == nil
 }
 
 // Available reports whether scope mode can be used here (D8, --scope=auto): nil when systemd is
@@ -135,8 +148,8 @@ func Dial(ctx context.Context) (*sdbus.Conn, error) {
 // dialAddress opens one plain godbus connection to a: dial, EXTERNAL authentication as our
 // uid, and Hello on a bus (not on systemd's private socket). ctx is the connection's own:
 // godbus closes it when ctx ends.
-func dialAddress(ctx context.Context, a managerAddress) (*dbus.Conn, error) {
-	c, err := dbus.Dial(a.addr, dbus.WithContext(ctx))
+func dialAddress(ctx context.Context, a ManagerAddress) (*dbus.Conn, error) {
+	c, err := dbus.Dial(a.Addr, dbus.WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +157,7 @@ func dialAddress(ctx context.Context, a managerAddress) (*dbus.Conn, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	if a.hello {
+	if a.Hello {
 		if err := c.Hello(); err != nil {
 			_ = c.Close()
 			return nil, err

@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"context"
@@ -8,22 +8,21 @@ import (
 	"github.com/godbus/dbus/v5"
 )
 
-// This file runs in the guardian process: its own D-Bus call to stop its scope when conch
-// died (D7).
+// The guardian process's own D-Bus call to stop its scope when its caller died (D7).
 
-// stopUnitAt asks the manager at the first of addrs that answers to stop unit (mode "replace")
+// StopUnitAt asks the manager at the first of addrs that answers to stop unit (mode "replace")
 // and returns once the stop job is enqueued, without waiting for it: the guardian uses it to
-// stop its own scope when conch died (D7), and systemd's stop signal then reaches the guardian
+// stop its own scope when its caller died (D7), and systemd's stop signal then reaches the guardian
 // too. A unit that is already gone is not an error. It uses one plain godbus connection (no
 // signal subscription) and closes it; ctx bounds everything.
-func stopUnitAt(ctx context.Context, addrs []managerAddress, unit string) error {
+func StopUnitAt(ctx context.Context, addrs []ManagerAddress, unit string) error {
 	var errs []error
 	for _, a := range addrs {
 		err := stopUnitOnce(ctx, a, unit)
 		if err == nil || errors.Is(err, ErrNoSuchUnit) {
 			return nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", a.addr, err))
+		errs = append(errs, fmt.Errorf("%s: %w", a.Addr, err))
 		if ctx.Err() != nil {
 			break
 		}
@@ -31,7 +30,8 @@ func stopUnitAt(ctx context.Context, addrs []managerAddress, unit string) error 
 	return fmt.Errorf("cannot stop %s: %w", unit, errors.Join(errs...))
 }
 
-func stopUnitOnce(ctx context.Context, a managerAddress, unit string) error {
+// stopUnitOnce is StopUnitAt at one address.
+func stopUnitOnce(ctx context.Context, a ManagerAddress, unit string) error {
 	c, err := dialAddress(ctx, a)
 	if err != nil {
 		return err
@@ -41,14 +41,4 @@ func stopUnitOnce(ctx context.Context, a managerAddress, unit string) error {
 	var job dbus.ObjectPath
 	err = obj.CallWithContext(ctx, "org.freedesktop.systemd1.Manager.StopUnit", 0, unit, "replace").Store(&job)
 	return dbusError(err)
-}
-
-// addressesOf is wireAddresses' inverse: the manager's addresses as the guardian got them
-// (wireScope).
-func addressesOf(w []wireAddress) []managerAddress {
-	out := make([]managerAddress, len(w))
-	for i, a := range w {
-		out[i] = managerAddress{addr: a.Addr, hello: a.Hello}
-	}
-	return out
 }

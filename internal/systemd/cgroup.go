@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"fmt"
@@ -45,6 +45,17 @@ func ReadPlacement(pid int, user bool) (Placement, error) {
 		return Placement{}, fmt.Errorf("cannot read the cgroup of process %d: %w", pid, err)
 	}
 	return parsePlacement(data, unifiedCgroups(), user)
+}
+
+// OwnUnit returns the unit the calling process runs in, for the manager Connect talks to
+// (ReadPlacement of this process, UserManager), or "" when it is in none or its cgroup cannot
+// be read.
+func OwnUnit() string {
+	place, err := ReadPlacement(0, UserManager())
+	if err != nil {
+		return ""
+	}
+	return place.Unit
 }
 
 // unifiedCgroups reports whether /sys/fs/cgroup is a cgroup2 file system, i.e. systemd runs in

@@ -1,4 +1,4 @@
-package unitrun
+package systemd
 
 import (
 	"testing"
@@ -21,8 +21,8 @@ func TestScopePropertiesGraceOnce(t *testing.T) {
 	if n, usec := grace(scopeProperties(ScopeRequest{Name: "x.scope", KillAfter: 3 * time.Second})); n != 1 || usec != 3e6 {
 		t.Errorf("KillAfter 3s: %d TimeoutStopUSec, the last %d; want one, 3000000", n, usec)
 	}
-	if n, usec := grace(scopeProperties(ScopeRequest{Name: "x.scope"})); n != 1 || usec != uint64(DefaultKillAfter.Microseconds()) {
-		t.Errorf("no KillAfter: %d TimeoutStopUSec, the last %d; want one, the default", n, usec)
+	if n, _ := grace(scopeProperties(ScopeRequest{Name: "x.scope"})); n != 0 {
+		t.Errorf("no KillAfter: %d TimeoutStopUSec; want none, the manager's default", n)
 	}
 	p, err := ParseProperty("TimeoutStopSec=2s")
 	if err != nil {

@@ -1,0 +1,91 @@
+package unitrun
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+)
+
+// D8: ScopeNever decides at once, without systemd, for direct mode.
+func TestDecideScopeNever(t *testing.T) {
+	pl := StartPlanning(ScopeOptions{Mode: ScopeNever})
+	defer pl.Close()
+	if !pl.Decided() || pl.Intent() {
+		t.Fatalf("ScopeNever: decided %v, intent %v; want decided at once, no scope", pl.Decided(), pl.Intent())
+	}
+	p, err := pl.Wait()
+	if err != nil || p.InScope() || p.Fallback() != nil {
+		t.Fatalf("ScopeNever: plan in scope %v, fallback %v, error %v; want direct mode, no fallback", p.InScope(), p.Fallback(), err)
+	}
+	spec := Spec{Path: "/bin/true"}
+	if got := p.Scoped(spec, ScopeUnit{Name: "x.scope"}); got.Scope != nil {
+		t.Errorf("direct plan: Scoped gave a scope %+v", got.Scope)
+	}
+}
+
+// Scoped gives the plan's options and service to the scope the unit names, and the unit's
+// Started replaces the spec's only then.
+func TestPlanScoped(t *testing.T) {
+	props := []sdbus.Property{memoryMax(1 << 20)}
+	p := &Plan{opts: ScopeOptions{Mode: ScopeAlways, Properties: props, Slice: "b.slice"}, conn: &sdbus.Conn{}}
+	var which string
+	spec := Spec{Path: "/bin/true", Started: func(int) { which = "spec" }}
+	got := p.Scoped(spec, ScopeUnit{Name: "u.scope", Description: "d", Started: func(int) { which = "unit" }})
+	if got.Scope == nil || got.Scope.Name != "u.scope" || got.Scope.Description != "d" || got.Scope.Slice != "b.slice" ||
+		len(got.Scope.Properties) != 1 || got.Scope.Conn != p.conn {
+		t.Fatalf("Scoped = %+v", got.Scope)
+	}
+	got.Started(1)
+	if which != "unit" {
+		t.Errorf("Started in the scope called %s's hook, want the unit's", which)
+	}
+	p.Scoped(spec, ScopeUnit{Name: "u.scope"}).Started(1)
+	if which != "spec" {
+		t.Errorf("without a unit hook, Started called %s's hook, want the spec's", which)
+	}
+}
+
+func TestScopeModeString(t *testing.T) {
+	for m, want := range map[ScopeMode]string{ScopeAuto: "auto", ScopeAlways: "always", ScopeNever: "never"} {
+		if m.String() != want {
+			t.Errorf("%d.String() = %q, want %q", int(m), m.String(), want)
+		}
+	}
+}
+
+// D3a: the escalation is reported a grace after the stop began (ctx's end, or the runtime
+// limit), and never once the run ended first.
+func TestWatchEscalation(t *testing.T) {
+	const grace = 10 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		t         StopTiming
+		cancel    bool
+		escalated bool
+	}{
+		{"stopped by ctx", StopTiming{KillAfter: grace}, true, true},
+		{"runtime limit", StopTiming{KillAfter: grace, RuntimeMax: grace}, false, true},
+		{"no stop", StopTiming{KillAfter: grace}, false, false},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		called := make(chan struct{}, 1)
+		stop := tc.t.WatchEscalation(ctx, time.Now(), func() { called <- struct{}{} })
+		if tc.cancel {
+			cancel()
+		}
+		if tc.escalated {
+			select {
+			case <-called:
+			case <-time.After(generousTimeout):
+				t.Errorf("%s: no escalation reported", tc.name)
+			}
+		}
+		stop()
+		cancel()
+		if !tc.escalated && len(called) != 0 {
+			t.Errorf("%s: escalation reported without a stop", tc.name)
+		}
+	}
+}
