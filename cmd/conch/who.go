@@ -100,7 +100,7 @@ func (c *semaCmd) watchWho(j job, what string, client *clientv3.Client) error {
 	ctx, stopSignals := signalContext()
 	defer stopSignals()
 	err := who.Watch(ctx, client, j.name, who.WatchOptions{Options: whoOptions(j.who), Max: j.max,
-		Out: c.stdout, Warn: c.whoWarning, Note: c.watchNote(j), TTLTimeout: j.conn.DialTimeout})
+		Out: c.stdout, Warn: c.whoWarning, Note: c.watchNote(j), ReadTimeout: j.conn.DialTimeout})
 	var sig errSignal
 	switch {
 	case errors.As(context.Cause(ctx), &sig):

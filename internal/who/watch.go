@@ -50,9 +50,9 @@ type outputError struct{ error }
 func (outputError) Is(target error) bool { return target == ErrOutput }
 func (e outputError) Unwrap() error      { return e.error }
 
-// defaultTTLTimeout bounds each listing's lease TTL reads when
-// WatchOptions.TTLTimeout is 0.
-const defaultTTLTimeout = 5 * time.Second
+// defaultReadTimeout bounds each listing's reads beyond the listing itself
+// WatchOptions.ReadTimeout is 0.
+const defaultReadTimeout = 5 * time.Second
 
 // WatchOptions say what Watch shows and where.
 type WatchOptions struct {
@@ -67,9 +67,9 @@ type WatchOptions struct {
 	// Note, if set, is told of compactions, lost connections and
 	// resumptions (sema.Note), for the caller to say.
 	Note func(sema.Note)
-	// TTLTimeout bounds each listing's reads beyond the listing itself
-	// (sema.MarkPausedHeads, lease TTLs); 0 is 5 s.
-	TTLTimeout time.Duration
+	// ReadTimeout bounds each listing's reads beyond the listing itself
+	// (sema.MarkPausedHeads, the lease TTLs); 0 is 5 s.
+	ReadTimeout time.Duration
 }
 
 // Watch writes the listing of the semaphore name (every semaphore when
@@ -78,16 +78,16 @@ type WatchOptions struct {
 // text block headed "--- TIME rev=N" or one JSON document per line (D6b);
 // a listing identical to the last one written is not written again. It
 // blocks until ctx ends (returning ctx's error), the output's reader goes
-// away (ErrOutputClosed: at a write, or, for a pipe or socket, within
-// about closedPoll of it whether or not anything changes), or a listing cannot be rendered or written (an
-// error wrapping ErrOutput). A first read that fails returns
-// sema.ErrRefused or sema.ErrUnavailable as sema.Snapshot, after Read's
-// retries of a transient error. The goroutines
-// it starts (Follow's, and one that polls a pipe's or socket's reader)
-// end before it returns.
+// away (ErrOutputClosed: at a write, or, for a pipe or a socket, within
+// about closedPoll whether or not anything changes, D6c), or a listing
+// cannot be rendered or written (an error wrapping ErrOutput). A first
+// read that fails returns sema.ErrRefused or sema.ErrUnavailable as
+// sema.Snapshot, after Read's retries of a transient error (D6e). The
+// goroutines it starts (Follow's, and one that polls a pipe's or socket's
+// reader) end before it returns.
 func Watch(ctx context.Context, c *clientv3.Client, name string, o WatchOptions) error {
-	if o.TTLTimeout == 0 {
-		o.TTLTimeout = defaultTTLTimeout
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = defaultReadTimeout
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -134,7 +134,7 @@ type watcher struct {
 // last one shown. The first listing's entry warnings go to o.Warn.
 func (w *watcher) show(l sema.Listing) error {
 	w.shown = true
-	tctx, cancel := context.WithTimeout(w.ctx, w.o.TTLTimeout)
+	tctx, cancel := context.WithTimeout(w.ctx, w.o.ReadTimeout)
 	sema.MarkPausedHeads(tctx, w.client, l)
 	sema.LeaseTTLs(tctx, w.client, l.Entries)
 	cancel()
