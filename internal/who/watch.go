@@ -51,7 +51,7 @@ func (outputError) Is(target error) bool { return target == ErrOutput }
 func (e outputError) Unwrap() error      { return e.error }
 
 // defaultReadTimeout bounds each listing's reads beyond the listing itself
-// WatchOptions.ReadTimeout is 0.
+// when WatchOptions.ReadTimeout is 0.
 const defaultReadTimeout = 5 * time.Second
 
 // WatchOptions say what Watch shows and where.
