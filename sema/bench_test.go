@@ -84,15 +84,28 @@ func BenchmarkHandoff(b *testing.B) {
 
 // benchMode is one way of running the recipe, for same-run A/B.
 type benchMode struct {
-	name                    string
-	legacyWatch, legacyHold bool
+	name                                 string
+	legacyWatch, legacyHold, legacyPause bool
 }
 
-var benchModes = []benchMode{{"d1", true, true}, {"d1a", false, true}, {"d1a+early", false, false}}
+// mode=d1a+early+pauseread: the head reads the pause before a promotion (D16 as first
+// done); the others follow it on their stream (D16b), except d1, whose watches cannot.
+var benchModes = []benchMode{{"d1", true, true, true}, {"d1a", false, true, false},
+	{"d1a+early+pauseread", false, false, true}, {"d1a+early", false, false, false}}
 
 func (m benchMode) apply(s *sema.Semaphore) {
 	sema.SetLegacyWatch(s, m.legacyWatch)
 	sema.SetLegacyHold(s, m.legacyHold)
+	sema.SetLegacyPause(s, m.legacyPause)
+}
+
+// watchers is how many watches a hand-off's waiter and holder have once settled: the
+// holder's key, the waiter's holder and own key, and the pause when followed (D16b).
+func (m benchMode) watchers() float64 {
+	if m.legacyPause {
+		return 3
+	}
+	return 4
 }
 
 func benchHandoff(b *testing.B, m benchMode, settle bool) {
@@ -136,9 +149,9 @@ func benchHandoff(b *testing.B, m benchMode, settle bool) {
 			b.Fatal("the waiter never queued")
 		}
 		if settle {
-			// The holder's key watch and the waiter's two registered and
+			// The holder's key watch and the waiter's registered and
 			// synced: the recipe alone is timed, not etcd's resync loop.
-			waitWatchers(b, srv.Metrics, 3)
+			waitWatchers(b, srv.Metrics, m.watchers())
 		}
 		b.StartTimer()
 		if err := holder.Release(ctx); err != nil {
@@ -441,9 +454,9 @@ func BenchmarkBurstRefill(b *testing.B) {
 			}()
 		}
 		waitKeys(b, cli, prefix, 2*max)
-		// the blockers' own key watches (max), the head's on the holders and its key (max+1),
-		// each other waiter's on its predecessor and its key (2 each): all synced
-		waitWatchers(b, srv.Metrics, 4*max-1)
+		// the blockers' own key watches (max), the head's on the holders, the pause (D16b) and
+		// its key (max+2), each other waiter's on its predecessor and its key (2 each): all synced
+		waitWatchers(b, srv.Metrics, 4*max)
 		start := time.Now()
 		for _, h := range blockers {
 			go func() { _ = h.Release(context.Background()) }()

@@ -12,3 +12,11 @@ func SetLegacyHold(s *Semaphore, on bool) { s.legacyHold = on }
 // SetNoProbe turns off the liveness check of the head of the queue's watch (D7b (3)), so a
 // test can show what it is for.
 func SetNoProbe(s *Semaphore, on bool) { s.noProbe = on }
+
+// SetLegacyPause makes the head of the queue of s read the pause before a promotion, as D16
+// first did, instead of following it on its watch stream (D16b), for same-run A/B benchmarks.
+func SetLegacyPause(s *Semaphore, on bool) { s.legacyPause = on }
+
+// SetFollowArmed has f called each time the head of the queue of s follows the pause on its
+// stream from its ranking read on (D16b).
+func SetFollowArmed(s *Semaphore, f func()) { s.followArmed = f }

@@ -142,7 +142,8 @@ func (e *PausedError) Error() string { return "semaphore " + e.Pause.String() }
 
 // noSlot is Acquire's error with Nonblock when ranking r did not hold:
 // ErrNoSlot, wrapping a *PausedError when the semaphore is paused (D16).
-// pauseTry bounds the head's pause read before a promotion (pauseCheck): a
+// pauseTry bounds the head's pause read before a promotion (pauseCheck), and its
+// confirmation on its watch stream (pauseFollow.clear, D16b): a
 // healthy etcd answers in milliseconds, and a failed try costs only a
 // re-read, which reads the pause too.
 const pauseTry = 500 * time.Millisecond
@@ -157,7 +158,8 @@ func (s *Semaphore) noSlot(r ranking) error {
 // pauseCheck is the head's check before a promotion that no ranking read
 // saw (t is turnPromoted): turnRerank when the semaphore is paused, or the
 // read failed, so the re-read (which reads the pause) decides; else t.
-// One read on the hand-off's path, the price of D16's "no new holder". The
+// Only for a promotion the head's pause watch could not confirm (D16b: it
+// came before the watches existed, or the ranking saw a pause). The
 // read is bounded by pauseTry: one that went to a member that stopped
 // answering fails fast, and the re-read goes to the next connection
 // (D7b (3)) instead of waiting for gRPC to close the silent one.

@@ -39,11 +39,11 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 			}
 			t, r2 = s.watchTurn(ctx, l, key, myRev, r)
 		}
-		if t == turnPromoted && !r2.held { // a holder's DELETE alone promoted us (D1)
+		if t == turnPromoted && !r2.held { // a holder's DELETE alone promoted us (D1), unconfirmed (D16b)
 			t = s.pauseCheck(ctx, t) // D16: not while paused
 		}
 		switch t {
-		case turnPromoted:
+		case turnPromoted, turnClear:
 			now := time.Now().UTC().Truncate(time.Second)
 			rec.HeldSince = &now
 			return s.promotedHolder(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})

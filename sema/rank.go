@@ -223,9 +223,11 @@ func (s *Semaphore) promote(ctx context.Context, key string, myRev int64, l *lea
 // moved reports whether what a waiter ranked by r watches changed by the
 // later ranking r2 of the same key (D1a's re-read): it is promoted, it
 // became or stopped being the head, its predecessor left, or its
-// predecessor was rewritten (the PUT of a promoted head) after r was read.
+// predecessor was rewritten (the PUT of a promoted head) after r was read,
+// or, at the head, the pause came or went (the head follows it, D16b).
 // Keys are never added ahead of ours, so at the head the holders are
 // unchanged exactly when it is still the head.
 func moved(r, r2 ranking) bool {
-	return r2.held || (r.holders != nil) != (r2.holders != nil) || r2.pred != r.pred || r2.predMod > r.rev || r.paused != r2.paused
+	pauseMoved := r2.holders != nil && (r.pause == nil) != (r2.pause == nil)
+	return r2.held || (r.holders != nil) != (r2.holders != nil) || r2.pred != r.pred || r2.predMod > r.rev || r.paused != r2.paused || pauseMoved
 }

@@ -85,6 +85,13 @@ type Semaphore struct {
 	// still answers, and a release's first revoke may take 5 s (D7b (3) off); only for tests
 	// that show what the checks are for (export_test.go).
 	noProbe bool
+	// legacyPause: the head of the queue reads the pause before a promotion a holder's
+	// DELETE proved, as D16 first did, instead of following it on its stream (D16b); for
+	// same-run A/B benchmarks (export_test.go).
+	legacyPause bool
+	// followArmed, if set, is called when the head's pause watch covers every revision
+	// after its ranking read (D16b), so a test knows which path a promotion takes.
+	followArmed func()
 }
 
 // New returns the semaphore (name, max) using client c, which the caller

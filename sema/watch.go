@@ -17,6 +17,7 @@ const (
 	turnRerank                 // something ahead changed, or a watch failed: read again
 	turnReranked               // the D1a re-read found a change: act on its ranking
 	turnPromoted               // a holder left while we are the head (D1: no re-read)
+	turnClear                  // turnPromoted, and the pause watch says no pause then (D16b)
 	turnKeyDeleted             // our own key was deleted
 	turnLeaseLost
 	turnCtx
@@ -68,63 +69,116 @@ func createdWithin(again int) time.Duration {
 // watchOnce is one set of watchTurn's watches: served at once (D1a) the first time
 // (again 0), from p.r.rev+1 when made again after a silence. It returns turnSilent when
 // the head's stream said nothing for silentAfter (createdWithin until the watches exist).
+// A head whose ranking saw no pause follows the pause key too (D16b): a promotion by a
+// holder's DELETE is then confirmed on the stream (turnClear), not by a read.
 func (s *Semaphore) watchOnce(ctx context.Context, l *lease, p position, again int) (turn, ranking) {
-	var from int64 // 0: served at once; else the start revision
-	if again > 0 {
-		from = p.r.rev + 1
-	}
 	r := p.r
 	wctx, cancel := context.WithCancel(onStream(clientv3.WithRequireLeader(ctx)))
-	out := make(chan turn, 1)
-	created := make(chan int64, len(r.holders)+2)
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	hd := newHeard()
-	watch := func(k string, onEvent turn, opts ...clientv3.OpOption) {
-		switch {
-		case from != 0:
-			opts = append(opts, clientv3.WithRev(from), clientv3.WithCreatedNotify())
-		case s.legacyWatch: // D1 as first written: from the ranking read
-			opts = append(opts, clientv3.WithRev(r.rev+1))
-		default:
-			opts = append(opts, clientv3.WithCreatedNotify())
-		}
-		wg.Add(1)
-		go func() { // Watch itself waits for the watch's creation: on a silent stream, forever
-			defer wg.Done()
-			wch := s.c.Watch(wctx, k, opts...)
-			select {
-			case out <- watchEvents(wch, r.rev, onEvent, created, hd):
-			default:
-			}
-		}()
+	k := &watchKit{s: s, wctx: wctx, rev: r.rev, out: make(chan turn, 1),
+		created: make(chan int64, len(r.holders)+2), hd: newHeard()}
+	defer func() { cancel(); k.wg.Wait() }()
+	if again > 0 {
+		k.from = r.rev + 1
 	}
-	n := 1
-	if r.holders != nil {
-		for _, h := range r.holders {
-			watch(h, turnPromoted, clientv3.WithFilterPut())
-		}
-		n += len(r.holders)
-	} else if r.paused { // D16: it would hold but for the pause: wait for its DELETE
-		watch(PauseKey(s.name, s.max), turnRerank, clientv3.WithFilterPut())
-		n++
-	} else {
-		watch(r.pred, turnRerank)
-		n++
+	if r.holders != nil && r.pause == nil && !s.legacyWatch && !s.legacyPause {
+		k.follow = newPauseFollow(s.c, wctx)
 	}
-	watch(p.key, turnKeyDeleted, clientv3.WithFilterPut())
+	n := k.startAll(p)
 	var probe *prober
 	if r.holders != nil && !s.noProbe {
-		probe = &prober{cl: s.c, ctx: wctx, heard: hd, tick: time.NewTicker(probeEvery)}
+		probe = &prober{cl: s.c, ctx: wctx, heard: k.hd, tick: time.NewTicker(probeEvery)}
 		defer probe.tick.Stop()
 	}
-	if from != 0 || !s.legacyWatch {
-		t, r2 := s.awaitCreated(ctx, l, p, watchSet{out, created, n, from != 0, probe, createdWithin(again)})
-		if t != turnNone {
+	if k.from != 0 || !s.legacyWatch {
+		t, r2 := s.awaitCreated(ctx, l, p, watchSet{k.out, k.created, n, k.from != 0, probe, createdWithin(again)})
+		if t != turnNone { // a promotion here is not confirmed: the caller reads the pause
 			return t, r2
 		}
+		if k.follow != nil { // from the ranking read (or the re-read) on, every pause event comes
+			k.follow.armed.Store(true)
+			if s.followArmed != nil {
+				s.followArmed()
+			}
+		}
 	}
-	return awaitTurn(ctx, l, out, probe), r
+	t := awaitTurn(ctx, l, k.out, probe)
+	if t == turnPromoted && k.follow != nil {
+		t = k.follow.clear(ctx, l, k.out) // D16b: not while paused, and no read
+	}
+	return t, r
+}
+
+// watchKit starts the watches of one watchOnce: each reports the turn that ends the wait on
+// out (the first one wins) and its created revision on created.
+type watchKit struct {
+	s       *Semaphore
+	wctx    context.Context
+	rev     int64 // the ranking read's revision: events up to it are in the read
+	from    int64 // 0: served at once (D1a); else the start revision
+	out     chan turn
+	created chan int64
+	hd      *heard
+	follow  *pauseFollow // the head's watch of the pause (D16b); nil: none
+	wg      sync.WaitGroup
+}
+
+// startAll starts the watches of position p (D1): the head's holders (and the pause, when
+// followed), the pause alone for a key held back by it, else the predecessor; our own key
+// always. It returns how many it started.
+func (k *watchKit) startAll(p position) int {
+	r := p.r
+	n := 1
+	switch {
+	case r.holders != nil:
+		for _, h := range r.holders {
+			k.watch(h, turnPromoted, clientv3.WithFilterPut())
+		}
+		n += len(r.holders)
+		if k.follow != nil {
+			k.watch(PauseKey(k.s.name, k.s.max), turnClear)
+			n++
+		}
+	case r.paused: // D16: it would hold but for the pause: wait for its DELETE
+		k.watch(PauseKey(k.s.name, k.s.max), turnRerank, clientv3.WithFilterPut())
+		n++
+	default:
+		k.watch(r.pred, turnRerank)
+		n++
+	}
+	k.watch(p.key, turnKeyDeleted, clientv3.WithFilterPut())
+	return n
+}
+
+// watch starts the watch of key in a goroutine (clientv3's Watch waits for the watch's
+// creation: on a silent stream, forever). onEvent is the turn an event after k.rev means;
+// turnClear marks the followed pause key (pauseFollow.follow).
+func (k *watchKit) watch(key string, onEvent turn, opts ...clientv3.OpOption) {
+	switch {
+	case k.from != 0:
+		opts = append(opts, clientv3.WithRev(k.from), clientv3.WithCreatedNotify())
+	case k.s.legacyWatch: // D1 as first written: from the ranking read
+		opts = append(opts, clientv3.WithRev(k.rev+1))
+	default:
+		opts = append(opts, clientv3.WithCreatedNotify())
+	}
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		wch := k.s.c.Watch(k.wctx, key, opts...)
+		var t turn
+		if onEvent == turnClear {
+			t = k.follow.follow(wch, k.rev, k.created, k.hd)
+		} else {
+			var at int64
+			if t, at = watchEvents(wch, k.rev, onEvent, k.created, k.hd); t == turnPromoted {
+				k.follow.promotedAt(at)
+			}
+		}
+		select {
+		case k.out <- t:
+		default:
+		}
+	}()
 }
 
 // awaitTurn waits for the turn that one of the watches reports, the lease's loss or ctx's
@@ -184,14 +238,14 @@ func (p *prober) check() turn {
 	return turnNone
 }
 
-// watchEvents reads one watch until an event after rev (onEvent), or its
-// failure or end (turnRerank). Each created response's header revision goes
+// watchEvents reads one watch until an event after rev (onEvent, and the event's
+// revision), or its failure or end (turnRerank, 0). Each created response's header revision goes
 // to created, which must have room for it. Every response is noted in hd.
-func watchEvents(wch clientv3.WatchChan, rev int64, onEvent turn, created chan<- int64, hd *heard) turn {
+func watchEvents(wch clientv3.WatchChan, rev int64, onEvent turn, created chan<- int64, hd *heard) (turn, int64) {
 	for wr := range wch {
 		hd.now()
 		if wr.Err() != nil {
-			return turnRerank
+			return turnRerank, 0
 		}
 		if wr.Created {
 			created <- wr.Header.Revision
@@ -199,11 +253,11 @@ func watchEvents(wch clientv3.WatchChan, rev int64, onEvent turn, created chan<-
 		}
 		for _, ev := range wr.Events { // PUTs are filtered where they do not count
 			if ev.Kv.ModRevision > rev { // earlier ones are in the ranking read (D1a)
-				return onEvent
+				return onEvent, ev.Kv.ModRevision
 			}
 		}
 	}
-	return turnRerank
+	return turnRerank, 0
 }
 
 // position is a waiter's place as watchTurn ranked it: our key, its create revision, and the

@@ -26,7 +26,7 @@ type Entry struct {
 	// acquisition ranks it; -1 for keys no acquisition counts (foreign).
 	Rank int
 	// Held is derived from rank (Rank < Max), never from the stored value;
-	// MarkPausedHeads clears it for a key held back by a pause (D16b).
+	// MarkPausedHeads clears it for a key held back by a pause (D16c).
 	Held bool
 	Rev  int64 // create revision: the holder's fencing token
 	// Lease is the lease etcd says the key is bound to (KeyValue.Lease),

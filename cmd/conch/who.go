@@ -162,7 +162,7 @@ func emptyMessage(j job, shown, all []sema.Entry) string {
 	case j.max != 0:
 		what = fmt.Sprintf("%s[max=%d]", j.name, j.max)
 	}
-	// a counted key at rank 0 holds unless a pause holds it back (D16b): what is left are
+	// a counted key at rank 0 holds unless a pause holds it back (D16c): what is left are
 	// waiters of a paused semaphore and foreign keys
 	waiting := 0
 	for _, e := range shown {

@@ -7,7 +7,7 @@ import (
 	"github.com/conch-project/conch/sema"
 )
 
-// D16b: a waiter that a pause holds back at the front of the queue is
+// D16c: a waiter that a pause holds back at the front of the queue is
 // listed as what it is, WAIT flagged paused, in every form, and counted as
 // a waiter, not a holder. Both kinds: one promoted under the pause (its key
 // older than the pause: found by a read at its create revision) and one

@@ -59,7 +59,7 @@ const (
 
 // Read returns the listing of the semaphore name (every semaphore when
 // name is "": sema.Snapshot), with the keys a pause holds back marked as
-// waiting (sema.MarkPausedHeads, D16b) and each holder's lease TTL read,
+// waiting (sema.MarkPausedHeads, D16c) and each holder's lease TTL read,
 // best effort (sema.LeaseTTLs). A read that etcd answers with a transient
 // error (a leader election or a proposal timed out: clientv3 retries
 // these for a Get, never for the Txn of Snapshot) is tried again, up to

@@ -1,0 +1,160 @@
+package sema
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcdtest"
+)
+
+// followingHead returns a semaphore for a waiter that will be the head of the queue, and a
+// channel that gets a value each time its pause watch covers every revision after its
+// ranking read (D16b): from then on a promotion takes the path under test.
+func followingHead(t *testing.T, c *clientv3.Client, name string, opts Options) (*Semaphore, <-chan struct{}) {
+	t.Helper()
+	armed := make(chan struct{}, 8)
+	s := newSem(t, c, name, 1, opts)
+	SetFollowArmed(s, func() {
+		select {
+		case armed <- struct{}{}:
+		default:
+		}
+	})
+	return s, armed
+}
+
+// await returns the next value of ch, failing the test after testTimeout.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testTimeout):
+		t.Fatalf("no %s within %v", what, testTimeout)
+	}
+	var zero T
+	return zero
+}
+
+// waitServerWatchers polls until the server has at least n watchers.
+func waitServerWatchers(t *testing.T, srv *etcdtest.Server, n float64) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for srv.Scrape(t).Sum("etcd_debugging_mvcc_watcher_total", "") < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("never %v watchers", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ranges is how many Range requests the server has handled.
+func ranges(t *testing.T, srv *etcdtest.Server) int {
+	return int(srv.Scrape(t).Sum("grpc_server_handled_total", `grpc_method="Range"`))
+}
+
+// D16b: a hand-off to a head that follows the pause on its stream reads nothing: the server
+// handles one Range fewer from the release to the promoted waiter's Acquire than with the
+// pause read of D16 as first done (the head's pause read before a promotion).
+func TestHeadFollowsPauseNoRead(t *testing.T) {
+	srv, c := startEtcd(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	for _, legacy := range []bool{true, false} { // the legacy run first: its watches are the only ones
+		name := fmt.Sprintf("pf-%v", legacy)
+		h1 := mustAcquire(t, newSem(t, c, name, 1, Options{}))
+		s, armed := followingHead(t, c, name, Options{})
+		SetLegacyPause(s, legacy)
+		got := acquireAsync(ctx, s)
+		if legacy { // the holder's key, the head's on it and on its own key: the watches exist
+			waitServerWatchers(t, srv, 3)
+		} else {
+			await(t, armed, "armed pause watch")
+		}
+		before := ranges(t, srv)
+		release(t, h1)
+		r := await(t, got, "promotion")
+		if r.err != nil {
+			t.Fatalf("legacy %v: head after the release: %v", legacy, r.err)
+		}
+		n := ranges(t, srv) - before
+		t.Logf("legacy pause read %v: %d Range requests on the hand-off", legacy, n)
+		if want := map[bool]int{false: 0, true: 1}[legacy]; n != want {
+			t.Fatalf("legacy pause read %v: %d Range requests on the hand-off, want %d", legacy, n, want)
+		}
+		release(t, r.h)
+	}
+}
+
+// D16 with D16b: a pause written while the head follows it stops the head's promotion, both
+// when the pause comes in the very revision that deletes the holder's key (one Txn: the
+// DELETE that would promote the head and the pause are one revision, so the pause holds) and
+// when it comes just before an ordinary release. The head stays queued, paused, and takes
+// the slot on resume.
+func TestPauseStopsFollowingHead(t *testing.T) {
+	_, c := startEtcd(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	for i := range 6 {
+		oneTxn := i%2 == 0
+		name := fmt.Sprintf("ps%d", i)
+		h1 := mustAcquire(t, newSem(t, c, name, 1, Options{}))
+		log := &eventLog{}
+		s, armed := followingHead(t, c, name, Options{OnEvent: log.add})
+		got := acquireAsync(ctx, s)
+		await(t, armed, "armed pause watch")
+		if oneTxn {
+			rec := `{"v":1,"who":"test@node","since":"2026-12-02T00:00:00Z","reason":"with the release"}`
+			_, err := c.Txn(ctx).Then(clientv3.OpPut(PauseKey(name, 1), rec), clientv3.OpDelete(h1.Key())).Commit()
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if _, _, err := SetPause(ctx, c, name, 1, "test@node", "before the release"); err != nil {
+				t.Fatal(err)
+			}
+			release(t, h1)
+		}
+		if r, took := pausedOrHeld(t, log, got); took {
+			t.Fatalf("run %d (one Txn %v): the head took the slot of a paused semaphore (%v)", i, oneTxn, r.err)
+		}
+		if _, had, err := Resume(ctx, c, name, 1); err != nil || !had {
+			t.Fatalf("Resume: %v %v", had, err)
+		}
+		r := await(t, got, "promotion after the resume")
+		if r.err != nil {
+			t.Fatalf("run %d: head after the resume: %v", i, r.err)
+		}
+		release(t, r.h)
+		if oneTxn {
+			_ = h1.Release(ctx) // its key was deleted: the slot was lost already
+		}
+	}
+}
+
+// pausedOrHeld polls until the head's log has a Waiting event with the pause (took false),
+// or its Acquire returned (took true, with what it returned).
+func pausedOrHeld(t *testing.T, log *eventLog, got <-chan acquired) (acquired, bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case r := <-got:
+			return r, true
+		case <-time.After(5 * time.Millisecond):
+		}
+		log.mu.Lock()
+		paused := slices.ContainsFunc(log.evs, pausedWaiting)
+		log.mu.Unlock()
+		if paused {
+			return acquired{}, false
+		}
+	}
+	t.Fatal("the head neither waited on the pause nor took the slot")
+	return acquired{}, false
+}
