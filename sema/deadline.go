@@ -11,10 +11,15 @@ import (
 // RunRules.Deadline: RFC 3339 with a zone, as given; or HH:MM or HH:MM:SS, the next such
 // wall-clock time in now's location after now (today if still ahead, else tomorrow; across a
 // daylight-saving change the time is normalised as time.Date does). A time already passed is
-// not an error (DeadlinePassed decides). Errors say what is accepted, with s quoted.
+// not an error (DeadlinePassed decides); one before 1970 is returned as 1970-01-01T00:00:00Z,
+// so that no written time reads as RunRules' zero "none". Errors say what is accepted, with s
+// quoted.
 func ParseDeadline(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if epoch := time.Unix(0, 0).UTC(); t.Before(epoch) {
+			return epoch, nil
+		}
 		return t, nil
 	}
 	shown := strconv.QuoteToASCII(s)
