@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"golang.org/x/sys/unix"
@@ -20,6 +21,9 @@ import (
 type errSignal struct{ sig syscall.Signal }
 
 func (e errSignal) Error() string { return "received " + unix.SignalName(e.sig) }
+
+// Signal is the signal conch got: the run (slotrun.SignalOf) stops the child for it.
+func (e errSignal) Signal() syscall.Signal { return e.sig }
 
 // acquire is the main job: wait for a slot, run the command while the slot
 // is safely held, release. It returns the error the run ended with (see
@@ -61,7 +65,7 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	runCtx, unbind := h.Bind(r.sigCtx)
 	defer unbind()
 	stopNotify := context.AfterFunc(runCtx, func() {
-		if cause := context.Cause(runCtx); slotLost(cause) {
+		if cause := context.Cause(runCtx); slotrun.SlotLost(cause) {
 			r.rep.stopping(cause) // D10: STOPPING=1 as the fence begins
 		}
 	})
@@ -71,9 +75,9 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 		return false, err
 	}
 	heldAt := time.Now()
-	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
+	terminal := slotrun.OwnsTerminal(r.stdio.Stdin) // then the child gets it (D5)
 	// D7b: no grace once the lease's deadline has passed
-	stopCtx, unstop := noGraceWhenLate(runCtx)
+	stopCtx, unstop := slotrun.NoGraceWhenLate(runCtx)
 	defer unstop()
 	// a line when the stop moves to SIGKILL (escalation.go)
 	stopWatch := r.watchEscalation(runCtx, heldAt)
@@ -117,7 +121,7 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 	return unitrun.Spec{
 		Path:       r.job.path,
 		Args:       r.job.command,
-		Env:        childEnv(dropCredentials(os.Environ(), r.job.run.keepCreds), r.job.name, r.job.max, rev, lease),
+		Env:        slotrun.ChildEnv(slotrun.DropCredentials(os.Environ(), r.job.run.keepCreds), r.job.name, r.job.max, rev, lease),
 		Stdin:      r.stdio.Stdin,
 		Stdout:     r.stdio.Stdout,
 		Stderr:     r.stdio.Stderr,
@@ -133,7 +137,7 @@ func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
 // 64 when etcd refused us, -E's status (75) when etcd answered and no slot came (sema's
 // *WaitError), 69 when etcd did not answer (D3).
 func (r *semaRun) waitFailed(err error) error {
-	if sig := signalOf(context.Cause(r.waitCtx)); sig != 0 {
+	if sig := slotrun.SignalOf(context.Cause(r.waitCtx)); sig != 0 {
 		if !r.enqueued.Load() { // no key of ours was ever written: etcd had not answered yet
 			return signalWhileConnecting(sig)
 		}
@@ -169,14 +173,6 @@ func (r *semaRun) waitFailed(err error) error {
 // enqueue: nothing of ours is in etcd, and conch dies of sig (D3).
 func signalWhileConnecting(sig syscall.Signal) error {
 	return signalExit(sig, stateTimeout, "%s while connecting to etcd: nothing was queued", unix.SignalName(sig))
-}
-
-// ownsTerminal reports whether f is a terminal whose foreground process group is conch's:
-// then unitrun gives the child the terminal's foreground (D5), and Ctrl-C reaches the child
-// only.
-func ownsTerminal(f *os.File) bool {
-	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	return err == nil && pgrp == unix.Getpgrp()
 }
 
 // signalContext returns a context cancelled, with cause errSignal, by the

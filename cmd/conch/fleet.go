@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
@@ -149,7 +150,7 @@ func (j job) hostName() string {
 // the command started, cause did not lose the slot), or by releasing it when it cannot be
 // kept, and says which; it reports whether the holding is over (false: the caller releases).
 func (r *semaRun) keepAfter(h *sema.Holder, res unitrun.Result, cause error) bool {
-	ended, ha, err := h.KeepAfter(context.Background(), r.job.fleet.rules(), sema.RunEnd{Started: res.Started, Lost: slotLost(cause)})
+	ended, ha, err := h.KeepAfter(context.Background(), r.job.fleet.rules(), sema.RunEnd{Started: res.Started, Lost: slotrun.SlotLost(cause)})
 	if err != nil {
 		r.rep.warnf("WARNING: %v", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/conch-project/conch/internal/slotrun"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,11 +121,11 @@ func TestResolveConnWarnings(t *testing.T) {
 // D5a: the child loses conch's credential variables unless --keep-credentials-env.
 func TestDropCredentials(t *testing.T) {
 	base := []string{"A=1", "ETCDCTL_PASSWORD=p1", "CONCH_PASSWORD_FILE=/etc/pw", "ETCDCTL_USER=bob:p2", "CONCH_USER=amy", "ETCDCTL_ENDPOINTS=h:1"}
-	got := strings.Join(dropCredentials(base, false), " ")
+	got := strings.Join(slotrun.DropCredentials(base, false), " ")
 	if want := "A=1 ETCDCTL_USER=bob CONCH_USER=amy ETCDCTL_ENDPOINTS=h:1"; got != want {
 		t.Errorf("dropCredentials = %q, want %q", got, want)
 	}
-	if got := dropCredentials(base, true); strings.Join(got, " ") != strings.Join(base, " ") {
+	if got := slotrun.DropCredentials(base, true); strings.Join(got, " ") != strings.Join(base, " ") {
 		t.Errorf("kept: %q", got)
 	}
 }
@@ -152,9 +153,9 @@ func TestMinTTLSweep(t *testing.T) {
 		kas = append(kas, ka)
 	}
 	for _, ka := range kas {
-		ttl := minTTL(ka)
+		ttl := slotrun.MinTTL(ka)
 		if sema.FenceTooLate(ttl, ka) || (ttl > time.Second && !sema.FenceTooLate(ttl-time.Second, ka)) {
-			t.Errorf("minTTL(%v) = %v, not the smallest TTL that fences in time", ka, ttl)
+			t.Errorf("slotrun.MinTTL(%v) = %v, not the smallest TTL that fences in time", ka, ttl)
 		}
 	}
 }

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"github.com/conch-project/conch/internal/slotrun"
 	"syscall"
 
 	"github.com/conch-project/conch/sema"
@@ -44,8 +44,8 @@ type verdict struct {
 // conch dies of it too and the calling shell script stops, as with flock(1) and timeout(1)
 // (the shells' wait-and-cooperative-exit).
 func outcome(h holding) verdict {
-	sig := signalOf(h.cause)
-	lost := slotLost(h.cause)
+	sig := slotrun.SignalOf(h.cause)
+	lost := slotrun.SlotLost(h.cause)
 	cannotRun := errors.Is(h.runErr, unitrun.ErrNotFound) || errors.Is(h.runErr, unitrun.ErrNotExecutable)
 	res := h.res
 	switch {
@@ -88,7 +88,7 @@ func outcome(h holding) verdict {
 
 // causeNote is " (cause)" for a cause that is the slot's loss, "" otherwise.
 func causeNote(cause error) string {
-	if slotLost(cause) {
+	if slotrun.SlotLost(cause) {
 		return " (" + cause.Error() + ")"
 	}
 	return ""
@@ -103,18 +103,4 @@ func notStarted(runErr error, sig syscall.Signal) error {
 		return signalExit(sig, stateReleased, "%v", runErr)
 	}
 	return endf(errUnavailable, stateReleased, "%v", runErr) // a scope required and not made
-}
-
-// signalOf is the signal conch got, if cause is one (errSignal).
-func signalOf(cause error) syscall.Signal {
-	var es errSignal
-	if errors.As(cause, &es) {
-		return es.sig
-	}
-	return 0
-}
-
-// slotLost reports whether cause is the slot's loss (D7), as sema.Holder.Bind gives it.
-func slotLost(cause error) bool {
-	return cause != nil && signalOf(cause) == 0 && !errors.Is(cause, sema.ErrReleased) && !errors.Is(cause, context.Canceled)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 )
@@ -76,7 +77,7 @@ func newSemaRun(j job, rep *reporter) (*semaRun, error) {
 // does not fit in the lease etcd grants (D7; ttlwarn.go).
 func (r *semaRun) connect() error {
 	client, err := etcdconn.New(r.sigCtx, r.job.conn)
-	if sig := signalOf(context.Cause(r.sigCtx)); sig != 0 { // D3: a signal while connecting
+	if sig := slotrun.SignalOf(context.Cause(r.sigCtx)); sig != 0 { // D3: a signal while connecting
 		if client != nil {
 			client.Close()
 		}
@@ -136,20 +137,4 @@ func (r *semaRun) close() {
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		r.closers[i]()
 	}
-}
-
-// minTTL is the smallest --ttl that leaves room to fence a child with a
-// stop grace of killAfter (D7: fence at deadline - kill-after - 1 s, with two
-// keep-alive intervals before it), computed rather than searched (a long
-// --kill-after must not spin). Keep-alives go every ttl/6, at most
-// 1 s apart (sema): under 6 s that needs ttl - kill-after - 1 s >= ttl/3,
-// from 6 s on ttl >= kill-after + 3 s.
-func minTTL(killAfter time.Duration) time.Duration {
-	if small := sema.RoundTTL(killAfter + killAfter/2 + 1500*time.Millisecond); small < 6*time.Second {
-		if sema.FenceTooLate(small, killAfter) { // ttl/6 rounds down
-			small += time.Second
-		}
-		return small
-	}
-	return max(6*time.Second, sema.RoundTTL(killAfter+3*time.Second))
 }

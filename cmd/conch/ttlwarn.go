@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -34,30 +35,9 @@ func (r *semaRun) leaseCheck(killAfter time.Duration) func(sema.Event) {
 // with the grace killAfter before the lease could expire (sema.FenceTooLate).
 func shortTTLAdvice(ttl, killAfter time.Duration) string {
 	msg := fmt.Sprintf("--kill-after %v is too long to stop the child before a %v lease could expire; conch will stop it at the first failed keep-alive (to stop it only when the lease is really at risk, use --ttl %v or more",
-		killAfter, ttl, minTTL(killAfter))
-	if k := maxKillAfter(ttl); k > 0 {
+		killAfter, ttl, slotrun.MinTTL(killAfter))
+	if k := slotrun.MaxKillAfter(ttl); k > 0 {
 		msg += fmt.Sprintf(", or --kill-after %v or less", k)
 	}
 	return msg + ")"
-}
-
-// maxKillAfter is the longest stop grace, in whole 100 ms, that a lease of ttl can fence in
-// time (sema.FenceTooLate is false), or 0 when none can. FenceTooLate grows with the grace,
-// so a bisection finds it in ~40 steps whatever ttl is.
-func maxKillAfter(ttl time.Duration) time.Duration {
-	const step = 100 * time.Millisecond
-	lo, hi := time.Duration(0), ttl/step // in steps; lo fits (or is 0), hi does not
-	if sema.FenceTooLate(ttl, step) {
-		return 0
-	}
-	lo = 1
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if sema.FenceTooLate(ttl, mid*step) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return lo * step
 }
