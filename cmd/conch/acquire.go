@@ -83,8 +83,8 @@ func (r *semaRun) holdOnce() (again bool, err error) {
 	stopWatch := r.watchEscalation(runCtx, heldAt)
 	res, runErr := plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
 	stopWatch()
-	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
-		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
+	v := endOf(slotrun.Decide(slotrun.Holding{Result: res, RunErr: runErr, Cause: context.Cause(runCtx), Terminal: terminal}),
+		r.job.scope.runtimeLimit(r.job.run.runtimeMax))
 	if v.requeue {
 		r.rep.line(stateWait, false, "slot lost before the command started (%v): queueing again", context.Cause(runCtx))
 		_ = h.Release(context.Background())

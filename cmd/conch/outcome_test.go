@@ -11,10 +11,25 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
 )
+
+// holding is a holding's Result, error, cause and terminal, and the limit lines name.
+type holding struct {
+	res      unitrun.Result
+	runErr   error
+	cause    error
+	limit    string
+	terminal bool
+}
+
+// outcome is conch's end of holding h: slotrun's decision, as conch words it.
+func outcome(h holding) verdict {
+	return endOf(slotrun.Decide(slotrun.Holding{Result: h.res, RunErr: h.runErr, Cause: h.cause, Terminal: h.terminal}), h.limit)
+}
 
 // outcome over every combination of how the child ended and why it was asked to stop (D3,
 // D7): the one decision of a holding's end, table-tested without etcd or a child.
