@@ -47,6 +47,8 @@ const (
 	Lost
 	// RuntimeExceeded: the child ran past its run-time limit and was stopped.
 	RuntimeExceeded
+	// Skipped: this period's run is done (D15), so the child was not started (Run only).
+	Skipped
 )
 
 // Outcome is how a holding ended (Decide): End, the signal to die of (Ran, NotStarted,
