@@ -59,7 +59,7 @@ type run struct {
 // (SignalOf), when the process must stop (D3). A slot lost before the command started queues
 // again. The error is nil with an Outcome; else a *NoSlotError (no slot: etcd's answer, the
 // wait's end or the signal), ErrNoScope (a scope required and not made: nothing was
-// written, or the slot is released), ErrPeriodUnknown (--once-per's marker unreadable: the
+// written, or the slot is released), ErrPeriodUnknown (the period's marker unreadable: the
 // child did not start, D15), or Connect's or sema.New's error unchanged.
 func Run(ctx context.Context, cfg Config, rep Reporter) (Outcome, error) {
 	r := &run{cfg: cfg, rep: rep, sigCtx: ctx, deadline: unitrun.NewDeadline()}
