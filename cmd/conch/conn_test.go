@@ -92,14 +92,6 @@ func TestEnvOnlyForConnection(t *testing.T) {
 	}
 }
 
-func TestChildEnvUnit(t *testing.T) { // D5
-	got := slotrun.ChildEnv([]string{"A=1", "CONCH_REV=9", "NOTIFY_SOCKET=/x", "WATCHDOG_USEC=5", "WATCHDOG_PID=3", "B=2"}, "n", 2, 42, 0xabc)
-	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=0000000000000abc" // the padded spelling
-	if strings.Join(got, " ") != want {
-		t.Fatalf("childEnv = %q, want %q", got, want)
-	}
-}
-
 func TestParseDuration(t *testing.T) { // D4
 	for in, want := range map[string]time.Duration{"10": 10 * time.Second, "500ms": 500 * time.Millisecond, "1m30s": 90 * time.Second, "0": 0} {
 		if got, err := parseDuration(in); err != nil || got != want {

@@ -118,18 +118,6 @@ func TestResolveConnWarnings(t *testing.T) {
 	}
 }
 
-// D5a: the child loses conch's credential variables unless --keep-credentials-env.
-func TestDropCredentials(t *testing.T) {
-	base := []string{"A=1", "ETCDCTL_PASSWORD=p1", "CONCH_PASSWORD_FILE=/etc/pw", "ETCDCTL_USER=bob:p2", "CONCH_USER=amy", "ETCDCTL_ENDPOINTS=h:1"}
-	got := strings.Join(slotrun.DropCredentials(base, false), " ")
-	if want := "A=1 ETCDCTL_USER=bob CONCH_USER=amy ETCDCTL_ENDPOINTS=h:1"; got != want {
-		t.Errorf("dropCredentials = %q, want %q", got, want)
-	}
-	if got := slotrun.DropCredentials(base, true); strings.Join(got, " ") != strings.Join(base, " ") {
-		t.Errorf("kept: %q", got)
-	}
-}
-
 // Durations as flock takes them, bounded against overflow.
 func TestParseDurationBounds(t *testing.T) {
 	for in, want := range map[string]time.Duration{"1.5": 1500 * time.Millisecond, ".5": 500 * time.Millisecond, " 2 ": 2 * time.Second,

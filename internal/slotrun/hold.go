@@ -84,9 +84,9 @@ func (r *run) holdOnce() (o Outcome, again bool, err error) {
 // runChild runs the command under runCtx while h holds the slot, in plan's scope, with the
 // prestarted guardian, and decides how the holding ended (Decide).
 func (r *run) runChild(runCtx context.Context, plan *unitrun.Plan, h *sema.Holder) Outcome {
-	terminal := OwnsTerminal(r.cfg.Stdio.Stdin) // then the child gets it (D5)
+	terminal := ownsTerminal(r.cfg.Stdio.Stdin) // then the child gets it (D5)
 	// D7b: no grace once the lease's deadline has passed
-	stopCtx, unstop := NoGraceWhenLate(runCtx)
+	stopCtx, unstop := noGraceWhenLate(runCtx)
 	defer unstop()
 	stopWatch := r.watchEscalation(runCtx, time.Now()) // a note when the stop moves to SIGKILL
 	unit := r.scopeUnit(h.Rev())

@@ -32,10 +32,10 @@ func SlotLost(cause error) bool {
 	return cause != nil && SignalOf(cause) == 0 && !errors.Is(cause, sema.ErrReleased) && !errors.Is(cause, context.Canceled)
 }
 
-// OwnsTerminal reports whether f is a terminal whose foreground process group is this
+// ownsTerminal reports whether f is a terminal whose foreground process group is this
 // process's: then unitrun gives the child the terminal's foreground (D5), and Ctrl-C reaches
 // the child only.
-func OwnsTerminal(f *os.File) bool {
+func ownsTerminal(f *os.File) bool {
 	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
 	return err == nil && pgrp == unix.Getpgrp()
 }
