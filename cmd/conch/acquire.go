@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/slotrun"
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,125 +25,67 @@ type errSignal struct{ sig syscall.Signal }
 
 func (e errSignal) Error() string { return "received " + unix.SignalName(e.sig) }
 
-// acquire is the main job: wait for a slot, run the command while the slot
-// is safely held, release. It returns the error the run ended with (see
-// exitStatus: the child's status, or the signal to re-raise, D3).
+// Signal is the signal conch got: the run (slotrun.SignalOf) stops the child for it.
+func (e errSignal) Signal() syscall.Signal { return e.sig }
+
+// acquire is the main job: wait for a slot, run the command while the slot is safely held,
+// release (slotrun.Run), with the watchdog (D10), the signal context (D3) and the child's
+// stdio (D5) around it. It returns the error the run ended with (see exitStatus: the child's
+// status, or the signal to re-raise, D3).
 func (c *semaCmd) acquire(j job) error {
 	if err := j.fleet.deadlinePassed(j.run.conflict, time.Now()); err != nil { // before etcd
 		return err
 	}
-	r, err := newSemaRun(j, c.rep)
-	defer r.close()
-	if err != nil {
-		return err
+	defer systemd.StartWatchdog(c.rep.notify)()
+	ctx, stopSignals := signalContext()
+	defer stopSignals()
+	// the journal relay (childlog.go), closed after the run's guardian: its last lines
+	stdio, closeChildLog := childStdio(c.rep, j.command[0])
+	defer closeChildLog()
+	o, err := slotrun.Run(ctx, j.runConfig(stdio), &runEvents{rep: c.rep, job: j})
+	var ns *slotrun.NoSlotError
+	switch {
+	case errors.As(err, &ns):
+		return waitFailed(j, ns)
+	case errors.Is(err, slotrun.ErrNoScope): // --scope=always and no scope (D3): 69
+		return endf(errUnavailable, "", "%v (--scope=always, -p or --slice)", err)
+	case errors.Is(err, slotrun.ErrPeriodUnknown): // no silent double run (D15)
+		return endf(errUnavailable, stateReleased, "--once-per: %v", err)
+	case err != nil:
+		return err // see exitStatus: 69 if etcd did not answer, else 64
 	}
-	for {
-		again, err := r.holdOnce()
-		if !again {
-			return err
-		}
-		// the slot was lost before the command could start: the command
-		// never ran, so queue again while --wait allows (04_sema.md
-		// "Failure behavior"), with a fresh guardian
-		r.pre.reset()
+	return endOf(o, j.scope.runtimeLimit(j.run.runtimeMax)).err
+}
+
+// runConfig is j as slotrun runs it, the child's stdin, stdout and stderr those of stdio.
+func (j job) runConfig(stdio unitrun.Spec) slotrun.Config {
+	wait := time.Duration(0)
+	if j.waitSet {
+		wait = j.wait
+	}
+	return slotrun.Config{
+		Name: j.name, Max: j.max, Path: j.path, Args: j.command,
+		Env:   slotrun.DropCredentials(os.Environ(), j.run.keepCreds),
+		Stdio: stdio, Scope: j.scope.opts,
+		KillAfter: j.run.killAfterGiven, RuntimeMax: j.run.runtimeMax,
+		TTL: j.run.ttl, Nonblock: j.run.nonblock, Spread: j.spread, Node: j.node,
+		Record: sema.Record{Host: j.hostName(), PID: os.Getpid(), Unit: systemd.OwnUnit()},
+		Wait:   wait, Rules: j.fleet.rules(), ConnectTimeout: j.conn.DialTimeout,
+		Connect: func(ctx context.Context) (*clientv3.Client, error) { return etcdconn.New(ctx, j.conn) },
 	}
 }
 
-// holdOnce acquires a slot and runs the command in it. again is true when
-// the slot was lost before the command started, so the caller re-enters.
-func (r *semaRun) holdOnce() (again bool, err error) {
-	h, err := r.sem.Acquire(r.waitCtx)
-	if err != nil {
-		return false, r.waitFailed(err)
-	}
-	plan, err := r.planning.wait(r.rep, true)
-	if err != nil { // --scope=always and no scope (D3): the child never starts
-		_ = h.Release(context.Background())
-		return false, err
-	}
-	// one context, one cause: a signal to conch (errSignal) or the slot's loss (D7)
-	runCtx, unbind := h.Bind(r.sigCtx)
-	defer unbind()
-	stopNotify := context.AfterFunc(runCtx, func() {
-		if cause := context.Cause(runCtx); slotLost(cause) {
-			r.rep.stopping(cause) // D10: STOPPING=1 as the fence begins
-		}
-	})
-	defer stopNotify()
-	if skip, err := r.onceSkip(h); skip { // --once-per (D15): this period's run is done
-		_ = h.Release(context.Background())
-		return false, err
-	}
-	heldAt := time.Now()
-	terminal := ownsTerminal(r.stdio.Stdin) // then the child gets it (D5)
-	// D7b: no grace once the lease's deadline has passed
-	stopCtx, unstop := noGraceWhenLate(runCtx)
-	defer unstop()
-	// a line when the stop moves to SIGKILL (escalation.go)
-	stopWatch := r.watchEscalation(runCtx, heldAt)
-	res, runErr := plan.run(stopCtx, r.rep, r.pre.take(), r.childSpec(h.Rev(), int64(h.Lease())), r.scopeID(h.Rev()))
-	stopWatch()
-	v := outcome(holding{res: res, runErr: runErr, cause: context.Cause(runCtx),
-		limit: r.job.scope.runtimeLimit(r.job.run.runtimeMax), terminal: terminal})
-	if v.requeue {
-		r.rep.line(stateWait, false, "slot lost before the command started (%v): queueing again", context.Cause(runCtx))
-		_ = h.Release(context.Background())
-		return true, nil
-	}
-	r.markOnce(h, v, res, heldAt)                   // --once-per (D15): a successful run closes the period
-	if r.keepAfter(h, res, context.Cause(runCtx)) { // --hold-after (D13): kept, or released saying why
-		return false, v.err
-	}
-	if v.ran {
-		r.rep.released(res.ExitStatus, time.Since(heldAt))
-	}
-	if err := h.Release(context.Background()); err != nil {
-		r.rep.line("", false, "could not release (the key goes at lease expiry, %v): %v", h.TTL(), err)
-	}
-	return false, v.err
-}
-
-// scopeID names the scope of the holding of the key created at rev (D8).
-func (r *semaRun) scopeID(rev int64) scopeID { return scopeID{r.job.name, r.job.max, rev} }
-
-// preloadSpec is the spec the run's plan will give unitrun for the key created at rev with
-// lease, once it holds (childSpec, scoped as the plan says): what the prestarter preloads.
-func (r *semaRun) preloadSpec(rev, lease int64) unitrun.Spec {
-	plan, err := r.planning.wait(r.rep, false)
-	if err != nil {
-		return r.childSpec(rev, lease) // the run ends at the slot (holdOnce)
-	}
-	return plan.scoped(r.childSpec(rev, lease), r.scopeID(rev))
-}
-
-// childSpec is what unitrun runs while the key created at rev, bound to lease, holds the slot.
-func (r *semaRun) childSpec(rev, lease int64) unitrun.Spec {
-	return unitrun.Spec{
-		Path:       r.job.path,
-		Args:       r.job.command,
-		Env:        childEnv(dropCredentials(os.Environ(), r.job.run.keepCreds), r.job.name, r.job.max, rev, lease),
-		Stdin:      r.stdio.Stdin,
-		Stdout:     r.stdio.Stdout,
-		Stderr:     r.stdio.Stderr,
-		KillAfter:  r.job.run.killAfterGiven, // unitrun decides the grace (D7)
-		RuntimeMax: r.job.run.runtimeMax,
-		Deadline:   r.deadline,    // D7b
-		Started:    r.rep.started, // READY=1 (D10)
-		Warn:       func(msg string) { r.rep.warnf("%s", msg) },
-	}
-}
-
-// waitFailed is the end of a wait that got no slot (err from Acquire): the signal conch got,
+// waitFailed is the end of a wait that got no slot (ns): the signal conch got,
 // 64 when etcd refused us, -E's status (75) when etcd answered and no slot came (sema's
 // *WaitError), 69 when etcd did not answer (D3).
-func (r *semaRun) waitFailed(err error) error {
-	if sig := signalOf(context.Cause(r.waitCtx)); sig != 0 {
-		if !r.enqueued.Load() { // no key of ours was ever written: etcd had not answered yet
+func waitFailed(j job, ns *slotrun.NoSlotError) error {
+	if sig := ns.Signal; sig != 0 {
+		if !ns.Enqueued { // no key of ours was ever written: etcd had not answered yet
 			return signalWhileConnecting(sig)
 		}
 		return signalExit(sig, stateTimeout, "%s while waiting: left the queue", unix.SignalName(sig))
 	}
-	j := r.job
+	err := ns.Err
 	var we *sema.WaitError
 	switch {
 	case errors.Is(err, sema.ErrRefused):
@@ -172,12 +117,12 @@ func signalWhileConnecting(sig syscall.Signal) error {
 	return signalExit(sig, stateTimeout, "%s while connecting to etcd: nothing was queued", unix.SignalName(sig))
 }
 
-// ownsTerminal reports whether f is a terminal whose foreground process group is conch's:
-// then unitrun gives the child the terminal's foreground (D5), and Ctrl-C reaches the child
-// only.
-func ownsTerminal(f *os.File) bool {
-	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	return err == nil && pgrp == unix.Getpgrp()
+// reporter is the reporter of job j's run (newReporter); with -q it prints only warnings and
+// errors on stderr, so a cron job is mailed only when something is wrong.
+func (c *semaCmd) reporter(j job) *reporter {
+	r := newReporter(c.stderr, c.getenv, c.Verbose, j.name, j.max)
+	r.warnOnly = c.Quiet
+	return r
 }
 
 // signalContext returns a context cancelled, with cause errSignal, by the

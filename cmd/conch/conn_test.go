@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/conch-project/conch/internal/slotrun"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,14 +92,6 @@ func TestEnvOnlyForConnection(t *testing.T) {
 	}
 }
 
-func TestChildEnvUnit(t *testing.T) { // D5
-	got := childEnv([]string{"A=1", "CONCH_REV=9", "NOTIFY_SOCKET=/x", "WATCHDOG_USEC=5", "WATCHDOG_PID=3", "B=2"}, "n", 2, 42, 0xabc)
-	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=0000000000000abc" // the padded spelling
-	if strings.Join(got, " ") != want {
-		t.Fatalf("childEnv = %q, want %q", got, want)
-	}
-}
-
 func TestParseDuration(t *testing.T) { // D4
 	for in, want := range map[string]time.Duration{"10": 10 * time.Second, "500ms": 500 * time.Millisecond, "1m30s": 90 * time.Second, "0": 0} {
 		if got, err := parseDuration(in); err != nil || got != want {
@@ -114,9 +107,9 @@ func TestParseDuration(t *testing.T) { // D4
 
 func TestMinTTL(t *testing.T) { // the TTL warning's advice must silence it
 	for _, ka := range []time.Duration{0, time.Second, 5 * time.Second, 9 * time.Second, 90 * time.Minute} {
-		ttl := minTTL(ka)
+		ttl := slotrun.MinTTL(ka)
 		if sema.FenceTooLate(ttl, ka) || (ttl > time.Second && !sema.FenceTooLate(ttl-time.Second, ka)) {
-			t.Errorf("minTTL(%v) = %v, not the smallest TTL that fences in time", ka, ttl)
+			t.Errorf("slotrun.MinTTL(%v) = %v, not the smallest TTL that fences in time", ka, ttl)
 		}
 	}
 }

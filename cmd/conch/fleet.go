@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
-	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -145,20 +146,6 @@ func (j job) hostName() string {
 	return host
 }
 
-// keepAfter ends holding h by keeping the slot after the run when sema's rules say so (D13:
-// the command started, cause did not lose the slot), or by releasing it when it cannot be
-// kept, and says which; it reports whether the holding is over (false: the caller releases).
-func (r *semaRun) keepAfter(h *sema.Holder, res unitrun.Result, cause error) bool {
-	ended, ha, err := h.KeepAfter(context.Background(), r.job.fleet.rules(), sema.RunEnd{Started: res.Started, Lost: slotLost(cause)})
-	if err != nil {
-		r.rep.warnf("WARNING: %v", err)
-	}
-	if ended && ha.Key != "" {
-		r.rep.heldAfter(ha, res.ExitStatus)
-	}
-	return ended
-}
-
 // heldAfter records that the slot is kept after the run (D13), on stderr (or
 // the journal, CONCH_STATE=HELD_AFTER) and in STATUS=.
 func (r *reporter) heldAfter(ha sema.HeldAfter, status int) {
@@ -218,4 +205,25 @@ func timeOrUnknown(t time.Time) string {
 		return "at an unknown time"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// skipped records a run skipped because this period's run is done (D15):
+// a line naming that run and when the next may start, CONCH_SKIPPED=1 in
+// the journal, and STATUS=.
+func (r *reporter) skipped(m sema.OnceMarker) {
+	var ran, next string
+	if m.Err != nil {
+		ran = fmt.Sprintf("a period marker that cannot be read (%v: %s) counts as this period's run", m.Err, strconv.QuoteToASCII(m.Raw))
+	} else {
+		ran = fmt.Sprintf("this period's run is done: node %s ran it (rev %d) from %s to %s", who.SafeText(m.Node), m.Rev,
+			m.Start.UTC().Format(time.RFC3339), m.End.UTC().Format(time.RFC3339))
+	}
+	if m.Left < 0 {
+		next = fmt.Sprintf("the marker has no lease, so no run starts until it is deleted (etcdctl del %s)", m.Key)
+	} else {
+		next = fmt.Sprintf("the next run may start after %s (in %v)", time.Now().Add(m.Left).UTC().Format(time.RFC3339), m.Left)
+	}
+	msg := "skipped: " + ran + "; " + next
+	r.emit(stateReleased, journal.PriNotice, false, map[string]string{"CONCH_SKIPPED": "1"}, msg)
+	r.sendNotify("STOPPING=1\nSTATUS=" + r.prefix() + ": " + msg)
 }

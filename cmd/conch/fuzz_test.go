@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/conch-project/conch/internal/slotrun"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,8 +68,8 @@ func FuzzDuration(f *testing.F) {
 		if rt := sema.RoundTTL(d); rt < d {
 			t.Fatalf("RoundTTL(%v) = %v overflows", d, rt)
 		}
-		if ttl := minTTL(d); ttl < d || sema.FenceTooLate(ttl, d) {
-			t.Fatalf("minTTL(%v) = %v", d, ttl)
+		if ttl := slotrun.MinTTL(d); ttl < d || sema.FenceTooLate(ttl, d) {
+			t.Fatalf("slotrun.MinTTL(%v) = %v", d, ttl)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/conch-project/conch/internal/slotrun"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,18 +118,6 @@ func TestResolveConnWarnings(t *testing.T) {
 	}
 }
 
-// D5a: the child loses conch's credential variables unless --keep-credentials-env.
-func TestDropCredentials(t *testing.T) {
-	base := []string{"A=1", "ETCDCTL_PASSWORD=p1", "CONCH_PASSWORD_FILE=/etc/pw", "ETCDCTL_USER=bob:p2", "CONCH_USER=amy", "ETCDCTL_ENDPOINTS=h:1"}
-	got := strings.Join(dropCredentials(base, false), " ")
-	if want := "A=1 ETCDCTL_USER=bob CONCH_USER=amy ETCDCTL_ENDPOINTS=h:1"; got != want {
-		t.Errorf("dropCredentials = %q, want %q", got, want)
-	}
-	if got := dropCredentials(base, true); strings.Join(got, " ") != strings.Join(base, " ") {
-		t.Errorf("kept: %q", got)
-	}
-}
-
 // Durations as flock takes them, bounded against overflow.
 func TestParseDurationBounds(t *testing.T) {
 	for in, want := range map[string]time.Duration{"1.5": 1500 * time.Millisecond, ".5": 500 * time.Millisecond, " 2 ": 2 * time.Second,
@@ -152,9 +141,9 @@ func TestMinTTLSweep(t *testing.T) {
 		kas = append(kas, ka)
 	}
 	for _, ka := range kas {
-		ttl := minTTL(ka)
+		ttl := slotrun.MinTTL(ka)
 		if sema.FenceTooLate(ttl, ka) || (ttl > time.Second && !sema.FenceTooLate(ttl-time.Second, ka)) {
-			t.Errorf("minTTL(%v) = %v, not the smallest TTL that fences in time", ka, ttl)
+			t.Errorf("slotrun.MinTTL(%v) = %v, not the smallest TTL that fences in time", ka, ttl)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/sema"
 	"github.com/coreos/go-systemd/v22/journal"
 )
@@ -45,12 +46,12 @@ type reporter struct {
 	lease    int64
 	ahead    int
 	waiting  bool
-	nodeBusy bool              // waiting for this node's own key to go (--spread, D11)
-	paused   string            // waiting on a pause: who, when, why (D16, who.PauseText); "" for none
-	journal  journalFunc       // nil: plain lines on w
-	unit     map[string]string // journal fields naming conch's unit (unitFields)
-	scope    string            // the child's scope once it runs in one (D8), for STATUS=
-	notify   notifyFunc        // nil: no service manager listens
+	nodeBusy bool               // waiting for this node's own key to go (--spread, D11)
+	paused   string             // waiting on a pause: who, when, why (D16, who.PauseText); "" for none
+	journal  journalFunc        // nil: plain lines on w
+	unit     map[string]string  // journal fields naming conch's unit (unitFields)
+	scope    string             // the child's scope once it runs in one (D8), for STATUS=
+	notify   systemd.NotifyFunc // nil: no service manager listens
 }
 
 // newReporter returns the reporter for semaphore name[max], writing plain
@@ -60,7 +61,7 @@ type reporter struct {
 // warnings and errors; the journal and sd_notify get what they get without -q.
 func newReporter(stderr io.Writer, getenv func(string) string, verbose bool, name string, max int) *reporter {
 	r := &reporter{w: stderr, verbose: verbose, name: name, max: max,
-		journal: journalFor(stderr), notify: notifierFor(getenv)}
+		journal: journalFor(stderr), notify: systemd.NotifierFor(getenv)}
 	if r.journal != nil {
 		r.unit = unitFields()
 	}
@@ -95,10 +96,10 @@ func (r *reporter) emit(state string, prio journal.Priority, quiet bool, extra m
 }
 
 // sendNotify sends state to the service manager, if one listens, with the backslashes
-// of its STATUS= text doubled (notifyEscape).
+// of its STATUS= text doubled (systemd.NotifyEscape).
 func (r *reporter) sendNotify(state string) {
 	if r.notify != nil {
-		r.notify(notifyEscape(state))
+		r.notify(systemd.NotifyEscape(state))
 	}
 }
 

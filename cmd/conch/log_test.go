@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/conch-project/conch/internal/systemd"
 	"net"
 	"os"
 	"path/filepath"
@@ -166,7 +167,7 @@ func TestWatchdog(t *testing.T) {
 
 	t.Setenv("WATCHDOG_USEC", "20000")
 	t.Setenv("WATCHDOG_PID", fmt.Sprint(os.Getpid()))
-	stop := startWatchdog(notify)
+	stop := systemd.StartWatchdog(notify)
 	for i := range 3 {
 		select {
 		case p := <-pings:
@@ -183,10 +184,10 @@ func TestWatchdog(t *testing.T) {
 	}
 
 	t.Setenv("WATCHDOG_PID", "1")
-	startWatchdog(notify)()
+	systemd.StartWatchdog(notify)()
 	t.Setenv("WATCHDOG_USEC", "")
-	startWatchdog(notify)()
-	startWatchdog(nil)()
+	systemd.StartWatchdog(notify)()
+	systemd.StartWatchdog(nil)()
 	if len(pings) != 0 {
 		t.Fatal("pinged without a watchdog for this process")
 	}
@@ -195,7 +196,7 @@ func TestWatchdog(t *testing.T) {
 // notifierFor is nil without NOTIFY_SOCKET; with it, messages reach the
 // socket as datagrams (sd_notify's protocol).
 func TestNotifierFor(t *testing.T) {
-	if notifierFor(func(string) string { return "" }) != nil {
+	if systemd.NotifierFor(func(string) string { return "" }) != nil {
 		t.Fatal("no NOTIFY_SOCKET: want nil")
 	}
 	path := filepath.Join(t.TempDir(), "notify")
@@ -205,7 +206,7 @@ func TestNotifierFor(t *testing.T) {
 	}
 	defer conn.Close()
 	t.Setenv("NOTIFY_SOCKET", path)
-	notifierFor(os.Getenv)("READY=1\nSTATUS=x")
+	systemd.NotifierFor(os.Getenv)("READY=1\nSTATUS=x")
 	buf := make([]byte, 256)
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, err := conn.Read(buf)

@@ -4,17 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
 )
+
+// holding is a holding's Result, error, cause and terminal, and the limit lines name.
+type holding struct {
+	res      unitrun.Result
+	runErr   error
+	cause    error
+	limit    string
+	terminal bool
+}
+
+// outcome is conch's end of holding h: slotrun's decision, as conch words it.
+func outcome(h holding) verdict {
+	return endOf(slotrun.Decide(slotrun.Holding{Result: h.res, RunErr: h.runErr, Cause: h.cause, Terminal: h.terminal}), h.limit)
+}
 
 // outcome over every combination of how the child ended and why it was asked to stop (D3,
 // D7): the one decision of a holding's end, table-tested without etcd or a child.
@@ -156,10 +170,7 @@ func TestExitStatus(t *testing.T) {
 // waitFailed: the end of a wait without a slot follows sema's one verdict (*sema.WaitError);
 // cmd does not re-derive 75 vs 69 (D3).
 func TestWaitFailed(t *testing.T) {
-	sigCtx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	r := &semaRun{waitCtx: sigCtx, rep: newReporter(io.Discard, func(string) string { return "" }, false, "x", 2),
-		job: job{name: "x", max: 2, wait: time.Second, run: runValues{conflict: 9}, conn: etcdconn.Settings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}}
+	j := job{name: "x", max: 2, wait: time.Second, run: runValues{conflict: 9}, conn: etcdconn.Settings{Endpoints: []string{"127.0.0.1:1"}, EndpointsFrom: "ETCDCTL_ENDPOINTS", DialTimeout: time.Second, DialTimeoutFrom: "--dial-timeout"}}
 	refused := fmt.Errorf("%w: x: permission denied", sema.ErrRefused)
 	for _, tc := range []struct {
 		name   string
@@ -178,20 +189,18 @@ func TestWaitFailed(t *testing.T) {
 			"no answer from etcd at 127.0.0.1:1 (from ETCDCTL_ENDPOINTS) within the dial timeout 1s (from --dial-timeout), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): etcd unavailable: x: deadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := r.waitFailed(tc.err)
+			err := waitFailed(j, &slotrun.NoSlotError{Err: tc.err})
 			var xe *exitError
 			if status, _ := exitStatus(err); !errors.As(err, &xe) || status != tc.status || xe.msg != tc.line || xe.state != stateTimeout {
 				t.Fatalf("got %#v, want status %d line %q", err, tc.status, tc.line)
 			}
 		})
 	}
-	cancel(errSignal{syscall.SIGHUP})
 	for _, tc := range []struct {
 		enqueued bool // etcd answered our enqueue
 		line     string
 	}{{false, "SIGHUP while connecting to etcd: nothing was queued"}, {true, "SIGHUP while waiting: left the queue"}} {
-		r.enqueued.Store(tc.enqueued)
-		err := r.waitFailed(&sema.WaitError{Name: "x", Max: 2})
+		err := waitFailed(j, &slotrun.NoSlotError{Err: &sema.WaitError{Name: "x", Max: 2}, Signal: syscall.SIGHUP, Enqueued: tc.enqueued})
 		var xe *exitError
 		if _, sig := exitStatus(err); sig != syscall.SIGHUP || !errors.As(err, &xe) || xe.msg != tc.line {
 			t.Fatalf("a signal, enqueued %v: %#v, want SIGHUP and %q", tc.enqueued, err, tc.line)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -71,42 +70,3 @@ func (f scopeFlags) runtimeLimit(runtimeMax time.Duration) string {
 	}
 	return fmt.Sprintf("--runtime-max %v", runtimeMax)
 }
-
-// scopeID names the holding a scope is made for: the semaphore and the fencing token.
-type scopeID struct {
-	name string
-	max  int
-	rev  int64
-}
-
-// unit is the scope of holding id (D8): conch-sema-<name>-<rev>.scope.
-func (id scopeID) unit() unitrun.ScopeUnit {
-	return unitrun.ScopeUnit{Name: systemd.ScopeName(id.name, id.rev),
-		Description: fmt.Sprintf("conch sema %s[max=%d], holder rev %d", id.name, id.max, id.rev)}
-}
-
-// scopePlan is where the children of the run go (unitrun.Plan, decided by planning.wait).
-type scopePlan struct{ *unitrun.Plan }
-
-// run runs the child as spec says with the guardian g started ahead (nil: Run starts one), in
-// the scope of holding id when the plan has one (D8), and returns once its tree is gone. Once
-// it runs in the scope, STATUS= names the scope (D10). A scope that cannot be created: with
-// --scope=always the error (wrapping unitrun.ErrScopeFailed, child not started) is returned,
-// for the caller to release the slot and exit 69; with auto conch warns and runs the child
-// directly (D3).
-func (p scopePlan) run(ctx context.Context, rep *reporter, g *unitrun.Prepared, spec unitrun.Spec, id scopeID) (unitrun.Result, error) {
-	unit := id.unit()
-	unit.Started = func(pid int) { rep.scope = unit.Name; spec.Started(pid) }
-	return p.Run(ctx, g, spec, unit, func(err error) {
-		rep.warnf("WARNING: %v; running the child under conch's own supervision instead (--scope=auto)", err)
-	})
-}
-
-// scoped is spec to run in the scope of holding id (D8), or spec itself in direct mode.
-func (p scopePlan) scoped(spec unitrun.Spec, id scopeID) unitrun.Spec {
-	return p.Scoped(spec, id.unit())
-}
-
-// ownUnit returns the systemd unit conch itself runs in (sema.Record.Unit, D6), "" if none
-// or unknown.
-func ownUnit() string { return systemd.OwnUnit() }

@@ -29,10 +29,10 @@ func TestKillAfterDecidedOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		r := semaRun{job: j, rep: newReporter(&bytes.Buffer{}, fixedEnv(nil), false, "x", 1)}
-		if j.run.killAfterGiven != tc.given || j.run.killAfter != tc.eff || r.childSpec(1, 1).KillAfter != tc.given {
-			t.Errorf("%q: given %v, effective %v, spec %v; want %v, %v, %v", tc.args, j.run.killAfterGiven, j.run.killAfter,
-				r.childSpec(1, 1).KillAfter, tc.given, tc.eff, tc.given)
+		cfg := j.runConfig(unitrun.Spec{})
+		if j.run.killAfterGiven != tc.given || j.run.killAfter != tc.eff || cfg.KillAfter != tc.given {
+			t.Errorf("%q: given %v, effective %v, run's %v; want %v, %v, %v", tc.args, j.run.killAfterGiven, j.run.killAfter,
+				cfg.KillAfter, tc.given, tc.eff, tc.given)
 		}
 	}
 }

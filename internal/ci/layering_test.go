@@ -36,15 +36,23 @@ func TestLayering(t *testing.T) {
 			t.Errorf("%s imports %s (directly or through another package): the systemd plumbing knows no semaphore, child, etcd or CLI", sd, dep)
 		}
 	}
-	// every package of the module but cmd/conch: not both (test files may: tests/vm drives
-	// the whole program end to end)
+	// the run (D7e): it wires sema to unitrun, and reaches neither the CLI nor the connection
+	// package (the caller connects)
+	slotrun := mod + "/internal/slotrun"
+	for _, dep := range goList(t, "list", "-test", "-deps", slotrun) {
+		if strings.HasPrefix(dep, cmd) || dep == conn {
+			t.Errorf("%s imports %s (directly or through another package): the run knows sema, unitrun and the systemd plumbing, not the CLI or how to connect", slotrun, dep)
+		}
+	}
+	// every package of the module but cmd/conch and the run: not both (test files may:
+	// tests/vm drives the whole program end to end)
 	for _, pkg := range goList(t, "list", mod+"/...") {
-		if pkg == mod+"/cmd/conch" || pkg == sema || pkg == unitrun { // (the two: checked above)
+		if pkg == mod+"/cmd/conch" || pkg == slotrun || pkg == sema || pkg == unitrun { // (checked above)
 			continue
 		}
 		deps := goList(t, "list", "-deps", pkg)
 		if slices.Contains(deps, sema) && slices.Contains(deps, unitrun) {
-			t.Errorf("%s imports both sema and unitrun: only cmd/conch wires them", pkg)
+			t.Errorf("%s imports both sema and unitrun: only the run (internal/slotrun) and cmd/conch wire them", pkg)
 		}
 	}
 }

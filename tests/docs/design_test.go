@@ -132,3 +132,75 @@ func TestReadmeLinksDesignRecord(t *testing.T) {
 		t.Errorf("README.md has no link to %s", designRecord)
 	}
 }
+
+var (
+	// namedPath is a file the docs name by its path from the root: a folder, then a file.
+	namedPath = regexp.MustCompile("`([a-z][a-z0-9_./-]*/[a-zA-Z0-9_.-]+\\.(?:go|sh|md|roff|patch|service|timer))`")
+	// namedTest is a Go test or benchmark the docs name.
+	namedTest = regexp.MustCompile(`\b(?:Test|Benchmark|Fuzz)[A-Z][A-Za-z0-9_]*\b`)
+	// definedTest is where the tree defines one.
+	definedTest = regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)[A-Z][A-Za-z0-9_]*)\(`)
+)
+
+// Every file and test the design record and README name exists in the tree, so "where it
+// lives" leads somewhere after files move.
+func TestNamedFilesAndTestsExist(t *testing.T) {
+	defined := map[string]bool{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() && slices.Contains(skipped, d.Name()) {
+			return cmpSkip(d, err)
+		}
+		if !d.IsDir() && strings.HasSuffix(p, "_test.go") {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for _, m := range definedTest.FindAllSubmatch(b, -1) {
+				defined[string(m[1])] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{designRecord, "README.md"} {
+		text, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range namedPath.FindAllSubmatch(text, -1) {
+			if strings.ContainsAny(string(m[1]), "*<") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, string(m[1]))); err != nil {
+				t.Errorf("%s names %s, which does not exist", doc, m[1])
+			}
+		}
+		for _, name := range namedTest.FindAll(text, -1) {
+			if !definedPrefix(defined, string(name)) {
+				t.Errorf("%s names %s, which no test file defines", doc, name)
+			}
+		}
+	}
+}
+
+// cmpSkip returns what WalkDir wants back for an entry that is skipped: err itself, or
+// SkipDir for a folder.
+func cmpSkip(d fs.DirEntry, err error) error {
+	if err != nil {
+		return err
+	}
+	return filepath.SkipDir
+}
+
+// definedPrefix reports whether a test of that name, or named with it as a prefix (the docs
+// name families such as TestHoldAfter), is defined.
+func definedPrefix(defined map[string]bool, name string) bool {
+	for d := range defined {
+		if strings.HasPrefix(d, name) {
+			return true
+		}
+	}
+	return false
+}

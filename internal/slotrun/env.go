@@ -1,4 +1,4 @@
-package main
+package slotrun
 
 import (
 	"slices"
@@ -8,11 +8,12 @@ import (
 	"github.com/conch-project/conch/sema"
 )
 
-// childEnv returns the child's environment (D5): the caller's, less
-// conch's own systemd plumbing (NOTIFY_SOCKET, WATCHDOG_*), with CONCH_REV,
-// CONCH_SEMA, CONCH_MAX and CONCH_LEASE set last so they override inherited
-// values (e.g. from an outer conch).
-func childEnv(base []string, name string, max int, rev, lease int64) []string {
+// ChildEnv returns the child's environment (D5): base (the caller's), less the service
+// manager's plumbing meant for the process that holds the slot (NOTIFY_SOCKET, WATCHDOG_*),
+// with CONCH_REV (rev, the fencing token), CONCH_SEMA (name), CONCH_MAX (max) and
+// CONCH_LEASE (lease, in hex as in the key's name) set last so they override inherited
+// values (e.g. from an outer run). base is not modified.
+func ChildEnv(base []string, name string, max int, rev, lease int64) []string {
 	set := map[string]string{
 		"CONCH_REV":   strconv.FormatInt(rev, 10),
 		"CONCH_SEMA":  name,
@@ -33,19 +34,18 @@ func childEnv(base []string, name string, max int, rev, lease int64) []string {
 	return out
 }
 
-// credentialVars are conch's environment variables that carry a password or
-// say where one is: the child loses them (D5a), so a job
-// does not inherit write access to /conch/v1/. The user variables keep the
-// name and lose a NAME:PASSWORD password.
+// passwordVars and userVars are the environment variables that carry an etcd password or
+// say where one is: the child loses them (D5a), so a job does not inherit write access to
+// /conch/v1/. The user variables keep the name and lose a NAME:PASSWORD password.
 var (
 	passwordVars = []string{"ETCDCTL_PASSWORD", "CONCH_PASSWORD_FILE"}
 	userVars     = []string{"ETCDCTL_USER", "CONCH_USER"}
 )
 
-// dropCredentials returns base without conch's credential variables
-// (passwordVars removed, the password part of userVars cut), unless keep
-// (--keep-credentials-env) says the child needs them. base is not modified.
-func dropCredentials(base []string, keep bool) []string {
+// DropCredentials returns base without the credential variables (passwordVars removed, the
+// password part of userVars cut), unless keep says the child needs them (D5a). base is not
+// modified.
+func DropCredentials(base []string, keep bool) []string {
 	if keep {
 		return base
 	}

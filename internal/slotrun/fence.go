@@ -1,4 +1,4 @@
-package main
+package slotrun
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 
 // noGraceWhenLate returns the context unitrun runs the child under: it ends when runCtx ends,
 // with runCtx's cause, wrapped with unitrun.ErrNoGrace when the slot was found lost only after
-// the lease's deadline had passed (sema.ErrDeadlinePassed: conch was stopped, frozen or
+// the lease's deadline had passed (sema.ErrDeadlinePassed: the process was stopped, frozen or
 // starved): another holder may run already, so the child's tree gets SIGKILL at once, without
-// the --kill-after grace (D7b). The CancelFunc must be called once the child's run is over.
+// the stop grace (D7b). The CancelFunc must be called once the child's run is over.
 func noGraceWhenLate(runCtx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(runCtx))
 	stop := context.AfterFunc(runCtx, func() {

@@ -1,0 +1,128 @@
+package slotrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The test binary is also the child's guardian: unitrun re-executes it with GuardianArg (D7).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == unitrun.GuardianArg {
+		os.Exit(unitrun.GuardianMain())
+	}
+	os.Exit(m.Run())
+}
+
+// recorder is a Reporter that keeps what it is told, in order; safe from any goroutine.
+type recorder struct {
+	mu   sync.Mutex
+	said []string
+	pid  chan int
+}
+
+func (r *recorder) add(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.said = append(r.said, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Event(e sema.Event)                     { r.add("event %d", e.Kind) }
+func (r *recorder) Stopping(cause error)                   { r.add("stopping") }
+func (r *recorder) Released(status int, _ time.Duration)   { r.add("released %d", status) }
+func (r *recorder) HeldAfter(_ sema.HeldAfter, status int) { r.add("held after %d", status) }
+func (r *recorder) Skipped(sema.OnceMarker)                { r.add("skipped") }
+func (r *recorder) Note(n Note)                            { r.add("note %d %v", n.Kind, n.Err) }
+func (r *recorder) Started(pid int, scope string) {
+	r.add("started %q", scope)
+	r.pid <- pid
+}
+
+// all is everything told, one line each.
+func (r *recorder) all() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.said, "\n")
+}
+
+// config runs script under sh in a slot of name[1] on srv, directly (no scope), with the
+// test's stdio.
+func config(srv *etcdtest.Server, name, script string) Config {
+	return Config{
+		Name: name, Max: 1, Path: "/bin/sh", Args: []string{"sh", "-c", script},
+		Env:   []string{"PATH=/usr/bin:/bin"},
+		Stdio: unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr},
+		Scope: unitrun.ScopeOptions{Mode: unitrun.ScopeNever},
+		TTL:   5 * time.Second, ConnectTimeout: 5 * time.Second,
+		Record: sema.Record{Host: "test", PID: os.Getpid()},
+		Connect: func(ctx context.Context) (*clientv3.Client, error) {
+			return clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second, Context: ctx})
+		},
+	}
+}
+
+// A run holds the slot while its child runs with the slot's environment (D5), ends with the
+// child's own status and releases the slot: no key is left.
+func TestRunHoldsAndReleases(t *testing.T) {
+	srv := etcdtest.Start(t)
+	out := filepath.Join(t.TempDir(), "rev")
+	rep := &recorder{pid: make(chan int, 1)}
+	o, err := Run(context.Background(), config(srv, "hr", `echo "$CONCH_SEMA $CONCH_MAX $CONCH_REV" > `+out+`; exit 3`), rep)
+	if err != nil || o.End != Ran || o.Result.ExitStatus != 3 {
+		t.Fatalf("Run = %+v, %v; want Ran with status 3\n%s", o, err, rep.all())
+	}
+	got, _ := os.ReadFile(out)
+	if f := strings.Fields(string(got)); len(f) != 3 || f[0] != "hr" || f[1] != "1" || f[2] == "0" {
+		t.Errorf("the child's CONCH_SEMA, CONCH_MAX, CONCH_REV: %q", got)
+	}
+	if s := rep.all(); !strings.Contains(s, `started ""`) || !strings.HasSuffix(s, "released 3") {
+		t.Errorf("told:\n%s\nwant the start in no scope, and the release with status 3 last", s)
+	}
+	resp, err := srv.Client(t).Get(context.Background(), sema.NamePrefix("hr"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Errorf("keys left after the run: %v, %v", resp, err)
+	}
+}
+
+// A slot lost while the child runs (its key deleted) stops the child (D7): the run ends Lost,
+// with the loss as its cause, and says it is stopping.
+func TestRunSlotLostStopsChild(t *testing.T) {
+	srv := etcdtest.Start(t)
+	rep := &recorder{pid: make(chan int, 1)}
+	done := make(chan error, 1)
+	var o Outcome
+	go func() {
+		var err error
+		o, err = Run(context.Background(), config(srv, "lost", "sleep 60"), rep)
+		done <- err
+	}()
+	select {
+	case <-rep.pid:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the child did not start:\n%s", rep.all())
+	}
+	if _, err := srv.Client(t).Delete(context.Background(), sema.NamePrefix("lost"), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil || o.End != Lost || !errors.Is(o.Cause, sema.ErrKeyDeleted) {
+			t.Fatalf("Run = %+v, %v; want Lost by the key's deletion\n%s", o, err, rep.all())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the run did not end after its key was deleted:\n%s", rep.all())
+	}
+	if !strings.Contains(rep.all(), "stopping") {
+		t.Errorf("told:\n%s\nwant stopping", rep.all())
+	}
+}
