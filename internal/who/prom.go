@@ -2,6 +2,9 @@ package who
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -129,9 +132,15 @@ func sortedKeys(m map[string]int) []string {
 // WriteFile writes b to path for node_exporter's textfile collector:
 // to a temporary file in the same folder (whose name does not end in
 // .prom, so the collector never reads it half-written), flushed to disk,
-// mode 0644, then renamed over path. The temporary file is removed on
-// failure. Its error is the file system's.
+// mode 0644, then renamed over path. path must be a regular file or not
+// exist: a rename would replace a device (/dev/null), a symbolic link
+// (/dev/stdout) or a FIFO by a plain file, so WriteFile refuses them with
+// an error wrapping ErrNotRegular and writes nothing. The temporary file is
+// removed on failure. Other errors are the file system's.
 func WriteFile(path string, b []byte) error {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is a %s, %w; it is left untouched", path, fileKind(fi.Mode()), ErrNotRegular)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
@@ -154,4 +163,25 @@ func WriteFile(path string, b []byte) error {
 		os.Remove(tmp)
 	}
 	return err
+}
+
+// ErrNotRegular is WriteFile's refusal of a path that exists and is not a
+// regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// fileKind names what a non-regular file is, for the refusal.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m.IsDir():
+		return "directory"
+	}
+	return "special file"
 }

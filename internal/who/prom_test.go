@@ -1,9 +1,15 @@
 package who
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -101,5 +107,37 @@ func TestRenderPrometheusScripted(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "# HELP conch_sema_holders ") || !strings.Contains(string(out), "# TYPE conch_sema_holders gauge") {
 		t.Fatalf("no HELP/TYPE lines:\n%s", out)
+	}
+}
+
+// WriteFile replaces a regular file or creates one, and leaves a symbolic link, a FIFO or a
+// folder as it is: a rename over /dev/null or /dev/stdout would replace them by a plain file.
+func TestWriteFileOnlyRegular(t *testing.T) {
+	dir := t.TempDir()
+	regular := filepath.Join(dir, "conch.prom")
+	for range 2 { // created, then replaced
+		if err := WriteFile(regular, []byte("x 1\n")); err != nil {
+			t.Fatalf("regular file: %v", err)
+		}
+	}
+	fifo, link, sub := filepath.Join(dir, "fifo"), filepath.Join(dir, "link"), filepath.Join(dir, "sub")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(regular, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for path, kind := range map[string]fs.FileMode{fifo: fs.ModeNamedPipe, link: fs.ModeSymlink, sub: fs.ModeDir} {
+		err := WriteFile(path, []byte("x 1\n"))
+		fi, lerr := os.Lstat(path)
+		if !errors.Is(err, ErrNotRegular) || lerr != nil || fi.Mode().Type() != kind {
+			t.Errorf("%s: error %v, now %v (%v); want ErrNotRegular and the %v left as it was", path, err, fi.Mode(), lerr, kind)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
