@@ -3,6 +3,7 @@ package sema
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,6 +256,65 @@ func steerToSilent(t *testing.T, c *clientv3.Client) {
 		cancel()
 		if err != nil {
 			t.Fatalf("a read after the silent member's turn: %v", err)
+		}
+	}
+}
+
+// Follow, whose watches sit on a member that stops answering (its connection open), shows a
+// change made through another member within about a second, and says nothing of it: a
+// member's failure while the others keep quorum is not etcd lost. Same set-up as
+// TestHeadLeavesSilentMember. Without the stream check the change waits for gRPC's keep-alive
+// (13 s); without the probe's and the read's second tries, a try that meets the silent member
+// reports etcd lost.
+func TestFollowLeavesSilentMember(t *testing.T) {
+	g := newSilentRig(t)
+	type seen struct {
+		rev int64
+		at  time.Time
+	}
+	listings := make(chan seen, 64)
+	var lost atomic.Int32
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Follow(ctx, g.wc, "silentf", FollowHandler{
+			Listing: func(l Listing) error { listings <- seen{l.Rev, time.Now()}; return nil },
+			Note: func(n Note) {
+				if n.Kind == NoteLost {
+					lost.Add(1)
+				}
+			},
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	<-listings // the first read
+	g.watchers(t, 3, "the follower's three watches")
+	g.goSilent(t)
+	start := time.Now()
+	resp, err := g.admin.Put(t.Context(), Prefix("silentf", 1)+"hand-written", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(2 * testTimeout)
+	for {
+		select {
+		case s := <-listings:
+			if s.rev < resp.Header.Revision {
+				continue
+			}
+			elapsed := s.at.Sub(start)
+			t.Logf("the change was shown %v after the put, its watches' member silent", elapsed.Round(time.Millisecond))
+			// each new stream may land on the silent member again (the round robin), a
+			// second behind each time: a bound between that and gRPC's 13 s
+			if elapsed >= 9*time.Second {
+				t.Fatalf("the change was shown %v after the put: the watches stayed on the silent member", elapsed)
+			}
+			if n := lost.Load(); n > 0 {
+				t.Errorf("Follow reported etcd lost %d times; one silent member of three is not etcd lost", n)
+			}
+			return
+		case <-deadline:
+			t.Fatal("the change was never shown")
 		}
 	}
 }

@@ -22,9 +22,13 @@ const (
 	// followProbeEvery: how often an idle follower asks etcd whether it
 	// still answers (a watch on a dead connection says nothing).
 	followProbeEvery = 2 * time.Second
-	// followProbeTimeout bounds one probe: etcd gone this long is said.
-	followProbeTimeout = 2 * time.Second
-	// followReadTimeout bounds one read of the listing.
+	// followProbeTimeout bounds one try of a probe, and followProbeTries
+	// counts them: etcd that answers none of them is said to be gone.
+	followProbeTimeout = time.Second
+	followProbeTries   = 3
+	// followReadFirst bounds a read's first try, followReadTimeout the
+	// second (a long queue on a loaded etcd may need it).
+	followReadFirst   = 1500 * time.Millisecond
 	followReadTimeout = 5 * time.Second
 	// followRetryMin and followRetryMax bound the back-off between
 	// re-reads while etcd does not answer.
@@ -71,7 +75,9 @@ type FollowHandler struct {
 // per burst. A compacted watch re-reads and goes on; a failed watch, a
 // closed one, or a probe that gets no answer (every followProbeEvery while
 // idle) is reported (NoteLost) and retried with back-off until etcd answers
-// (NoteResumed). It blocks until ctx ends (returning ctx's error) or
+// (NoteResumed). A watch stream that stops answering while etcd does (a
+// member stopped with its connection open) is left for another member within
+// about a second, without a note. It blocks until ctx ends (returning ctx's error) or
 // h.Listing fails (returning its error); the goroutines it starts are
 // joined before it returns. The first read fails with ErrRefused or
 // ErrUnavailable as Snapshot's.
@@ -87,8 +93,8 @@ func Follow(ctx context.Context, c *clientv3.Client, name string, h FollowHandle
 		if rev, err = f.watch(ctx, rev); err != nil {
 			return err
 		}
-		if time.Since(began) >= followRetryMax {
-			backoff = 0
+		if time.Since(began) >= followRetryMax || f.moved {
+			backoff, f.moved = 0, false // a stream left for another member: at once
 			continue
 		}
 		// a watch that ends as soon as it starts (and a read that
@@ -103,9 +109,11 @@ func Follow(ctx context.Context, c *clientv3.Client, name string, h FollowHandle
 }
 
 type follower struct {
-	c    *clientv3.Client
-	name string
-	h    FollowHandler
+	c        *clientv3.Client
+	name     string
+	h        FollowHandler
+	silences int  // streams found silent in a row (leave)
+	moved    bool // the last watch left a silent stream: watch again at once
 }
 
 func (f *follower) note(n Note) {
@@ -122,13 +130,23 @@ func (f *follower) roots() []string {
 	return []string{NamePrefix(f.name), NodeWaitRoot + f.name + "/", PauseRoot + f.name + "/"}
 }
 
-// read takes a snapshot, bounded by followReadTimeout, and hands it to
-// the handler. It returns the snapshot's revision, Snapshot's error, or
+// read takes a snapshot and hands it to the handler. A first try not
+// answered within followReadFirst is made again (on the next connection of
+// the round robin: a silent member costs that much, not followReadTimeout),
+// bounded by followReadTimeout. It returns the snapshot's revision, Snapshot's error, or
 // the handler's wrapped in errHandler.
 func (f *follower) read(ctx context.Context) (int64, error) {
-	rctx, cancel := context.WithTimeout(ctx, followReadTimeout)
-	l, err := Snapshot(rctx, f.c, f.name)
-	cancel()
+	var l Listing
+	var err error
+	for _, bound := range []time.Duration{followReadFirst, followReadTimeout} {
+		rctx, cancel := context.WithTimeout(ctx, bound)
+		l, err = Snapshot(rctx, f.c, f.name)
+		late := rctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if !late { // answered, or refused: a try on the next member would not help
+			break
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -185,16 +203,20 @@ func unwrapHandler(ctx context.Context, err error) error {
 	return err
 }
 
-// watch watches f's roots from rev+1 and re-reads after each burst of
+// watch watches f's roots for changes after rev and re-reads after each burst of
 // changes, until the watch must be started again: it returns the revision
 // to start from, or the error that ends Follow. It joins its watches
 // before it returns.
 func (f *follower) watch(ctx context.Context, rev int64) (int64, error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	msgs, wait := f.watchRoots(wctx, rev)
+	gen := streamGen.Load()
+	wctx, cancel := context.WithCancel(onStream(clientv3.WithRequireLeader(ctx)))
+	hd := newHeard()
+	msgs, wait := f.watchRoots(wctx, rev, hd)
 	defer func() { cancel(); wait() }()
 	probe := time.NewTicker(followProbeEvery)
 	defer probe.Stop()
+	stream := &prober{cl: f.c, ctx: wctx, heard: hd, tick: time.NewTicker(probeEvery)}
+	defer stream.tick.Stop()
 	var co coalescer
 	defer co.stop()
 	for {
@@ -202,6 +224,9 @@ func (f *follower) watch(ctx context.Context, rev int64) (int64, error) {
 		case <-ctx.Done():
 			return rev, ctx.Err()
 		case m := <-msgs:
+			if !m.closed {
+				f.silences = 0
+			}
 			switch {
 			case m.resp.CompactRevision != 0:
 				f.note(Note{Kind: NoteCompacted, Rev: m.resp.CompactRevision})
@@ -218,12 +243,33 @@ func (f *follower) watch(ctx context.Context, rev int64) (int64, error) {
 				return f.afterFailedRead(ctx, err)
 			}
 			rev = n
+		case <-stream.c():
+			if stream.check() == turnSilent {
+				return f.leave(ctx, gen, rev)
+			}
 		case <-probe.C:
 			if err := f.probe(ctx); err != nil {
 				return f.resume(ctx, err)
 			}
 		}
 	}
+}
+
+// leave moves the watches off a stream that stopped answering (a member stopped or cut off
+// with its connection open, D7b (3)): later watches go to a new stream, on the next member,
+// and Follow watches again for the changes after rev without a note (a member's failure
+// while the others keep quorum needs none). When the new stream is silent too, etcd is
+// asked (probe): if it does not answer, the loss is reported and waited out as any other.
+func (f *follower) leave(ctx context.Context, gen uint64, rev int64) (int64, error) {
+	leaveStream(gen)
+	f.moved = true
+	if f.silences++; f.silences > 1 {
+		if err := f.probe(ctx); err != nil {
+			f.silences = 0
+			return f.resume(ctx, err)
+		}
+	}
+	return rev, nil
 }
 
 // reread reads again after a compaction, resuming if etcd does not answer.
@@ -243,11 +289,20 @@ func (f *follower) afterFailedRead(ctx context.Context, err error) (int64, error
 }
 
 // probe asks etcd for one key under the first root (a linearizable read:
-// it needs a leader), bounded by followProbeTimeout.
+// it needs a leader), bounded by followProbeTimeout a try. A try that gets no
+// answer is made again, up to followProbeTries in all: each goes to the next
+// connection of the client's round robin, so that one silent member is not
+// taken for etcd gone. It returns the last try's error.
 func (f *follower) probe(ctx context.Context) error {
-	pctx, cancel := context.WithTimeout(ctx, followProbeTimeout)
-	defer cancel()
-	_, err := f.c.Get(pctx, f.roots()[0], clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+	var err error
+	for range followProbeTries {
+		pctx, cancel := context.WithTimeout(ctx, followProbeTimeout)
+		_, err = f.c.Get(pctx, f.roots()[0], clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
 	return err
 }
 
@@ -257,19 +312,23 @@ type watchMsg struct {
 	closed bool
 }
 
-// watchRoots starts a watch on each of f's roots from rev+1 and forwards
+// watchRoots starts a watch on each of f's roots from rev (the changes after it count) and forwards
 // their responses on the returned channel. Its goroutines stop when ctx
 // ends; the returned func joins them.
-func (f *follower) watchRoots(ctx context.Context, rev int64) (<-chan watchMsg, func()) {
+func (f *follower) watchRoots(ctx context.Context, rev int64, hd *heard) (<-chan watchMsg, func()) {
 	out := make(chan watchMsg)
 	var wg sync.WaitGroup
 	for _, r := range f.roots() {
-		wch := f.c.Watch(ctx, r, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		wg.Add(1)
-		go func() {
+		go func() { // Watch waits for the watch's creation: on a silent stream, long
 			defer wg.Done()
+			// from rev, not rev+1: etcd sends no progress notification to a watch that
+			// starts past its current revision, and the stream check needs them; the
+			// events at rev, already in the listing, are not newer
+			wch := f.c.Watch(ctx, r, clientv3.WithPrefix(), clientv3.WithRev(rev))
 			for {
 				resp, ok := <-wch
+				hd.now()
 				select {
 				case out <- watchMsg{resp: resp, closed: !ok}:
 				case <-ctx.Done():
