@@ -7,8 +7,9 @@ import (
 
 // ErrSettings: a setting cannot be used as given (an endpoint list that does not parse, a dial
 // timeout that is not a duration over 0, a certificate without its key, TLS files with a
-// plaintext endpoint, a user without a password or the reverse, a password file that cannot
-// be read). The message names the setting's source; only the operator can fix it.
+// plaintext endpoint, a user name with a control character, a user without a password or the
+// reverse, a password file that cannot be read). The message names the setting's source;
+// only the operator can fix it.
 var ErrSettings = errors.New("unusable connection settings")
 
 // Flagged are the settings the caller's flags hold, each the flag's value or, when the flag
