@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -185,4 +186,35 @@ func shortName(name string) string {
 		return ""
 	}
 	return " [" + printable(name) + "]"
+}
+
+// resolveConn reads the config file at configPath (readConfig: explicit means the operator
+// named it, so a missing file is an error) and hands its values, the flags (with CONCH_*,
+// merged by go-flags' env tags) and getenv to etcdconn.Resolve, which applies D9's precedence
+// (D9b). The config file's warnings come first. Errors name the setting's source; all are
+// usage errors (64), configAccessError's line (an *exitError) among them.
+func resolveConn(flagged connOptions, getenv func(string) string, configPath string, explicit bool) (etcdconn.Settings, error) {
+	cfg, err := readConfig(configPath, explicit)
+	if err != nil {
+		return etcdconn.Settings{}, err
+	}
+	s, err := etcdconn.Resolve(etcdconn.Sources{
+		Flagged: etcdconn.Flagged{Endpoints: string(flagged.Endpoints), CACert: flagged.CACert, Cert: flagged.Cert,
+			Key: flagged.Key, User: flagged.User, PasswordFile: flagged.PasswordFile, DialTimeout: flagged.DialTimeout},
+		Getenv:        getenv,
+		File:          cfg.fileValues(),
+		ParseDuration: parseDuration,
+		DefaultHint:   defaultEndpointsHint,
+	})
+	s.Warnings = slices.Concat(cfg.warnings, s.Warnings)
+	return s, err
+}
+
+// fileValues are the file's settings with the FILE:LINE each was set at, for etcdconn.Resolve.
+func (c configFile) fileValues() map[string]etcdconn.FileValue {
+	m := make(map[string]etcdconn.FileValue, len(c.values))
+	for k, v := range c.values {
+		m[k] = etcdconn.FileValue{Value: v, From: c.source(k)}
+	}
+	return m
 }

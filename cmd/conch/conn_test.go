@@ -1,7 +1,8 @@
 package main
 
 import (
-	"github.com/conch-project/conch/internal/slotrun"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,66 +10,58 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
 )
 
-// D9: flags > CONCH_* > ETCDCTL_* > config file > default, per setting.
-func TestResolveConnPrecedence(t *testing.T) {
+// resolveConn hands the config file's values to etcdconn.Resolve with their FILE:LINE (D9b):
+// the file ranks below ETCDCTL_*, its warnings come before Resolve's, and a missing file is an
+// error only when named. The precedence itself is tested in internal/etcdconn.
+func TestResolveConnReadsFile(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "conch.conf")
 	pw := filepath.Join(dir, "pw")
 	os.WriteFile(pw, []byte("s3cret\nignored\n"), 0o600)
-	os.WriteFile(conf, []byte("[etcd]\nendpoints = file:1,file:2\ndial-timeout = 7s\nuser = fileuser\npassword-file = "+pw+"\n"), 0o644)
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
-	s, err := resolveConn(connOptions{}, env(nil), conf, true)
+	os.WriteFile(conf, []byte("[etcd]\n# the cluster\nendpoints = file:1,file:2\ndial-timeout = 7s\nuser = fileuser\npassword-file = "+pw+"\n"), 0o666)
+	os.Chmod(conf, 0o666)
+	s, err := resolveConn(connOptions{}, fixedEnv(nil), conf, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(s.Endpoints, ",") != "file:1,file:2" || s.DialTimeout != 7*time.Second || s.User != "fileuser" || s.Password != "s3cret" {
+	if strings.Join(s.Endpoints, ",") != "file:1,file:2" || s.EndpointsFrom != conf+":3" || s.DialTimeout != 7*time.Second ||
+		s.DialTimeoutFrom != conf+":4" || s.User != "fileuser" || s.Password != "s3cret" || s.EndpointsHint != "" {
 		t.Fatalf("from file: %+v", s)
 	}
-	s, _ = resolveConn(connOptions{}, env(map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1", "ETCDCTL_USER": "bob:pw2", "ETCDCTL_DIAL_TIMEOUT": "2s"}), conf, true)
-	if strings.Join(s.Endpoints, ",") != "ctl:1" || s.User != "bob" || s.Password != "pw2" || s.DialTimeout != 2*time.Second {
-		t.Fatalf("ETCDCTL over file: %+v", s)
+	s, _ = resolveConn(connOptions{}, fixedEnv(map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}), conf, true)
+	if len(s.Warnings) != 2 || !strings.HasPrefix(s.Warnings[0], "config file "+conf+" is writable by others") ||
+		!strings.HasPrefix(s.Warnings[1], "endpoints from ETCDCTL_ENDPOINTS (ctl:1) override those of "+conf+":3 (file:1,file:2)") {
+		t.Fatalf("warnings %q: want the file's, then the override", s.Warnings)
 	}
-	// flagged holds flags and CONCH_* (go-flags env tags): it wins
-	s, _ = resolveConn(connOptions{Endpoints: "flag:1", DialTimeout: "3"}, env(map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}), conf, true)
-	if strings.Join(s.Endpoints, ",") != "flag:1" || s.DialTimeout != 3*time.Second {
-		t.Fatalf("flag over ETCDCTL: %+v", s)
+	s, err = resolveConn(connOptions{}, fixedEnv(nil), filepath.Join(dir, "absent.conf"), false)
+	if err != nil || strings.Join(s.Endpoints, ",") != etcdconn.DefaultEndpoint || s.EndpointsHint != defaultEndpointsHint {
+		t.Fatalf("defaults: %+v, %v", s, err)
 	}
-	// the password ranks like the user (D9): a flag's NAME:PASSWORD beats
-	// ETCDCTL_PASSWORD, which beats the config file's password file
-	s, _ = resolveConn(connOptions{User: "amy:fromflag"}, env(map[string]string{"ETCDCTL_PASSWORD": "fromenv"}), conf, true)
-	if s.User != "amy" || s.Password != "fromflag" {
-		t.Fatalf("flag NAME:PASSWORD over ETCDCTL_PASSWORD: %+v", s)
+	if _, err := resolveConn(connOptions{}, fixedEnv(nil), filepath.Join(dir, "absent.conf"), true); err == nil {
+		t.Error("missing explicit config: no error")
 	}
-	s, _ = resolveConn(connOptions{User: "amy"}, env(map[string]string{"ETCDCTL_PASSWORD": "fromenv"}), conf, true)
-	if s.User != "amy" || s.Password != "fromenv" {
-		t.Fatalf("ETCDCTL_PASSWORD over the file's password file: %+v", s)
-	}
-	s, _ = resolveConn(connOptions{}, env(nil), filepath.Join(dir, "absent.conf"), false)
-	if strings.Join(s.Endpoints, ",") != etcdconn.DefaultEndpoint || s.DialTimeout != etcdconn.DefaultDialTimeout || s.User != "" {
-		t.Fatalf("defaults: %+v", s)
-	}
-	for name, tc := range map[string]struct {
-		o    connOptions
-		path string
-	}{
-		"missing explicit config": {connOptions{}, filepath.Join(dir, "absent.conf")},
-		"cert without key":        {connOptions{Cert: "c.pem"}, ""},
-		"password without user":   {connOptions{PasswordFile: pw}, ""},
-		"bad dial timeout":        {connOptions{DialTimeout: "-1s"}, ""},
-		"unreadable password":     {connOptions{User: "u", PasswordFile: filepath.Join(dir, "nope")}, ""},
-	} {
-		if _, err := resolveConn(tc.o, env(nil), tc.path, tc.path != ""); err == nil {
-			t.Errorf("%s: no error", name)
-		}
+	if _, err := resolveConn(connOptions{DialTimeout: "soon"}, fixedEnv(nil), "", false); !errors.Is(err, etcdconn.ErrSettings) ||
+		err.Error() != `dial timeout from --dial-timeout: invalid duration "soon": use Go syntax (500ms, 1m30s) or seconds (10, 1.5)` {
+		t.Errorf("bad --dial-timeout: %v; want ErrSettings in conch's duration words", err)
 	}
 	bad := filepath.Join(dir, "bad.conf")
 	os.WriteFile(bad, []byte("[etcd]\nendpoint = typo:1\n"), 0o644)
-	if _, err := resolveConn(connOptions{}, env(nil), bad, true); err == nil || !strings.Contains(err.Error(), "endpoint") {
+	if _, err := resolveConn(connOptions{}, fixedEnv(nil), bad, true); err == nil || !strings.Contains(err.Error(), "endpoint") {
 		t.Errorf("unknown key in config: %v, want an error naming it", err)
+	}
+	// user-info in the file's endpoints is refused even under an override (the file is checked
+	// as a whole), and the refusal shows it redacted, '/' and ',' in the password included
+	for i, eps := range []string{"http://root:hunter2@file:1", "http://root:hun/ter,2@file:1"} {
+		p := filepath.Join(dir, fmt.Sprintf("secret%d.conf", i))
+		os.WriteFile(p, []byte("[etcd]\nendpoints = "+eps+"\n"), 0o640)
+		_, err := resolveConn(connOptions{}, fixedEnv(map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}), p, true)
+		if err == nil || !strings.Contains(err.Error(), p+":2: invalid etcd endpoint \"http://xxxxx@file:1\"") || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "ter,2") {
+			t.Errorf("%s under ETCDCTL_ENDPOINTS: %v; want refused, redacted", p, err)
+		}
 	}
 }
 
@@ -110,59 +103,6 @@ func TestMinTTL(t *testing.T) { // the TTL warning's advice must silence it
 		ttl := slotrun.MinTTL(ka)
 		if sema.FenceTooLate(ttl, ka) || (ttl > time.Second && !sema.FenceTooLate(ttl-time.Second, ka)) {
 			t.Errorf("slotrun.MinTTL(%v) = %v, not the smallest TTL that fences in time", ka, ttl)
-		}
-	}
-}
-
-// A source that overrides endpoints another source also sets, to
-// other endpoints, is warned about in one line naming both (D9's order
-// stays); credentials in an overridden URL are never shown.
-func TestEndpointsOverrideWarning(t *testing.T) {
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "conch.conf")
-	os.WriteFile(conf, []byte("[etcd]\n# the cluster\nendpoints = file:1, file:2\n"), 0o640)
-	secret := filepath.Join(dir, "secret.conf")
-	os.WriteFile(secret, []byte("[etcd]\nendpoints = http://root:hunter2@file:1\n"), 0o640)
-	slashed := filepath.Join(dir, "slashed.conf")
-	os.WriteFile(slashed, []byte("[etcd]\nendpoints = http://root:hun/ter,2@file:1\n"), 0o640)
-	for _, tc := range []struct {
-		name string
-		o    connOptions
-		env  map[string]string
-		conf string
-		want string // "" for no warning
-	}{
-		{"file alone", connOptions{}, nil, conf, ""},
-		{"ETCDCTL over file", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}, conf,
-			"endpoints from ETCDCTL_ENDPOINTS (ctl:1) override those of " + conf + ":3 (file:1,file:2)"},
-		{"same endpoints, other order", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "file:2,file:1"}, conf, ""},
-		{"same endpoints, spelled otherwise", connOptions{}, map[string]string{"ETCDCTL_ENDPOINTS": "http://file:2/,file:1,file:1"}, conf, ""},
-		{"CONCH over ETCDCTL and file", connOptions{Endpoints: "env:1"}, map[string]string{"CONCH_ENDPOINTS": "env:1", "ETCDCTL_ENDPOINTS": "ctl:1"}, conf,
-			"endpoints from CONCH_ENDPOINTS (env:1) override those of ETCDCTL_ENDPOINTS (ctl:1) and " + conf + ":3 (file:1,file:2)"},
-		{"flag over CONCH", connOptions{Endpoints: "flag:1"}, map[string]string{"CONCH_ENDPOINTS": "env:1"}, "",
-			"endpoints from --endpoints (flag:1) override those of CONCH_ENDPOINTS (env:1)"},
-		{"flag equal to file", connOptions{Endpoints: "file:1,file:2"}, nil, conf, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, err := resolveConn(tc.o, fixedEnv(tc.env), tc.conf, tc.conf != "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			all := strings.Join(s.Warnings, "\n")
-			if strings.Contains(all, "hunter2") || strings.Count(all, "override") > 1 {
-				t.Fatalf("warnings %q: a password shown, or more than one line", all)
-			}
-			if tc.want == "" && all != "" || tc.want != "" && !strings.Contains(all, tc.want) {
-				t.Fatalf("warnings %q, want %q", all, tc.want)
-			}
-		})
-	}
-	// user-info in the file's endpoints is refused even under an override (the file is checked
-	// as a whole), and the refusal shows it redacted, '/' and ',' in the password included
-	for _, p := range []string{secret, slashed} {
-		_, err := resolveConn(connOptions{}, fixedEnv(map[string]string{"ETCDCTL_ENDPOINTS": "ctl:1"}), p, true)
-		if err == nil || !strings.Contains(err.Error(), p+":2: invalid etcd endpoint \"http://xxxxx@file:1\"") || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "ter,2") {
-			t.Errorf("%s under ETCDCTL_ENDPOINTS: %v; want refused, redacted", p, err)
 		}
 	}
 }

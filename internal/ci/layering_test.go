@@ -28,6 +28,13 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
+	// the connection package resolves settings from the values its caller read (D9b): it
+	// parses no flag and no config file, so it links no flag or INI parser
+	for _, dep := range goList(t, "list", "-test", "-deps", conn) {
+		if dep == "github.com/jessevdk/go-flags" {
+			t.Errorf("%s imports %s: the CLI parses flags and the config file, and hands etcdconn.Resolve the values", conn, dep)
+		}
+	}
 	// the systemd plumbing, with its tests: below unitrun, so it reaches no package of ours
 	// but the test helpers, and no etcd (the guardian links it)
 	sd := mod + "/internal/systemd"

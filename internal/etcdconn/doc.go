@@ -4,11 +4,15 @@
 // ErrUnreachable when no etcd answered in time, ErrTLS when the TLS set-up can never work,
 // anything else (a refused login, unusable settings) when retrying cannot help.
 //
+// Resolve makes those Settings from their Sources (D9, D9b): the flagged values, the
+// environment and the config file's values, each setting from the first source that sets it,
+// with the override warning and errors of class ErrSettings that name the source.
+//
 // It owns what a connection needs beyond clientv3's dial: checking and redacting endpoints,
 // reading the files it is given without blocking and within a bound, building the TLS
 // configuration, probing the endpoints beside the dial so a dead or misconfigured cluster
 // is named at once, re-reading a rotated password file, gRPC keep-alive that leaves a
 // silent member, telling "not an etcd" from "no answer", and warming the protobuf tables.
-// It does not know where settings come from (flags, environment, config file): its caller
-// resolves them. It imports no other conch package.
+// It parses no flag and reads no config file: its caller does, and hands the values to
+// Resolve. It imports no other conch package.
 package etcdconn

@@ -1,21 +1,19 @@
-package main
+package etcdconn
 
 import (
 	"cmp"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/conch-project/conch/internal/etcdconn"
 )
 
 // credentials resolves the user and the password (D9). etcdctl's
 // NAME:PASSWORD is accepted wherever a user is given. The password ranks like
 // the user: at each level (flags and CONCH_*, then ETCDCTL_*, then the config
 // file) a password file or ETCDCTL_PASSWORD first, then that level's
-// NAME:PASSWORD. A user without a password is refused (64): etcd would answer
+// NAME:PASSWORD. A user without a password is refused: etcd would answer
 // "user name is empty", and authentication would silently be off.
-func (r resolver) credentials(s *etcdconn.Settings) error {
+func (r resolver) credentials(s *Settings) error {
 	user, userFrom := r.pick(r.flagged.User, "user")
 	s.User, _, _ = strings.Cut(user, ":")
 	if strings.ContainsFunc(s.User, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
@@ -24,11 +22,11 @@ func (r resolver) credentials(s *etcdconn.Settings) error {
 	for _, lv := range []struct{ passwordFile, password, user string }{
 		{r.flagged.PasswordFile, "", r.flagged.User},
 		{"", r.getenv("ETCDCTL_PASSWORD"), r.getenv("ETCDCTL_USER")},
-		{r.cfg.values["password-file"], "", r.cfg.values["user"]},
+		{r.file["password-file"].Value, "", r.file["user"].Value},
 	} {
 		_, userPass, _ := strings.Cut(lv.user, ":")
 		if path := strings.TrimSpace(lv.passwordFile); path != "" {
-			p, warn, err := etcdconn.ReadPassword(path)
+			p, warn, err := ReadPassword(path)
 			if err != nil {
 				return err
 			}

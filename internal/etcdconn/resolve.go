@@ -1,30 +1,21 @@
-package main
+package etcdconn
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/conch-project/conch/internal/etcdconn"
 )
 
-// resolveConn applies D9's precedence to each setting: flags > CONCH_*
-// environment (both already in flagged, by go-flags' env tags) > ETCDCTL_*
-// environment > the config file > the default. configPath is read if it
-// exists; explicit means the operator named it, so a missing file is an
-// error. Errors are usage errors (exit 64) and name the setting's source.
-func resolveConn(flagged connOptions, getenv func(string) string, configPath string, explicit bool) (etcdconn.Settings, error) {
-	cfg, err := readConfig(configPath, explicit)
-	if err == nil {
-		err = cfg.checkValues()
+// resolve is Resolve, its errors not yet classed.
+func resolve(src Sources) (Settings, error) {
+	if err := checkFile(src); err != nil {
+		return Settings{}, err
 	}
-	if err != nil {
-		return etcdconn.Settings{}, err
-	}
-	r := resolver{flagged: flagged, getenv: getenv, cfg: cfg}
-	s := etcdconn.Settings{Warnings: cfg.warnings}
+	r := resolver{flagged: src.Flagged, getenv: src.Getenv, file: src.File}
+	var s Settings
 	var warn string
+	var err error
 	if s.Endpoints, s.EndpointsFrom, warn, err = r.endpoints(); err != nil {
 		return s, err
 	}
@@ -32,23 +23,23 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 		s.Warnings = append(s.Warnings, warn)
 	}
 	if s.EndpointsFrom == "the default" {
-		s.EndpointsHint = defaultEndpointsHint
+		s.EndpointsHint = src.DefaultHint
 	}
-	s.CACert, _ = r.pick(flagged.CACert, "cacert")
-	s.Cert, _ = r.pick(flagged.Cert, "cert")
-	s.Key, _ = r.pick(flagged.Key, "key")
+	s.CACert, _ = r.pick(src.Flagged.CACert, "cacert")
+	s.Cert, _ = r.pick(src.Flagged.Cert, "cert")
+	s.Key, _ = r.pick(src.Flagged.Key, "key")
 	if (s.Cert == "") != (s.Key == "") {
 		return s, errors.New("--cert and --key must be given together (a client certificate needs its key)")
 	}
-	if err := etcdconn.CheckPlaintext(s); err != nil {
+	if err := CheckPlaintext(s); err != nil {
 		return s, err
 	}
 	if err := r.credentials(&s); err != nil {
 		return s, err
 	}
-	s.DialTimeout, s.DialTimeoutFrom = etcdconn.DefaultDialTimeout, "the default"
-	if v, from := r.pick(flagged.DialTimeout, "dial-timeout"); v != "" {
-		if s.DialTimeout, err = parseDialTimeout(v, from); err != nil {
+	s.DialTimeout, s.DialTimeoutFrom = DefaultDialTimeout, "the default"
+	if v, from := r.pick(src.Flagged.DialTimeout, "dial-timeout"); v != "" {
+		if s.DialTimeout, err = parseDialTimeout(src.ParseDuration, v, from); err != nil {
 			return s, err
 		}
 		s.DialTimeoutFrom = from
@@ -56,9 +47,9 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 	return s, nil
 }
 
-// parseDialTimeout parses the dial timeout v that came from from: a duration over 0.
-func parseDialTimeout(v, from string) (time.Duration, error) {
-	d, err := parseDuration(v)
+// parseDialTimeout parses the dial timeout v that came from from with parse: a duration over 0.
+func parseDialTimeout(parse func(string) (time.Duration, error), v, from string) (time.Duration, error) {
+	d, err := parse(v)
 	if err == nil && d <= 0 {
 		err = errors.New("must be more than 0")
 	}
@@ -68,17 +59,17 @@ func parseDialTimeout(v, from string) (time.Duration, error) {
 	return d, nil
 }
 
-// checkValues checks the endpoints and the dial timeout the config file sets, whether or not
-// a flag or a variable overrides them (D9: the file is checked as a whole), so that a typo in
+// checkFile checks the endpoints and the dial timeout the config file sets, whether or not
+// a flag or a variable overrides them (D9b: the file is checked as a whole), so that a typo in
 // it shows on every host, not only on those that do not override it.
-func (c configFile) checkValues() error {
-	if v := strings.TrimSpace(c.values["endpoints"]); v != "" {
-		if _, err := etcdconn.ParseEndpoints(v); err != nil {
-			return fmt.Errorf("endpoints from %s: %w", c.source("endpoints"), err)
+func checkFile(src Sources) error {
+	if v := strings.TrimSpace(src.File["endpoints"].Value); v != "" {
+		if _, err := ParseEndpoints(v); err != nil {
+			return fmt.Errorf("endpoints from %s: %w", src.File["endpoints"].From, err)
 		}
 	}
-	if v := strings.TrimSpace(c.values["dial-timeout"]); v != "" {
-		if _, err := parseDialTimeout(v, c.source("dial-timeout")); err != nil {
+	if v := strings.TrimSpace(src.File["dial-timeout"].Value); v != "" {
+		if _, err := parseDialTimeout(src.ParseDuration, v, src.File["dial-timeout"].From); err != nil {
 			return err
 		}
 	}
@@ -87,9 +78,9 @@ func (c configFile) checkValues() error {
 
 // resolver picks each setting from its first source (D9).
 type resolver struct {
-	flagged connOptions
+	flagged Flagged
 	getenv  func(string) string
-	cfg     configFile
+	file    map[string]FileValue
 }
 
 // envName is the variable suffix of an INI key: dial-timeout -> DIAL_TIMEOUT.
@@ -109,15 +100,15 @@ func (r resolver) pick(flagged, key string) (value, source string) {
 	if v := strings.TrimSpace(r.getenv("ETCDCTL_" + envName(key))); v != "" {
 		return v, "ETCDCTL_" + envName(key)
 	}
-	if v := strings.TrimSpace(r.cfg.values[key]); v != "" {
-		return v, r.cfg.source(key)
+	if v := strings.TrimSpace(r.file[key].Value); v != "" {
+		return v, r.file[key].From
 	}
 	return "", ""
 }
 
 // endpoints resolves the endpoint list: the first of endpointSources, or
-// the default. An explicitly empty --endpoints is refused by its flag type
-// (endpointsValue), an empty one in the file by readConfig; a list with no
+// the default. An explicitly empty --endpoints is refused by the caller's
+// flag type, an empty one in the file by the caller's reader; a list with no
 // endpoint in it (",") is refused here. When the chosen source overrides
 // another that names other endpoints, warn names both (a stale
 // ETCDCTL_ENDPOINTS over the config file would send two --max 1 holders to two
@@ -125,10 +116,10 @@ func (r resolver) pick(flagged, key string) (value, source string) {
 func (r resolver) endpoints() (list []string, from, warn string, err error) {
 	srcs := r.endpointSources()
 	if len(srcs) == 0 {
-		srcs = []setting{{etcdconn.DefaultEndpoint, "the default"}}
+		srcs = []setting{{DefaultEndpoint, "the default"}}
 	}
 	eps, from := srcs[0].value, srcs[0].from
-	if list, err = etcdconn.ParseEndpoints(eps); err != nil {
+	if list, err = ParseEndpoints(eps); err != nil {
 		return nil, from, "", fmt.Errorf("endpoints from %s: %w", from, err)
 	}
 	return list, from, overrideWarning(srcs), nil
@@ -143,7 +134,7 @@ type setting struct{ value, from string }
 // ETCDCTL_ENDPOINTS, the config file (FILE:LINE). Blank values count as unset.
 func (r resolver) endpointSources() []setting {
 	var srcs []setting
-	flagged := strings.TrimSpace(string(r.flagged.Endpoints))
+	flagged := strings.TrimSpace(r.flagged.Endpoints)
 	env := strings.TrimSpace(r.getenv("CONCH_ENDPOINTS"))
 	if flagged != "" && flagged != env {
 		srcs = append(srcs, setting{flagged, "--endpoints"})
@@ -154,26 +145,26 @@ func (r resolver) endpointSources() []setting {
 	if v := strings.TrimSpace(r.getenv("ETCDCTL_ENDPOINTS")); v != "" {
 		srcs = append(srcs, setting{v, "ETCDCTL_ENDPOINTS"})
 	}
-	if v := strings.TrimSpace(r.cfg.values["endpoints"]); v != "" {
-		srcs = append(srcs, setting{v, r.cfg.source("endpoints")})
+	if v := strings.TrimSpace(r.file["endpoints"].Value); v != "" {
+		srcs = append(srcs, setting{v, r.file["endpoints"].From})
 	}
 	return srcs
 }
 
 // overrideWarning is the warning for srcs[0] overriding lower sources that
 // name other endpoints (the same endpoints in another order or spacing are
-// no override), or "". Endpoints are shown redacted (etcdconn.ShowEndpoints).
+// no override), or "". Endpoints are shown redacted (ShowEndpoints).
 func overrideWarning(srcs []setting) string {
 	var over []string
 	for _, s := range srcs[1:] {
-		if etcdconn.SameEndpoints(s.value, srcs[0].value) {
+		if SameEndpoints(s.value, srcs[0].value) {
 			continue
 		}
-		over = append(over, fmt.Sprintf("%s (%s)", s.from, etcdconn.ShowEndpoints(s.value)))
+		over = append(over, fmt.Sprintf("%s (%s)", s.from, ShowEndpoints(s.value)))
 	}
 	if len(over) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("endpoints from %s (%s) override those of %s (flags win over CONCH_*, which win over ETCDCTL_*, which win over the config file); unset or correct the one that is stale",
-		srcs[0].from, etcdconn.ShowEndpoints(srcs[0].value), strings.Join(over, " and "))
+		srcs[0].from, ShowEndpoints(srcs[0].value), strings.Join(over, " and "))
 }
