@@ -27,6 +27,8 @@ type Holder struct {
 	// overwritten: someone put our key without our lease (D7); Release
 	// must then delete it explicitly
 	overwritten atomic.Bool
+	// watches counts the watches of our key made so far (tests)
+	watches atomic.Int32
 }
 
 // heldKey is our key as the queue hands it to newHolder.
@@ -104,7 +106,7 @@ func (h *Holder) markHeld(ctx context.Context, value string) (int64, error) {
 // (D1a); when its created response shows the store passed rev, the key is
 // re-read (verify) to cover the gap. A failed watch (leader lost) re-reads
 // and watches again; one whose stream went silent (D7b (3)) watches again on a new
-// stream from rev+1, with no read.
+// stream from rev, with no read.
 func (h *Holder) watchKey(ctx context.Context, rev int64) {
 	again := 0 // watches made again in a row after a silence
 	for ctx.Err() == nil {
@@ -112,11 +114,14 @@ func (h *Holder) watchKey(ctx context.Context, rev int64) {
 		wctx, cancel := context.WithCancel(onStream(ctx))
 		opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
 		switch {
-		case again > 0: // from rev+1: every event since comes on the new stream, nothing to read
-			opts = append(opts, clientv3.WithRev(rev+1))
+		case again > 0: // from rev: every event since comes on the new stream, nothing to read;
+			// not rev+1: etcd sends no progress notification to a watch that starts past its
+			// current revision, and the stream check needs them (events at rev are covered)
+			opts = append(opts, clientv3.WithRev(rev))
 		case h.s.legacyWatch:
 			opts = []clientv3.OpOption{clientv3.WithRev(rev + 1)}
 		}
+		h.watches.Add(1)
 		wch, done := watchAsync(wctx, h.s.c, h.key, opts...)
 		var lost, silent, ok bool
 		rev, lost, silent = h.follow(wctx, wch, rev, again)

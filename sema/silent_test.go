@@ -318,3 +318,21 @@ func TestFollowLeavesSilentMember(t *testing.T) {
 		}
 	}
 }
+
+// A holder whose key's watch left a silent member watches on from its new stream: the new
+// watch gets etcd's progress notifications, so it is not taken for silent again and again
+// (a watch that starts past etcd's current revision gets none).
+func TestHolderSettlesAfterSilentMember(t *testing.T) {
+	g := newSilentRig(t)
+	s := newSem(t, g.wc, "settle", 1, Options{TTL: 10 * time.Second})
+	h := mustAcquire(t, s)
+	defer release(t, h)
+	g.watchers(t, 1, "the holder's watch of its key")
+	g.goSilent(t)
+	poll(t, "the holder's watch made again", func() bool { return h.watches.Load() >= 2 })
+	settled := h.watches.Load()
+	time.Sleep(4 * time.Second) // the span judged: a watch found silent is made again within 1 s
+	if n := h.watches.Load() - settled; n > 1 {
+		t.Errorf("%d more watches of the key in 4 s after it left the silent member; want at most 1", n)
+	}
+}

@@ -40,8 +40,10 @@ const (
 // are ignored. A failed watch (leader lost, ErrCompacted in the D1 mode)
 // means re-rank. The head's stream is checked (liveness.go, D7b (3)): a
 // stream that goes silent is left, and the watches are made again on a new
-// one from r.rev+1, so that every event since the ranking read comes on it
-// and nothing is read again (ErrCompacted there means re-rank). It returns
+// one from r.rev, so that every event since the ranking read comes on it
+// and nothing is read again (ErrCompacted there means re-rank); not from
+// r.rev+1, as etcd sends no progress notification to a watch that starts
+// past its current revision, and the stream check needs them. It returns
 // the turn, and with turnReranked or a re-read promotion the fresh ranking.
 // The watch goroutines are cancelled and joined before it returns.
 func (s *Semaphore) watchTurn(ctx context.Context, l *lease, key string, myRev int64, r ranking) (turn, ranking) {
@@ -67,7 +69,7 @@ func createdWithin(again int) time.Duration {
 }
 
 // watchOnce is one set of watchTurn's watches: served at once (D1a) the first time
-// (again 0), from p.r.rev+1 when made again after a silence. It returns turnSilent when
+// (again 0), from p.r.rev when made again after a silence. It returns turnSilent when
 // the head's stream said nothing for silentAfter (createdWithin until the watches exist).
 // A head whose ranking saw no pause follows the pause key too (D16b): a promotion by a
 // holder's DELETE is then confirmed on the stream (turnClear), not by a read.
@@ -78,7 +80,7 @@ func (s *Semaphore) watchOnce(ctx context.Context, l *lease, p position, again i
 		created: make(chan int64, len(r.holders)+2), hd: newHeard()}
 	defer func() { cancel(); k.wg.Wait() }()
 	if again > 0 {
-		k.from = r.rev + 1
+		k.from = r.rev
 	}
 	if r.holders != nil && r.pause == nil && !s.legacyWatch && !s.legacyPause {
 		k.follow = newPauseFollow(s.c, wctx)
