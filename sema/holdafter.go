@@ -40,7 +40,8 @@ type HeldAfter struct {
 // ended the run cannot also cut the hold short). Like Release, it must be the holder's last call:
 // on any failure (the key is gone or no longer on our lease, etcd does not
 // answer) it releases the slot as Release does and returns an error
-// wrapping the cause (ErrKeyDeleted when the key was no longer ours); the
+// wrapping the cause (ErrKeyDeleted when the key was no longer ours, or
+// ErrLeaseLost when it went with our lease's expiry, D7d); the
 // HeldAfter is then zero.
 func (h *Holder) HoldAfter(ctx context.Context, d time.Duration, rec Record) (HeldAfter, error) {
 	h.stop() // our own Put must not look like an operator's to the key's watch
@@ -90,8 +91,8 @@ func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, within
 	switch {
 	case err != nil:
 		err = fmt.Errorf("cannot move %s to the hold's lease: %w", h.key, err)
-	case !resp.Succeeded:
-		err = fmt.Errorf("%w: %s is no longer ours", ErrKeyDeleted, h.key)
+	case !resp.Succeeded: // D7d: after a stall, the lease's expiry, not a deletion
+		err = fmt.Errorf("%s is no longer ours: %w", h.key, h.goneErr())
 	}
 	if err != nil {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), within)

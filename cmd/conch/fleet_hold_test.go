@@ -227,3 +227,33 @@ func TestHoldAfterNotExpiring(t *testing.T) {
 		t.Fatalf("--who of a held-after slot below half its TTL: %v", who)
 	}
 }
+
+// D13, D13b: a conch stopped past its run's lease while its command exits 0 cannot keep the
+// slot (etcd expired the lease and the key with it): it says so in a warning line without -v,
+// naming the lease's expiry, and exits with the command's status; nothing is kept.
+func TestHoldAfterLeaseExpiredWhileStopped(t *testing.T) {
+	e := newEnv(t)
+	done := e.path("done")
+	p := e.start("sema", "hx", "--max", "1", "--ttl", "2", "--kill-after", "0.2", "--scope=never", "--hold-after", "1h",
+		"--", "sh", "-c", e.gated("a")+"; touch "+done)
+	waitFor(t, "a holds", func() bool { return e.held("a") })
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	e.open("a")
+	waitFor(t, "the command to end while conch is stopped", func() bool { return exists(done) })
+	waitFor(t, "the run's lease to expire", func() bool { return e.keys(sema.Prefix("hx", 1)) == 0 })
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	late := strings.Contains(r.stderr, "lease expired") || strings.Contains(r.stderr, "deadline had passed")
+	// (conch notices the loss first, or finds the key gone as it moves it: either is said)
+	if r.status != 0 || !strings.Contains(r.stderr, "after the run") || !strings.Contains(r.stderr, "the next holder may start now") || !late ||
+		strings.Contains(r.stderr, "slot kept") || strings.Contains(r.stderr, "key deleted") {
+		t.Fatalf("--hold-after, conch stopped past its lease: %v, want 0 and a line saying the slot cannot be kept as the lease expired", r)
+	}
+	if n := e.keys(sema.Prefix("hx", 1)); n != 0 {
+		t.Fatalf("%d keys after a hold that could not be made", n)
+	}
+}

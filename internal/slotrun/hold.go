@@ -68,8 +68,8 @@ func (r *run) holdOnce() (o Outcome, again bool, err error) {
 		_ = h.Release(context.Background())
 		return o, true, nil
 	}
-	r.closePeriod(h, o, heldAt)                          // D15: a successful run closes the period
-	if r.keepAfter(h, o.Result, context.Cause(runCtx)) { // D13: kept, or released saying why
+	r.closePeriod(h, o, heldAt)                   // D15: a successful run closes the period
+	if r.keepAfter(h, o, context.Cause(runCtx)) { // D13: kept, or released saying why
 		return o, false, nil
 	}
 	if o.End == Ran {
