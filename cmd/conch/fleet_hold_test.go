@@ -88,7 +88,8 @@ func TestHoldAfterSignalAndLoss(t *testing.T) {
 	p := e.start("sema", "hs", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	if r := p.wait(t); r.signal != syscall.SIGTERM || !strings.Contains(r.stderr, "slot kept") {
+	if r := p.wait(t); r.signal != syscall.SIGTERM || !strings.Contains(r.stderr, "slot kept") ||
+		!strings.Contains(r.stderr, "SIGTERM: stopped the child; the slot is kept until ") || strings.Contains(r.stderr, "released the slot") {
 		t.Fatalf("SIGTERM with --hold-after: %v, want death by SIGTERM and the slot kept", r)
 	}
 	if got := e.heldAfterKeys("hs", 1); len(got) != 1 {

@@ -41,11 +41,12 @@ func (r *run) closePeriod(h *sema.Holder, o Outcome, heldAt time.Time) {
 
 // keepAfter ends holding h by keeping the slot after the run when sema's rules say so (D13:
 // the command started, cause did not lose the slot), or by releasing it when it cannot be
-// kept, and says which; it reports whether the holding is over (false: the caller releases).
+// kept, and says which; it reports whether the holding is over (false: the caller releases),
+// and the slot kept (Key "" when it was released instead).
 // A slot lost while a child that then ended on its own ran (o Ran, e.g. its lease expired
 // while the process was stopped) cannot be kept either: a KeepFailed note says so, since the
 // run's status is the child's and nothing else would tell it (D13b).
-func (r *run) keepAfter(h *sema.Holder, o Outcome, cause error) bool {
+func (r *run) keepAfter(h *sema.Holder, o Outcome, cause error) (bool, sema.HeldAfter) {
 	res := o.Result
 	lost := SlotLost(cause)
 	if lost && o.End == Ran && res.Started && r.cfg.Rules.HoldAfter > 0 {
@@ -61,5 +62,5 @@ func (r *run) keepAfter(h *sema.Holder, o Outcome, cause error) bool {
 	if ended && ha.Key != "" {
 		r.rep.HeldAfter(ha, res.ExitStatus)
 	}
-	return ended
+	return ended, ha
 }
