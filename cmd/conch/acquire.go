@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -64,7 +66,7 @@ func (j job) runConfig(stdio unitrun.Spec) slotrun.Config {
 	}
 	return slotrun.Config{
 		Name: j.name, Max: j.max, Path: j.path, Args: j.command,
-		Env:   slotrun.DropCredentials(os.Environ(), j.run.keepCreds),
+		Env:   withConfig(slotrun.DropCredentials(os.Environ(), j.run.keepCreds), j.run.config),
 		Stdio: stdio, Scope: j.scope.opts,
 		KillAfter: j.run.killAfterGiven, RuntimeMax: j.run.runtimeMax,
 		TTL: j.run.ttl, Nonblock: j.run.nonblock, Spread: j.spread, Node: j.node,
@@ -157,4 +159,34 @@ func signalContext() (context.Context, func()) {
 		// keep absorbing: the signal is re-raised only after Reset in main
 		cancel(nil)
 	}
+}
+
+// withConfig returns env with CONCH_CONFIG set to config, the file conch read its connection
+// settings from when one was named (D5b): a conch the child runs (`conch sema --held`, a
+// nested run) then finds etcd the way this one did, even when --config was given on the
+// command line and the default file is not readable. config "" returns env unchanged. env is
+// not modified.
+func withConfig(env []string, config string) []string {
+	if config == "" {
+		return env
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "CONCH_CONFIG=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "CONCH_CONFIG="+config)
+}
+
+// absPath is path made absolute against the working directory (a child may change it), or
+// path itself when it is "" or cannot be made absolute.
+func absPath(path string) string {
+	if path == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }

@@ -41,11 +41,14 @@ type whoValues struct {
 
 // runValues are the values of running a command (checkRun), decided at validation.
 type runValues struct {
-	ttl        time.Duration // the lease's TTL asked for (--ttl, rounded up to whole seconds: D4)
-	nonblock   bool          // --nonblock, or --wait 0: never wait
-	conflict   int           // the status of "no slot" (-E, default 75)
-	quiet      bool          // -q: no "no free slot" line, the status says it
-	keepCreds  bool          // --keep-credentials-env
+	ttl       time.Duration // the lease's TTL asked for (--ttl, rounded up to whole seconds: D4)
+	nonblock  bool          // --nonblock, or --wait 0: never wait
+	conflict  int           // the status of "no slot" (-E, default 75)
+	quiet     bool          // -q: no "no free slot" line, the status says it
+	keepCreds bool          // --keep-credentials-env
+	// config is the config file named by --config or CONCH_CONFIG, made absolute, for the
+	// child's CONCH_CONFIG (D5b); "" when conch read the default
+	config     string
 	runtimeMax time.Duration // --runtime-max; 0: none
 	// killAfterGiven is --kill-after as given, 0 when unset: unitrun decides the stop grace
 	// from it and the scope's properties (its default when neither sets one)
@@ -232,6 +235,7 @@ func (c *semaCmd) runJob(j job) (job, error) {
 		conflict:       int(c.Conflict),
 		quiet:          c.Quiet,
 		keepCreds:      c.KeepCreds,
+		config:         absPath(string(c.Config)),
 		runtimeMax:     c.RuntimeMax.d,
 		killAfterGiven: c.KillAfter.d,
 		killAfter:      j.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter,
