@@ -53,10 +53,23 @@ func (c *semaCmd) fleetExecute(j *job) (handled bool, err error) {
 			return true, err
 		}
 		run, jv := a.run, *j
+		if jv.node, err = c.fleetNode(a.flag); err != nil {
+			return true, err
+		}
 		c.setRun(jv, func() error { return run(jv) })
 		return true, nil
 	}
 	return false, c.checkFleet(j, time.Now())
+}
+
+// fleetNode is the node of --release, which frees what that node holds after a run, checked
+// as a run's (nodeName, D11a); --pause and --resume only name it in the pause's who, as given,
+// so a CONCH_NODE that is no node name does not stop them.
+func (c *semaCmd) fleetNode(flag string) (string, error) {
+	if flag == "--release" {
+		return nodeName(c.Node, true)
+	}
+	return c.Node.String(), nil
 }
 
 // checkFleet checks the fleet flags of a run (D13, D15, the window) and sets j.fleet: each

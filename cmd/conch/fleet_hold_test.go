@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/ci"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -256,5 +259,73 @@ func TestHoldAfterLeaseExpiredWhileStopped(t *testing.T) {
 	}
 	if n := e.keys(sema.Prefix("hx", 1)); n != 0 {
 		t.Fatalf("%d keys after a hold that could not be made", n)
+	}
+}
+
+// runOnHost runs conch with args to completion in a UTS namespace of its own whose hostname
+// is host (unshare(1), root), as e.run does.
+func (e *env) runOnHost(host string, args ...string) result {
+	e.t.Helper()
+	if err := exec.Command("unshare", "--uts", "true").Run(); err != nil {
+		ci.Unavailable(e.t, "cannot make a UTS namespace to set a hostname (unshare --uts, root): %v", err)
+	}
+	argv := append([]string{"--uts", "sh", "-c", `hostname "$0" && exec "$@"`, host, conchBin}, args...)
+	cmd := exec.Command("unshare", argv...)
+	cmd.Env = e.vars
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		e.t.Fatal(err)
+	}
+	return result{status: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// D11a: one rule for a node's name, whether given (--node, CONCH_NODE) or the hostname's
+// default: on a host named as a lease ID (16 lower-case hex digits), --hold-after and
+// --release refuse it (64, nothing written) rather than keep a slot that --release --node
+// cannot free, and --node names the node instead; a run that does not use the node runs.
+func TestNodeNameOneRule(t *testing.T) {
+	e := newEnv(t)
+	const hexHost = "0123456789abcdef"
+	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--hold-after", "1h", "--", "true"); r.status != exitUsage ||
+		!strings.Contains(r.stderr, "set --node NAME") || e.keys(sema.Prefix("nr", 1)) != 0 {
+		t.Fatalf("--hold-after on host %s: %v, want 64 naming --node and no key", hexHost, r)
+	}
+	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--release"); r.status != exitUsage {
+		t.Fatalf("--release on host %s: %v, want 64", hexHost, r)
+	}
+	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--", "true"); r.status != 0 {
+		t.Fatalf("a plain run on host %s: %v, want 0", hexHost, r)
+	}
+	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "true"); r.status != 0 {
+		t.Fatalf("--hold-after --node n1 on host %s: %v, want 0", hexHost, r)
+	}
+	if r := e.run("sema", "nr", "--max", "1", "--release", "--node", hexHost); r.status != exitUsage {
+		t.Fatalf("--release --node %s: %v, want 64", hexHost, r)
+	}
+}
+
+// D11a: an empty --node is refused (64), not read as the hostname; a CONCH_NODE that is no
+// node name stops only the commands that use the node (a run, --release), not --who,
+// --pause or --resume.
+func TestNodeCheckedWhereUsed(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{{"--release", "--node", ""}, {"--node", "", "--", "true"}} {
+		if r := e.run(append([]string{"sema", "ne", "--max", "1"}, args...)...); r.status != exitUsage || !strings.Contains(r.stderr, "empty") {
+			t.Fatalf("%q: %v, want 64: an empty --node", args, r)
+		}
+	}
+	bad := []string{"CONCH_NODE=not a node"}
+	for _, args := range [][]string{{"--who"}, {"--pause"}, {"--resume"}} {
+		if r := e.startWith(bad, append([]string{"sema", "ne", "--max", "1"}, args...)...).wait(t); r.status == exitUsage {
+			t.Fatalf("%q with a bad CONCH_NODE: %v, want no usage error: it does not use the node", args, r)
+		}
+	}
+	for _, args := range [][]string{{"--release"}, {"--", "true"}} {
+		if r := e.startWith(bad, append([]string{"sema", "ne", "--max", "1"}, args...)...).wait(t); r.status != exitUsage {
+			t.Fatalf("%q with a bad CONCH_NODE: %v, want 64", args, r)
+		}
 	}
 }
