@@ -20,8 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errSignal is the cancellation cause when conch gets SIGTERM, SIGINT or
-// SIGHUP: it stops the child, releases, then re-raises (D3, D7).
+// errSignal is the cancellation cause when conch gets SIGTERM, SIGINT, SIGHUP
+// or SIGQUIT: it stops the child, releases, then re-raises (D3, D7, D3c).
 type errSignal struct{ sig syscall.Signal }
 
 func (e errSignal) Error() string { return "received " + unix.SignalName(e.sig) }
@@ -127,14 +127,16 @@ func (c *semaCmd) reporter(j job) *reporter {
 }
 
 // signalContext returns a context cancelled, with cause errSignal, by the
-// first SIGTERM, SIGINT or SIGHUP that conch's caller did not set to be
-// ignored (as nohup does for SIGHUP). Later ones are absorbed: conch is already
-// stopping. stop ends the watching goroutine.
+// first SIGTERM, SIGINT, SIGHUP or SIGQUIT that conch's caller did not set to
+// be ignored (as nohup does for SIGHUP). Later ones are absorbed: conch is
+// already stopping. SIGQUIT is a stop request like the others (D3c), not Go's
+// goroutine dump and exit 2, which left the slot to its lease's expiry. stop
+// ends the watching goroutine.
 func signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 4)
 	var sigs []os.Signal
-	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
 		if !signal.Ignored(sig) { // nohup, or a script's background job: it stays ignored
 			sigs = append(sigs, sig)
 		}

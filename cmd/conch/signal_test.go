@@ -32,13 +32,33 @@ func TestSIGTERMToHolder(t *testing.T) {
 	}
 }
 
-// SIGINT and SIGHUP to a waiting conch remove its key and re-raise.
+// D3: SIGQUIT from outside a terminal is a stop request like SIGTERM: conch stops the child,
+// releases at once (not at the lease's expiry, --ttl 60), and dies of SIGQUIT, without Go's
+// goroutine dump and exit 2.
+func TestSIGQUITToHolder(t *testing.T) {
+	e := newEnv(t)
+	p := e.start("sema", "quit", "--max", "1", "--ttl", "60", "--", "sh", "-c", "echo $$ > "+e.path("pid")+"; exec sleep 60")
+	pid := readPID(t, e.path("pid"))
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	r := p.wait(t)
+	if r.signal != syscall.SIGQUIT || !strings.Contains(r.stderr, "SIGQUIT: stopped the child and released the slot") || strings.Contains(r.stderr, "goroutine ") {
+		t.Fatalf("conch after SIGQUIT: %v, want death by SIGQUIT with its line and no dump", r)
+	}
+	if pidAlive(pid) {
+		t.Fatalf("child %d outlived conch", pid)
+	}
+	if n := e.keys(sema.NamePrefix("quit")); n != 0 {
+		t.Fatalf("%d keys left after SIGQUIT: the slot must be released, not left to expire", n)
+	}
+}
+
+// SIGINT, SIGHUP and SIGQUIT to a waiting conch remove its key and re-raise.
 func TestSignalToWaiter(t *testing.T) {
 	e := newEnv(t)
 	pre := sema.Prefix("sw", 1)
 	holder := e.start("sema", "sw", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
 		w := e.start("sema", "sw", "--max", "1", "--", "touch", e.path("ran"))
 		waitFor(t, "waiter queued", func() bool { return e.keys(pre) == 2 })
 		w.cmd.Process.Signal(sig)
