@@ -25,3 +25,11 @@ func (l *lease) expiredAt(now time.Time) bool {
 	defer l.mu.Unlock()
 	return !now.Before(l.confirmed.Add(l.ttl))
 }
+
+// deadline is the lease's deadline on our own clock: the send time of the last confirmed
+// keep-alive plus the granted TTL (etcd cannot expire the lease before it).
+func (l *lease) deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.confirmed.Add(l.ttl)
+}

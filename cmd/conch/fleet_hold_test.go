@@ -329,3 +329,58 @@ func TestNodeCheckedWhereUsed(t *testing.T) {
 		}
 	}
 }
+
+// D13d: an etcd stall shorter than what is left of the run's lease (here 7 s of --ttl 30s, the
+// single member SIGSTOPped as the command ends) does not make --hold-after give up: the hold
+// is made once etcd answers again, and the slot is kept.
+func TestHoldAfterRidesOutEtcdStall(t *testing.T) {
+	m := startEtcdProc(t)
+	e := m.env(t)
+	p := e.start("sema", "hst", "--max", "1", "--ttl", "30", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
+	waitFor(t, "a holds", func() bool { return e.held("a") })
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stalled := true
+	defer func() {
+		if stalled {
+			m.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	e.open("a")
+	time.Sleep(7 * time.Second) // the stall itself, longer than a single request's old 5 s bound
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	stalled = false
+	r := p.wait(t)
+	if r.status != 0 || !strings.Contains(r.stderr, "slot kept for 1h0m0s after the run") || strings.Contains(r.stderr, "cannot") {
+		t.Fatalf("--hold-after through a 7 s etcd stall: %v, want 0 and the slot kept", r)
+	}
+	if got := e.heldAfterKeys("hst", 1); len(got) != 1 {
+		t.Fatalf("held-after keys after the stall: %v, want n1's", got)
+	}
+}
+
+// D13d: with etcd silent past the run's lease (--ttl 3, the member SIGSTOPped as the command
+// ends), the hold cannot be made nor the slot released: conch says both in one warning line
+// of its own (every line it writes starts "conch:"), and exits with the command's status.
+func TestHoldAfterEtcdSilentOneLine(t *testing.T) {
+	m := startEtcdProc(t)
+	e := m.env(t)
+	p := e.start("sema", "hsl", "--max", "1", "--ttl", "3", "--kill-after", "0.5", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
+	waitFor(t, "a holds", func() bool { return e.held("a") })
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT) })
+	e.open("a")
+	r := p.wait(t)
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	if !strings.Contains(r.stderr, "cannot keep") || strings.Contains(r.stderr, "slot kept") {
+		t.Fatalf("--hold-after with etcd silent: %v, want a line saying the slot cannot be kept", r)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if !strings.HasPrefix(line, "conch: ") {
+			t.Errorf("a line without conch's prefix: %q\n%v", line, r)
+		}
+	}
+}
