@@ -125,3 +125,29 @@ func TestIgnoredSignalStaysIgnored(t *testing.T) {
 		t.Fatal("conch did not finish")
 	}
 }
+
+// D7d for a waiter: a waiting conch stopped past its lease (--ttl 2) finds its key gone with
+// the lease's expiry: it says the lease expired, not that a key was deleted, re-enters the
+// queue and runs its command once the holder ends.
+func TestStoppedWaiterSaysLeaseExpired(t *testing.T) {
+	e := newEnv(t)
+	pre := sema.Prefix("wexp", 1)
+	holder := e.start("sema", "wexp", "--max", "1", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	w := e.start("sema", "wexp", "--max", "1", "--ttl", "2", "--", "touch", e.path("ran"))
+	waitFor(t, "waiter queued", func() bool { return e.keys(pre) == 2 })
+	if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the waiter's lease to expire", func() bool { return e.keys(pre) == 1 })
+	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the waiter to re-enter", func() bool { return strings.Contains(w.stderr.String(), "re-entering") })
+	e.open("h")
+	holder.wait(t)
+	r := w.wait(t)
+	if r.status != 0 || !exists(e.path("ran")) || !strings.Contains(r.stderr, "lease expired") || strings.Contains(r.stderr, "key deleted") {
+		t.Fatalf("waiter stopped past its lease: %v, want 0, its command run, and the lease's expiry said", r)
+	}
+}
