@@ -153,40 +153,61 @@ func untilDeadline(ctx context.Context, end time.Time, try func(context.Context)
 }
 
 // ReleaseHeld frees the slots of (name, max) that node holds after a run
-// (D14): it reads the semaphore's keys and deletes each one whose record
+// (D14), as ReleaseHeldReport does, and returns those it freed.
+func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) ([]HeldAfter, error) {
+	rel, err := ReleaseHeldReport(ctx, c, name, max, node)
+	return rel.Freed, err
+}
+
+// HeldRelease is what ReleaseHeldReport did: the slots it freed, and the keys it left alone
+// because their record, which names the node and says held-after, is of a newer format than
+// this package reads (Record.Version above RecordVersion, D14a): a writer that knows more may
+// mean something else by it.
+type HeldRelease struct {
+	Freed []HeldAfter
+	Left  []HeldAfter
+}
+
+// ReleaseHeldReport frees the slots of (name, max) that node holds after a
+// run (D14): it reads the semaphore's keys and deletes each one whose record
 // says StateHeldAfter and names node as its host, in one Txn per key,
 // conditional on the key's mod revision as read, so a key rewritten since
 // (a supervised run's own key is never held-after) is never touched, nor
-// another node's. It returns the slots it freed (none is not an error).
+// another node's, nor one whose record is of a newer format (D14a: left
+// alone and returned in Left). None freed is not an error.
 // Errors wrap ErrBadName or ErrBadMax for bad arguments, ErrRefused when
 // etcd rejects a request, else ErrUnavailable.
-func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) ([]HeldAfter, error) {
+func ReleaseHeldReport(ctx context.Context, c *clientv3.Client, name string, max int, node string) (HeldRelease, error) {
+	var rel HeldRelease
 	if err := ValidateName(name); err != nil {
-		return nil, err
+		return rel, err
 	}
 	if max < 1 || max > MaxCapacity {
-		return nil, fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
+		return rel, fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
 	}
 	resp, err := c.Get(ctx, Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
 	if err != nil {
-		return nil, etcdFailure("cannot list "+Prefix(name, max), err)
+		return rel, etcdFailure("cannot list "+Prefix(name, max), err)
 	}
-	var freed []HeldAfter
 	for _, kv := range resp.Kvs {
 		r := DecodeRecord(kv.Value)
-		if !heldAfterRecord(r) || r.Host != node {
+		switch {
+		case !heldAfterRecord(r) || r.Host != node:
+			continue
+		case r.Newer: // D14a: not ours to judge
+			rel.Left = append(rel.Left, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
 			continue
 		}
 		resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(string(kv.Key))).Commit()
 		if err != nil {
-			return freed, etcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
+			return rel, etcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
 		}
 		if resp.Succeeded {
-			freed = append(freed, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
+			rel.Freed = append(rel.Freed, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
 		}
 	}
-	return freed, nil
+	return rel, nil
 }
 
 // heldAfterOf is the HeldAfter that the key created at rev, on lease, with

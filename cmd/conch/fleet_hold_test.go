@@ -384,3 +384,26 @@ func TestHoldAfterEtcdSilentOneLine(t *testing.T) {
 		}
 	}
 }
+
+// D14a: --release leaves alone a key whose record names the node and says held-after, but
+// in a format newer than this conch reads ("v":99, hand-written here behind a real hold),
+// and says so; it frees the node's slot of the known format, and exits 0.
+func TestReleaseLeavesNewerRecord(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("sema", "nv", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "true"); r.status != 0 {
+		t.Fatal(r)
+	}
+	key := sema.Prefix("nv", 1) + "00000000000000ff"
+	val := `{"v":99,"host":"n1","pid":1,"since":"2026-12-01T00:00:00Z","state":"held-after","ended":"2026-12-01T00:00:00Z","held_until":"2026-12-01T01:00:00Z"}`
+	if _, err := e.c.Put(t.Context(), key, val); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("sema", "nv", "--max", "1", "--release", "--node", "n1")
+	if r.status != 0 || !strings.Contains(r.stderr, "released the slot node n1 held after its run") ||
+		!strings.Contains(r.stderr, `left "`+key+`" alone`) || !strings.Contains(r.stderr, "newer format") {
+		t.Fatalf("--release with a newer record: %v, want 0, the known hold freed and the newer one left, said", r)
+	}
+	if n := e.keys(sema.Prefix("nv", 1)); n != 1 {
+		t.Fatalf("%d keys after --release, want the newer record's only", n)
+	}
+}
