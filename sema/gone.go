@@ -1,6 +1,7 @@
 package sema
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -11,11 +12,16 @@ import (
 // with it: ErrLeaseLost, "expired", not an operator's deletion. That is what a holder sees
 // after it was stalled past its TTL (frozen, stopped, starved) and resumes: its watch then
 // delivers the DELETE of the expiry (D7d). Otherwise someone deleted the key: ErrKeyDeleted.
-func (h *Holder) goneErr() error {
-	if h.l.expiredAt(time.Now()) {
-		return fmt.Errorf("%w: the lease expired (no keep-alive confirmed within its %v TTL: conch was stalled or cut off from etcd), and etcd deleted %s with it", ErrLeaseLost, h.l.ttl, h.key)
+func (h *Holder) goneErr() error { return h.l.goneErr(h.key) }
+
+// goneErr is why key, bound to l, is gone: ErrLeaseLost when l's deadline has passed (etcd
+// expired l and deleted key with it, D7d), else ErrKeyDeleted. A waiter's key is judged so
+// too: a waiter stopped past its lease lost its place to the expiry, not to an operator.
+func (l *lease) goneErr(key string) error {
+	if l.expiredAt(time.Now()) {
+		return fmt.Errorf("%w: the lease expired (no keep-alive confirmed within its %v TTL: conch was stalled or cut off from etcd), and etcd deleted %s with it", ErrLeaseLost, l.ttl, key)
 	}
-	return fmt.Errorf("%w: %s", ErrKeyDeleted, h.key)
+	return fmt.Errorf("%w: %s", ErrKeyDeleted, key)
 }
 
 // expiredAt reports whether the lease's deadline (last confirmation + TTL) is at or before
@@ -24,4 +30,22 @@ func (l *lease) expiredAt(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return !now.Before(l.confirmed.Add(l.ttl))
+}
+
+// deadline is the lease's deadline on our own clock: the send time of the last confirmed
+// keep-alive plus the granted TTL (etcd cannot expire the lease before it).
+func (l *lease) deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.confirmed.Add(l.ttl)
+}
+
+// lostPlace is err, why a waiter's key bound to l is no longer in the queue, with the loss
+// judged as goneErr does when it is the key's deletion or the lease's loss (D7d): past l's
+// deadline, the lease's expiry, said as such.
+func (l *lease) lostPlace(key string, err error) error {
+	if errors.Is(err, ErrKeyDeleted) || errors.Is(err, ErrLeaseLost) && l.expiredAt(time.Now()) {
+		return l.goneErr(key)
+	}
+	return err
 }

@@ -35,24 +35,28 @@ type HeldAfter struct {
 // keeps the new lease alive: the slot frees d later by etcd's clock, or at
 // ReleaseHeld.
 //
-// It blocks on etcd at most min(TTL, 5 s) per request and ignores ctx's
+// The grant and the move may take until the run's lease's deadline (its
+// last confirmed keep-alive plus its TTL, after which etcd may expire it with
+// our key, D13d): each try waits at most 5 s, and one that gets no answer is
+// tried again every 200 ms until then, as Release does (a refusal is not);
+// the revoke of the old lease waits at most min(TTL, 5 s). It ignores ctx's
 // cancellation (cleanup runs on a fresh bounded context, so a signal that
 // ended the run cannot also cut the hold short). Like Release, it must be the holder's last call:
 // on any failure (the key is gone or no longer on our lease, etcd does not
 // answer) it releases the slot as Release does and returns an error
-// wrapping the cause (ErrKeyDeleted when the key was no longer ours); the
+// wrapping the cause (ErrKeyDeleted when the key was no longer ours, or
+// ErrLeaseLost when it went with our lease's expiry, D7d), on one line; the
 // HeldAfter is then zero.
 func (h *Holder) HoldAfter(ctx context.Context, d time.Duration, rec Record) (HeldAfter, error) {
 	h.stop() // our own Put must not look like an operator's to the key's watch
-	within := min(h.l.ttl, releaseTimeout)
-	ha, err := h.rebind(ctx, d, rec, within)
+	ha, err := h.rebind(ctx, d, rec, h.l.deadline())
 	if err != nil {
 		if rerr := h.Release(ctx); rerr != nil {
-			err = errors.Join(err, rerr)
+			err = fmt.Errorf("%w; and the release failed too: %w", err, rerr)
 		}
 		return HeldAfter{}, fmt.Errorf("cannot keep %s after the run (released instead): %w", h.key, err)
 	}
-	if err := h.l.revoke(ctx, within); err != nil {
+	if err := h.l.revoke(ctx, min(h.l.ttl, releaseTimeout)); err != nil {
 		// the key is on the new lease already: the old one only expires later
 		err = fmt.Errorf("slot kept, but %w (it expires within %v)", err, h.l.ttl)
 		h.cancel(ErrReleased)
@@ -65,12 +69,15 @@ func (h *Holder) HoldAfter(ctx context.Context, d time.Duration, rec Record) (He
 }
 
 // rebind grants the hold's lease and moves our key onto it (HoldAfter's
-// first two requests, each within the bound). The new lease is revoked
-// again when the key cannot be moved.
-func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, within time.Duration) (HeldAfter, error) {
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
-	defer cancel()
-	g, err := h.s.c.Grant(gctx, int64(RoundTTL(d)/time.Second))
+// first two requests, each tried until end, untilDeadline). The new lease is
+// revoked again when the key cannot be moved.
+func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, end time.Time) (HeldAfter, error) {
+	var g *clientv3.LeaseGrantResponse
+	// (a try that timed out may still have granted a lease: it has no key and expires after d)
+	err := untilDeadline(ctx, end, func(tctx context.Context) (err error) {
+		g, err = h.s.c.Grant(tctx, int64(RoundTTL(d)/time.Second))
+		return err
+	})
 	if err != nil {
 		return HeldAfter{}, fmt.Errorf("cannot grant the hold's lease: %w", err)
 	}
@@ -81,20 +88,8 @@ func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, within
 	if rec.Since.IsZero() {
 		rec.Since = ended
 	}
-	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), within)
-	defer tcancel()
-	resp, err := h.s.c.Txn(tctx).If(
-		clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev),
-		clientv3.Compare(clientv3.LeaseValue(h.key), "=", int64(h.l.id)),
-	).Then(clientv3.OpPut(h.key, rec.encode(), clientv3.WithLease(g.ID))).Commit()
-	switch {
-	case err != nil:
-		err = fmt.Errorf("cannot move %s to the hold's lease: %w", h.key, err)
-	case !resp.Succeeded:
-		err = fmt.Errorf("%w: %s is no longer ours", ErrKeyDeleted, h.key)
-	}
-	if err != nil {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+	if err := h.moveKey(ctx, rec.encode(), g.ID, end); err != nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), min(h.l.ttl, releaseTimeout))
 		defer rcancel()
 		if _, rerr := h.s.c.Revoke(rctx, g.ID); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
 			err = fmt.Errorf("%w (and the hold's lease %s expires on its own: %v)", err, FormatLeaseID(int64(g.ID)), rerr)
@@ -104,41 +99,115 @@ func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, within
 	return HeldAfter{Key: h.key, Rev: h.rev, Lease: g.ID, TTL: ttl, Node: rec.Host, Ended: ended, Until: until}, nil
 }
 
+// moveKey puts val on our key bound to lease to, if the key is still the one we created and
+// still on our lease, tried until end (untilDeadline). A try whose answer was lost but that
+// was done is recognised on the next: the key, created at our revision, is on lease to
+// already. Errors: the key is no longer ours (goneErr: ErrKeyDeleted, or ErrLeaseLost after
+// our lease's deadline, D7d), or etcd did not answer.
+func (h *Holder) moveKey(ctx context.Context, val string, to clientv3.LeaseID, end time.Time) error {
+	moved := false
+	err := untilDeadline(ctx, end, func(tctx context.Context) error {
+		resp, err := h.s.c.Txn(tctx).If(
+			clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev),
+			clientv3.Compare(clientv3.LeaseValue(h.key), "=", int64(h.l.id)),
+		).Then(clientv3.OpPut(h.key, val, clientv3.WithLease(to))).Else(clientv3.OpGet(h.key)).Commit()
+		if err != nil {
+			return err
+		}
+		moved = resp.Succeeded || onLease(resp, h.rev, to)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("cannot move %s to the hold's lease: %w", h.key, err)
+	case !moved: // D7d: after a stall, the lease's expiry, not a deletion
+		return fmt.Errorf("%s is no longer ours: %w", h.key, h.goneErr())
+	}
+	return nil
+}
+
+// onLease reports whether the key that a failed Txn's Else read was created at rev and is on
+// lease to.
+func onLease(resp *clientv3.TxnResponse, rev int64, to clientv3.LeaseID) bool {
+	if len(resp.Responses) == 0 {
+		return false
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	return len(kvs) == 1 && kvs[0].CreateRevision == rev && kvs[0].Lease == int64(to)
+}
+
+// untilDeadline runs try, each time within min(5 s, what is left before end) but at least
+// releaseTry (so one try is made even at end), again every releaseRetry while it fails for
+// want of an answer and end has not come; a refusal (Refused) is not tried again. It
+// returns the last try's error.
+func untilDeadline(ctx context.Context, end time.Time, try func(context.Context) error) error {
+	for {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(min(releaseTimeout, time.Until(end)), releaseTry))
+		err := try(tctx)
+		cancel()
+		if err == nil || Refused(err) || time.Until(end) < releaseRetry {
+			return err
+		}
+		time.Sleep(releaseRetry)
+	}
+}
+
 // ReleaseHeld frees the slots of (name, max) that node holds after a run
-// (D14): it reads the semaphore's keys and deletes each one whose record
+// (D14), as ReleaseHeldReport does, and returns those it freed.
+func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) ([]HeldAfter, error) {
+	rel, err := ReleaseHeldReport(ctx, c, name, max, node)
+	return rel.Freed, err
+}
+
+// HeldRelease is what ReleaseHeldReport did: the slots it freed, and the keys it left alone
+// because their record, which names the node and says held-after, is of a newer format than
+// this package reads (Record.Version above RecordVersion, D14a): a writer that knows more may
+// mean something else by it.
+type HeldRelease struct {
+	Freed []HeldAfter
+	Left  []HeldAfter
+}
+
+// ReleaseHeldReport frees the slots of (name, max) that node holds after a
+// run (D14): it reads the semaphore's keys and deletes each one whose record
 // says StateHeldAfter and names node as its host, in one Txn per key,
 // conditional on the key's mod revision as read, so a key rewritten since
 // (a supervised run's own key is never held-after) is never touched, nor
-// another node's. It returns the slots it freed (none is not an error).
+// another node's, nor one whose record is of a newer format (D14a: left
+// alone and returned in Left). None freed is not an error.
 // Errors wrap ErrBadName or ErrBadMax for bad arguments, ErrRefused when
 // etcd rejects a request, else ErrUnavailable.
-func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) ([]HeldAfter, error) {
+func ReleaseHeldReport(ctx context.Context, c *clientv3.Client, name string, max int, node string) (HeldRelease, error) {
+	var rel HeldRelease
 	if err := ValidateName(name); err != nil {
-		return nil, err
+		return rel, err
 	}
 	if max < 1 || max > MaxCapacity {
-		return nil, fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
+		return rel, fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
 	}
 	resp, err := c.Get(ctx, Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
 	if err != nil {
-		return nil, etcdFailure("cannot list "+Prefix(name, max), err)
+		return rel, etcdFailure("cannot list "+Prefix(name, max), err)
 	}
-	var freed []HeldAfter
 	for _, kv := range resp.Kvs {
 		r := DecodeRecord(kv.Value)
-		if !heldAfterRecord(r) || r.Host != node {
+		switch {
+		case !heldAfterRecord(r) || r.Host != node:
+			continue
+		case r.Newer: // D14a: not ours to judge
+			rel.Left = append(rel.Left, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
 			continue
 		}
 		resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(string(kv.Key))).Commit()
 		if err != nil {
-			return freed, etcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
+			return rel, etcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
 		}
 		if resp.Succeeded {
-			freed = append(freed, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
+			rel.Freed = append(rel.Freed, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
 		}
 	}
-	return freed, nil
+	return rel, nil
 }
 
 // heldAfterOf is the HeldAfter that the key created at rev, on lease, with

@@ -122,3 +122,33 @@ func TestReleaseHeld(t *testing.T) {
 	}
 	release(t, running)
 }
+
+// D13d: a move whose answer was lost but that was done is recognised on the next try, never
+// taken for the key's loss: moveKey made twice finds the key on the hold's lease the second
+// time and succeeds, the key's create revision unchanged; a key deleted meanwhile is still
+// "no longer ours".
+func TestMoveKeyTwice(t *testing.T) {
+	_, c := startEtcd(t)
+	h := mustAcquire(t, newSem(t, c, "mv", 1, Options{Record: Record{Host: "n"}}))
+	g, err := c.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.stop()
+	end := time.Now().Add(testTimeout)
+	for try := 1; try <= 2; try++ {
+		if err := h.moveKey(t.Context(), "held", g.ID, end); err != nil {
+			t.Fatalf("move, try %d: %v", try, err)
+		}
+	}
+	if _, rev, lease, ok := heldKV(t, c, h.Key()); !ok || rev != h.Rev() || lease != int64(g.ID) {
+		t.Fatalf("after two moves: present %v rev %d lease %x, want rev %d on the hold's lease %x", ok, rev, lease, h.Rev(), int64(g.ID))
+	}
+	if _, err := c.Delete(t.Context(), h.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.moveKey(t.Context(), "held", g.ID, end); !errors.Is(err, ErrKeyDeleted) {
+		t.Fatalf("move of a deleted key: %v, want ErrKeyDeleted", err)
+	}
+	_ = h.Release(t.Context())
+}

@@ -47,17 +47,17 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 			now := time.Now().UTC().Truncate(time.Second)
 			rec.HeldSince = &now
 			return s.promotedHolder(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})
-		case turnKeyDeleted:
-			return nil, fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+		case turnKeyDeleted: // D7d: after a stall, the lease's expiry, not a deletion
+			return nil, l.goneErr(key)
 		case turnLeaseLost:
-			return nil, l.Err()
+			return nil, l.lostPlace(key, l.Err())
 		case turnCtx:
 			return nil, ctx.Err()
 		case turnReranked: // D1a: the re-read is a ranking like any other
 			r = r2
 		default:
 			if r, err = s.rerankRetry(ctx, l, key, myRev); err != nil {
-				return nil, err
+				return nil, l.lostPlace(key, err)
 			}
 		}
 		switch {

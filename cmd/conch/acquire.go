@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,8 +21,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errSignal is the cancellation cause when conch gets SIGTERM, SIGINT or
-// SIGHUP: it stops the child, releases, then re-raises (D3, D7).
+// errSignal is the cancellation cause when conch gets SIGTERM, SIGINT, SIGHUP
+// or SIGQUIT: it stops the child, releases, then re-raises (D3, D7, D3c).
 type errSignal struct{ sig syscall.Signal }
 
 func (e errSignal) Error() string { return "received " + unix.SignalName(e.sig) }
@@ -65,7 +67,7 @@ func (j job) runConfig(stdio unitrun.Spec) slotrun.Config {
 	}
 	return slotrun.Config{
 		Name: j.name, Max: j.max, Path: j.path, Args: j.command,
-		Env:   slotrun.DropCredentials(os.Environ(), j.run.keepCreds),
+		Env:   withConfig(slotrun.DropCredentials(os.Environ(), j.run.keepCreds), j.run.config),
 		Stdio: stdio, Scope: j.scope.opts,
 		KillAfter: j.run.killAfterGiven, RuntimeMax: j.run.runtimeMax,
 		TTL: j.run.ttl, Nonblock: j.run.nonblock, Spread: j.spread, Node: j.node,
@@ -126,14 +128,16 @@ func (c *semaCmd) reporter(j job) *reporter {
 }
 
 // signalContext returns a context cancelled, with cause errSignal, by the
-// first SIGTERM, SIGINT or SIGHUP that conch's caller did not set to be
-// ignored (as nohup does for SIGHUP). Later ones are absorbed: conch is already
-// stopping. stop ends the watching goroutine.
+// first SIGTERM, SIGINT, SIGHUP or SIGQUIT that conch's caller did not set to
+// be ignored (as nohup does for SIGHUP). Later ones are absorbed: conch is
+// already stopping. SIGQUIT is a stop request like the others (D3c), not Go's
+// goroutine dump and exit 2, which left the slot to its lease's expiry. stop
+// ends the watching goroutine.
 func signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 4)
 	var sigs []os.Signal
-	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
 		if !signal.Ignored(sig) { // nohup, or a script's background job: it stays ignored
 			sigs = append(sigs, sig)
 		}
@@ -158,4 +162,34 @@ func signalContext() (context.Context, func()) {
 		// keep absorbing: the signal is re-raised only after Reset in main
 		cancel(nil)
 	}
+}
+
+// withConfig returns env with CONCH_CONFIG set to config, the file conch read its connection
+// settings from when one was named (D5b): a conch the child runs (`conch sema --held`, a
+// nested run) then finds etcd the way this one did, even when --config was given on the
+// command line and the default file is not readable. config "" returns env unchanged. env is
+// not modified.
+func withConfig(env []string, config string) []string {
+	if config == "" {
+		return env
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "CONCH_CONFIG=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "CONCH_CONFIG="+config)
+}
+
+// absPath is path made absolute against the working directory (a child may change it), or
+// path itself when it is "" or cannot be made absolute.
+func absPath(path string) string {
+	if path == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }

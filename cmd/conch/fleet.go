@@ -54,10 +54,23 @@ func (c *semaCmd) fleetExecute(j *job) (handled bool, err error) {
 			return true, err
 		}
 		run, jv := a.run, *j
+		if jv.node, err = c.fleetNode(a.flag); err != nil {
+			return true, err
+		}
 		c.setRun(jv, func() error { return run(jv) })
 		return true, nil
 	}
 	return false, c.checkFleet(j, time.Now())
+}
+
+// fleetNode is the node of --release, which frees what that node holds after a run, checked
+// as a run's (nodeName, D11a); --pause and --resume only name it in the pause's who, as given,
+// so a CONCH_NODE that is no node name does not stop them.
+func (c *semaCmd) fleetNode(flag string) (string, error) {
+	if flag == "--release" {
+		return nodeName(c.Node, true)
+	}
+	return c.Node.String(), nil
 }
 
 // checkFleet checks the fleet flags of a run (D13, D15, the window) and sets j.fleet: each
@@ -157,17 +170,22 @@ func (r *reporter) heldAfter(ha sema.HeldAfter, status int) {
 }
 
 // release is --release (D14): it frees the slots this node holds after a
-// run and says which, or that there were none. Exit 0 either way; 69 when
+// run and says which, or that there were none, and warns of those it leaves
+// alone as of a newer record format (D14a). Exit 0 either way; 69 when
 // etcd does not answer, 64 when it refuses (D3).
 func (c *semaCmd) release(j job) error {
 	node := j.hostName()
 	return c.withClient(j, "--release", func(ctx context.Context, cl *clientv3.Client) error {
-		freed, err := sema.ReleaseHeld(ctx, cl, j.name, j.max, node)
-		for _, ha := range freed {
+		rel, err := sema.ReleaseHeldReport(ctx, cl, j.name, j.max, node)
+		for _, ha := range rel.Freed {
 			c.rep.line(stateReleased, false, "released the slot node %s held after its run (rev %d, run ended %s)",
 				ha.Node, ha.Rev, timeOrUnknown(ha.Ended))
 		}
-		if err == nil && len(freed) == 0 {
+		for _, ha := range rel.Left { // D14a: a newer conch's record is not ours to judge
+			c.rep.warnf("WARNING: left %q alone (rev %d): its record names node %q and says held after a run, but in a newer format than this conch reads; "+
+				"a newer conch's --release frees it, or etcdctl del if you know it is free", ha.Key, ha.Rev, ha.Node)
+		}
+		if err == nil && len(rel.Freed) == 0 && len(rel.Left) == 0 {
 			c.rep.line("", false, "no slot held after a run by node %s: nothing to release", node)
 		}
 		return err

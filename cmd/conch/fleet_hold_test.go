@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/ci"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -88,7 +91,8 @@ func TestHoldAfterSignalAndLoss(t *testing.T) {
 	p := e.start("sema", "hs", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	if r := p.wait(t); r.signal != syscall.SIGTERM || !strings.Contains(r.stderr, "slot kept") {
+	if r := p.wait(t); r.signal != syscall.SIGTERM || !strings.Contains(r.stderr, "slot kept") ||
+		!strings.Contains(r.stderr, "SIGTERM: stopped the child; the slot is kept until ") || strings.Contains(r.stderr, "released the slot") {
 		t.Fatalf("SIGTERM with --hold-after: %v, want death by SIGTERM and the slot kept", r)
 	}
 	if got := e.heldAfterKeys("hs", 1); len(got) != 1 {
@@ -225,5 +229,181 @@ func TestHoldAfterNotExpiring(t *testing.T) {
 	}
 	if strings.Contains(who.stdout, "expiring") {
 		t.Fatalf("--who of a held-after slot below half its TTL: %v", who)
+	}
+}
+
+// D13, D13b: a conch stopped past its run's lease while its command exits 0 cannot keep the
+// slot (etcd expired the lease and the key with it): it says so in a warning line without -v,
+// naming the lease's expiry, and exits with the command's status; nothing is kept.
+func TestHoldAfterLeaseExpiredWhileStopped(t *testing.T) {
+	e := newEnv(t)
+	done := e.path("done")
+	p := e.start("sema", "hx", "--max", "1", "--ttl", "2", "--kill-after", "0.2", "--scope=never", "--hold-after", "1h",
+		"--", "sh", "-c", e.gated("a")+"; touch "+done)
+	waitFor(t, "a holds", func() bool { return e.held("a") })
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	e.open("a")
+	waitFor(t, "the command to end while conch is stopped", func() bool { return exists(done) })
+	waitFor(t, "the run's lease to expire", func() bool { return e.keys(sema.Prefix("hx", 1)) == 0 })
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	late := strings.Contains(r.stderr, "lease expired") || strings.Contains(r.stderr, "deadline had passed")
+	// (conch notices the loss first, or finds the key gone as it moves it: either is said)
+	if r.status != 0 || !strings.Contains(r.stderr, "after the run") || !strings.Contains(r.stderr, "the next holder may start now") || !late ||
+		strings.Contains(r.stderr, "slot kept") || strings.Contains(r.stderr, "key deleted") {
+		t.Fatalf("--hold-after, conch stopped past its lease: %v, want 0 and a line saying the slot cannot be kept as the lease expired", r)
+	}
+	if n := e.keys(sema.Prefix("hx", 1)); n != 0 {
+		t.Fatalf("%d keys after a hold that could not be made", n)
+	}
+}
+
+// runOnHost runs conch with args to completion in a UTS namespace of its own whose hostname
+// is host (unshare(1), root), as e.run does.
+func (e *env) runOnHost(host string, args ...string) result {
+	e.t.Helper()
+	if err := exec.Command("unshare", "--uts", "true").Run(); err != nil {
+		ci.Unavailable(e.t, "cannot make a UTS namespace to set a hostname (unshare --uts, root): %v", err)
+	}
+	argv := append([]string{"--uts", "sh", "-c", `hostname "$0" && exec "$@"`, host, conchBin}, args...)
+	cmd := exec.Command("unshare", argv...)
+	cmd.Env = e.vars
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		e.t.Fatal(err)
+	}
+	return result{status: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// D11a: one rule for a node's name, whether given (--node, CONCH_NODE) or the hostname's
+// default: on a host named as a lease ID (16 lower-case hex digits), --hold-after and
+// --release refuse it (64, nothing written) rather than keep a slot that --release --node
+// cannot free, and --node names the node instead; a run that does not use the node runs.
+func TestNodeNameOneRule(t *testing.T) {
+	e := newEnv(t)
+	const hexHost = "0123456789abcdef"
+	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--hold-after", "1h", "--", "true"); r.status != exitUsage ||
+		!strings.Contains(r.stderr, "set --node NAME") || e.keys(sema.Prefix("nr", 1)) != 0 {
+		t.Fatalf("--hold-after on host %s: %v, want 64 naming --node and no key", hexHost, r)
+	}
+	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--release"); r.status != exitUsage {
+		t.Fatalf("--release on host %s: %v, want 64", hexHost, r)
+	}
+	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--", "true"); r.status != 0 {
+		t.Fatalf("a plain run on host %s: %v, want 0", hexHost, r)
+	}
+	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "true"); r.status != 0 {
+		t.Fatalf("--hold-after --node n1 on host %s: %v, want 0", hexHost, r)
+	}
+	if r := e.run("sema", "nr", "--max", "1", "--release", "--node", hexHost); r.status != exitUsage {
+		t.Fatalf("--release --node %s: %v, want 64", hexHost, r)
+	}
+}
+
+// D11a: an empty --node is refused (64), not read as the hostname; a CONCH_NODE that is no
+// node name stops only the commands that use the node (a run, --release), not --who,
+// --pause or --resume.
+func TestNodeCheckedWhereUsed(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{{"--release", "--node", ""}, {"--node", "", "--", "true"}} {
+		if r := e.run(append([]string{"sema", "ne", "--max", "1"}, args...)...); r.status != exitUsage || !strings.Contains(r.stderr, "empty") {
+			t.Fatalf("%q: %v, want 64: an empty --node", args, r)
+		}
+	}
+	bad := []string{"CONCH_NODE=not a node"}
+	for _, args := range [][]string{{"--who"}, {"--pause"}, {"--resume"}} {
+		if r := e.startWith(bad, append([]string{"sema", "ne", "--max", "1"}, args...)...).wait(t); r.status == exitUsage {
+			t.Fatalf("%q with a bad CONCH_NODE: %v, want no usage error: it does not use the node", args, r)
+		}
+	}
+	for _, args := range [][]string{{"--release"}, {"--", "true"}} {
+		if r := e.startWith(bad, append([]string{"sema", "ne", "--max", "1"}, args...)...).wait(t); r.status != exitUsage {
+			t.Fatalf("%q with a bad CONCH_NODE: %v, want 64", args, r)
+		}
+	}
+}
+
+// D13d: an etcd stall shorter than what is left of the run's lease (here 7 s of --ttl 30s, the
+// single member SIGSTOPped as the command ends) does not make --hold-after give up: the hold
+// is made once etcd answers again, and the slot is kept.
+func TestHoldAfterRidesOutEtcdStall(t *testing.T) {
+	m := startEtcdProc(t)
+	e := m.env(t)
+	p := e.start("sema", "hst", "--max", "1", "--ttl", "30", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
+	waitFor(t, "a holds", func() bool { return e.held("a") })
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stalled := true
+	defer func() {
+		if stalled {
+			m.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	e.open("a")
+	time.Sleep(7 * time.Second) // the stall itself, longer than a single request's old 5 s bound
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	stalled = false
+	r := p.wait(t)
+	if r.status != 0 || !strings.Contains(r.stderr, "slot kept for 1h0m0s after the run") || strings.Contains(r.stderr, "cannot") {
+		t.Fatalf("--hold-after through a 7 s etcd stall: %v, want 0 and the slot kept", r)
+	}
+	if got := e.heldAfterKeys("hst", 1); len(got) != 1 {
+		t.Fatalf("held-after keys after the stall: %v, want n1's", got)
+	}
+}
+
+// D13d: with etcd silent past the run's lease (--ttl 3, the member SIGSTOPped as the command
+// ends), the hold cannot be made nor the slot released: conch says both in one warning line
+// of its own (every line it writes starts "conch:"), and exits with the command's status.
+func TestHoldAfterEtcdSilentOneLine(t *testing.T) {
+	m := startEtcdProc(t)
+	e := m.env(t)
+	p := e.start("sema", "hsl", "--max", "1", "--ttl", "3", "--kill-after", "0.5", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
+	waitFor(t, "a holds", func() bool { return e.held("a") })
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT) })
+	e.open("a")
+	r := p.wait(t)
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	if !strings.Contains(r.stderr, "cannot keep") || strings.Contains(r.stderr, "slot kept") {
+		t.Fatalf("--hold-after with etcd silent: %v, want a line saying the slot cannot be kept", r)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if !strings.HasPrefix(line, "conch: ") {
+			t.Errorf("a line without conch's prefix: %q\n%v", line, r)
+		}
+	}
+}
+
+// D14a: --release leaves alone a key whose record names the node and says held-after, but
+// in a format newer than this conch reads ("v":99, hand-written here behind a real hold),
+// and says so; it frees the node's slot of the known format, and exits 0.
+func TestReleaseLeavesNewerRecord(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("sema", "nv", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "true"); r.status != 0 {
+		t.Fatal(r)
+	}
+	key := sema.Prefix("nv", 1) + "00000000000000ff"
+	val := `{"v":99,"host":"n1","pid":1,"since":"2026-12-01T00:00:00Z","state":"held-after","ended":"2026-12-01T00:00:00Z","held_until":"2026-12-01T01:00:00Z"}`
+	if _, err := e.c.Put(t.Context(), key, val); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("sema", "nv", "--max", "1", "--release", "--node", "n1")
+	if r.status != 0 || !strings.Contains(r.stderr, "released the slot node n1 held after its run") ||
+		!strings.Contains(r.stderr, `left "`+key+`" alone`) || !strings.Contains(r.stderr, "newer format") {
+		t.Fatalf("--release with a newer record: %v, want 0, the known hold freed and the newer one left, said", r)
+	}
+	if n := e.keys(sema.Prefix("nv", 1)); n != 1 {
+		t.Fatalf("%d keys after --release, want the newer record's only", n)
 	}
 }

@@ -130,3 +130,32 @@ func TestHeldOutsideChild(t *testing.T) {
 	h.cmd.Process.Kill()
 	w.cmd.Process.Kill()
 }
+
+// D5b: a child's `conch sema --held` finds etcd the way its conch did: a --config given on
+// conch's command line (here with no CONCH_ENDPOINTS nor CONCH_CONFIG in the environment)
+// reaches the child as CONCH_CONFIG, as an absolute path, so the child's conch does not
+// fall back to the default file (which a user may not be allowed to read) or endpoint.
+func TestHeldUsesParentConfig(t *testing.T) {
+	e := newEnv(t)
+	conf := e.path("cluster.conf")
+	if err := os.WriteFile(conf, []byte("[etcd]\nendpoints = "+e.srv.Endpoint+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var vars []string
+	for _, kv := range e.vars {
+		if !strings.HasPrefix(kv, "CONCH_ENDPOINTS=") && !strings.HasPrefix(kv, "CONCH_CONFIG=") {
+			vars = append(vars, kv)
+		}
+	}
+	e.vars = vars
+	script := fmt.Sprintf(`cd / && %s sema --held --dial-timeout 2s; echo $? >%s; printenv CONCH_CONFIG >%s`, conchBin, e.path("status"), e.path("env"))
+	p := e.start("sema", "hcfg", "--max", "1", "--config", conf, "--scope=never", "--", "sh", "-c", script)
+	if r := p.wait(t); r.status != 0 {
+		t.Fatalf("conch --config: %v", r)
+	}
+	status, _ := os.ReadFile(e.path("status"))
+	env, _ := os.ReadFile(e.path("env"))
+	if strings.TrimSpace(string(status)) != "0" || strings.TrimSpace(string(env)) != conf {
+		t.Fatalf("the child's conch sema --held: status %q, CONCH_CONFIG %q; want 0 and %s", status, env, conf)
+	}
+}

@@ -124,13 +124,14 @@ func (r *reporter) warnf(format string, args ...any) {
 // errorf writes the one line that says why conch exits with a status other
 // than the child's (D3). It always prints, and tells the service manager
 // conch is stopping and why. Journal priority: TIMEOUT (no slot: a
-// skipped timer run is routine) and RELEASED (stopped on request or by
-// --runtime-max, or the command could not start) are warnings; LOST and
+// skipped timer run is routine), RELEASED (stopped on request or by
+// --runtime-max, or the command could not start) and HELD_AFTER (the same,
+// the slot kept after the run) are warnings; LOST and
 // the rest are errors.
 func (r *reporter) errorf(state, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	prio := journal.PriErr
-	if state == stateTimeout || state == stateReleased {
+	if state == stateTimeout || state == stateReleased || state == stateHeldAfter {
 		prio = journal.PriWarning
 	}
 	r.emit(state, prio, false, nil, msg)

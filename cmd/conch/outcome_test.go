@@ -132,6 +132,41 @@ func TestOutcome(t *testing.T) {
 	}
 }
 
+// D13: a run whose slot is kept after it ends says so in its last line and journal state
+// (HELD_AFTER, never RELEASED), whatever ended it: a signal to conch, the run-time limit, a
+// Ctrl-C from the terminal; the exit is the same as without the hold.
+func TestOutcomeKept(t *testing.T) {
+	until := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	stopped := unitrun.Result{Started: true, ExitStatus: 143, Signal: syscall.SIGTERM, Stopped: true}
+	for _, tc := range []struct {
+		name   string
+		h      slotrun.Holding
+		status int
+		sig    syscall.Signal
+		line   string
+	}{
+		{"SIGTERM", slotrun.Holding{Result: stopped, Cause: errSignal{syscall.SIGTERM}}, 0, syscall.SIGTERM,
+			"SIGTERM: stopped the child; the slot is kept until 2026-12-02T04:00:00Z"},
+		{"run-time limit", slotrun.Holding{Result: unitrun.Result{Started: true, ExitStatus: 143, Signal: syscall.SIGTERM, RuntimeExceeded: true}}, exitRuntimeMax, 0,
+			"child ran past --runtime-max 1s: stopped; the slot is kept until 2026-12-02T04:00:00Z"},
+		{"Ctrl-C", slotrun.Holding{Result: unitrun.Result{Started: true, ExitStatus: 130, Signal: syscall.SIGINT}, Terminal: true}, 0, syscall.SIGINT,
+			"the child died of SIGINT from the terminal: the slot is kept until 2026-12-02T04:00:00Z, stopping with it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := slotrun.Decide(tc.h)
+			o.KeptUntil = until
+			v := endOf(o, "--runtime-max 1s")
+			var xe *exitError
+			if !errors.As(v.err, &xe) || xe.state != stateHeldAfter || xe.msg != tc.line {
+				t.Fatalf("%#v, want %q in state %s", v.err, tc.line, stateHeldAfter)
+			}
+			if status, sig := exitStatus(v.err); status != tc.status || sig != tc.sig {
+				t.Errorf("exit %d signal %v, want %d %v", status, sig, tc.status, tc.sig)
+			}
+		})
+	}
+}
+
 // exitStatus is the one mapping from a run's error to conch's exit (D3).
 func TestExitStatus(t *testing.T) {
 	for _, tc := range []struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/unitrun"
@@ -28,6 +29,9 @@ func endOf(o slotrun.Outcome, limit string) verdict {
 	case slotrun.NotStarted:
 		return verdict{err: notStarted(o.RunErr, o)}
 	case slotrun.Signalled:
+		if !o.KeptUntil.IsZero() { // D13: the last line and state say the slot is kept
+			return verdict{err: signalExit(o.Signal, stateHeldAfter, "%s: stopped the child; %s", unix.SignalName(o.Signal), keptWords(o))}
+		}
 		return verdict{err: signalExit(o.Signal, stateReleased, "%s: stopped the child and released the slot", unix.SignalName(o.Signal))}
 	case slotrun.Fenced:
 		return verdict{err: endf(errSlotLost, stateLost, "slot lost while the child ran: conch was stopped or stalled until its lease's deadline, so the child's guardian stopped the child on its own before the lease could expire%s", causeNote(o.Cause))}
@@ -36,22 +40,41 @@ func endOf(o slotrun.Outcome, limit string) verdict {
 	case slotrun.Lost:
 		return verdict{err: endf(errSlotLost, stateLost, "slot lost while the child ran (%v): child stopped", o.Cause)}
 	case slotrun.RuntimeExceeded:
+		if !o.KeptUntil.IsZero() {
+			return verdict{err: endf(errRuntimeMax, stateHeldAfter, "child ran past %s: stopped; %s", limit, keptWords(o))}
+		}
 		return verdict{err: endf(errRuntimeMax, stateReleased, "child ran past %s: stopped", limit)}
+	}
+	return ranEnd(o)
+}
+
+// ranEnd is the end of a child that ran and ended (endOf's Ran): its own status, 70 if it
+// has none, or the signal to die of, with the terminal's said; the journal state is
+// HELD_AFTER when the slot is kept after the run (D13).
+func ranEnd(o slotrun.Outcome) verdict {
+	state, slot := stateReleased, "released the slot"
+	if !o.KeptUntil.IsZero() {
+		state, slot = stateHeldAfter, keptWords(o)
 	}
 	xe := &exitError{own: o.Result.ExitStatus, sig: o.Signal, group: o.FromTerminal}
 	switch {
 	case o.FromTerminal: // D3: every exit other than the child's own status is said, Ctrl-C too
-		xe.state, xe.msg = stateReleased, fmt.Sprintf("the child died of %s from the terminal: released the slot, stopping with it", unix.SignalName(o.Signal))
+		xe.state, xe.msg = state, fmt.Sprintf("the child died of %s from the terminal: %s, stopping with it", unix.SignalName(o.Signal), slot)
 	case o.Signal == 0 && o.Result.ExitStatus < 0: // the guardian was lost while the child ran (D3: 70, not 69's "never started")
 		xe.kind, xe.own = errSlotLost, 0
 	}
 	if o.RunErr != nil { // the child ran, but its supervision failed: say so
-		xe.state, xe.msg = stateReleased, o.RunErr.Error()
+		xe.state, xe.msg = state, o.RunErr.Error()
 	}
 	if *xe == (exitError{}) {
 		return verdict{ran: true}
 	}
 	return verdict{ran: true, err: xe}
+}
+
+// keptWords says until when the slot is kept after the run (D13).
+func keptWords(o slotrun.Outcome) string {
+	return "the slot is kept until " + o.KeptUntil.UTC().Format(time.RFC3339)
 }
 
 // causeNote is " (cause)" for a cause that is the slot's loss, "" otherwise.

@@ -32,13 +32,33 @@ func TestSIGTERMToHolder(t *testing.T) {
 	}
 }
 
-// SIGINT and SIGHUP to a waiting conch remove its key and re-raise.
+// D3: SIGQUIT from outside a terminal is a stop request like SIGTERM: conch stops the child,
+// releases at once (not at the lease's expiry, --ttl 60), and dies of SIGQUIT, without Go's
+// goroutine dump and exit 2.
+func TestSIGQUITToHolder(t *testing.T) {
+	e := newEnv(t)
+	p := e.start("sema", "quit", "--max", "1", "--ttl", "60", "--", "sh", "-c", "echo $$ > "+e.path("pid")+"; exec sleep 60")
+	pid := readPID(t, e.path("pid"))
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	r := p.wait(t)
+	if r.signal != syscall.SIGQUIT || !strings.Contains(r.stderr, "SIGQUIT: stopped the child and released the slot") || strings.Contains(r.stderr, "goroutine ") {
+		t.Fatalf("conch after SIGQUIT: %v, want death by SIGQUIT with its line and no dump", r)
+	}
+	if pidAlive(pid) {
+		t.Fatalf("child %d outlived conch", pid)
+	}
+	if n := e.keys(sema.NamePrefix("quit")); n != 0 {
+		t.Fatalf("%d keys left after SIGQUIT: the slot must be released, not left to expire", n)
+	}
+}
+
+// SIGINT, SIGHUP and SIGQUIT to a waiting conch remove its key and re-raise.
 func TestSignalToWaiter(t *testing.T) {
 	e := newEnv(t)
 	pre := sema.Prefix("sw", 1)
 	holder := e.start("sema", "sw", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
 		w := e.start("sema", "sw", "--max", "1", "--", "touch", e.path("ran"))
 		waitFor(t, "waiter queued", func() bool { return e.keys(pre) == 2 })
 		w.cmd.Process.Signal(sig)
@@ -103,5 +123,31 @@ func TestIgnoredSignalStaysIgnored(t *testing.T) {
 		}
 	case <-time.After(testTimeout):
 		t.Fatal("conch did not finish")
+	}
+}
+
+// D7d for a waiter: a waiting conch stopped past its lease (--ttl 2) finds its key gone with
+// the lease's expiry: it says the lease expired, not that a key was deleted, re-enters the
+// queue and runs its command once the holder ends.
+func TestStoppedWaiterSaysLeaseExpired(t *testing.T) {
+	e := newEnv(t)
+	pre := sema.Prefix("wexp", 1)
+	holder := e.start("sema", "wexp", "--max", "1", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "holder", func() bool { return e.held("h") })
+	w := e.start("sema", "wexp", "--max", "1", "--ttl", "2", "--", "touch", e.path("ran"))
+	waitFor(t, "waiter queued", func() bool { return e.keys(pre) == 2 })
+	if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the waiter's lease to expire", func() bool { return e.keys(pre) == 1 })
+	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the waiter to re-enter", func() bool { return strings.Contains(w.stderr.String(), "re-entering") })
+	e.open("h")
+	holder.wait(t)
+	r := w.wait(t)
+	if r.status != 0 || !exists(e.path("ran")) || !strings.Contains(r.stderr, "lease expired") || strings.Contains(r.stderr, "key deleted") {
+		t.Fatalf("waiter stopped past its lease: %v, want 0, its command run, and the lease's expiry said", r)
 	}
 }

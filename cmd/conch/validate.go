@@ -41,11 +41,14 @@ type whoValues struct {
 
 // runValues are the values of running a command (checkRun), decided at validation.
 type runValues struct {
-	ttl        time.Duration // the lease's TTL asked for (--ttl, rounded up to whole seconds: D4)
-	nonblock   bool          // --nonblock, or --wait 0: never wait
-	conflict   int           // the status of "no slot" (-E, default 75)
-	quiet      bool          // -q: no "no free slot" line, the status says it
-	keepCreds  bool          // --keep-credentials-env
+	ttl       time.Duration // the lease's TTL asked for (--ttl, rounded up to whole seconds: D4)
+	nonblock  bool          // --nonblock, or --wait 0: never wait
+	conflict  int           // the status of "no slot" (-E, default 75)
+	quiet     bool          // -q: no "no free slot" line, the status says it
+	keepCreds bool          // --keep-credentials-env
+	// config is the config file named by --config or CONCH_CONFIG, made absolute, for the
+	// child's CONCH_CONFIG (D5b); "" when conch read the default
+	config     string
 	runtimeMax time.Duration // --runtime-max; 0: none
 	// killAfterGiven is --kill-after as given, 0 when unset: unitrun decides the stop grace
 	// from it and the scope's properties (its default when neither sets one)
@@ -149,9 +152,6 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	if c.Verbose { // which cluster, and why that one
 		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.Where(), conn.DialTimeout, conn.DialTimeoutFrom)
 	}
-	if j.node, err = nodeName(c.Node.String(), c.Spread); err != nil {
-		return j, err
-	}
 	j.spread = c.Spread
 	return j, nil
 }
@@ -221,6 +221,11 @@ func (c *semaCmd) checkRun(j job) error {
 // runJob completes j with the values of running a command, from the flags checkRun passed.
 func (c *semaCmd) runJob(j job) (job, error) {
 	var err error
+	// the node is the key of --spread and the node that --hold-after keeps the slot for
+	// (D11, D13): the hostname's default must then be a node name too
+	if j.node, err = nodeName(c.Node, c.Spread || c.HoldAfter.set); err != nil {
+		return j, err
+	}
 	j.wait, j.waitSet = c.Wait.d, c.Wait.set
 	if j.scope, err = parseScopeFlags(string(c.Scope), c.Property, c.Slice); err != nil {
 		return j, err
@@ -232,6 +237,7 @@ func (c *semaCmd) runJob(j job) (job, error) {
 		conflict:       int(c.Conflict),
 		quiet:          c.Quiet,
 		keepCreds:      c.KeepCreds,
+		config:         absPath(string(c.Config)),
 		runtimeMax:     c.RuntimeMax.d,
 		killAfterGiven: c.KillAfter.d,
 		killAfter:      j.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter,
@@ -239,26 +245,30 @@ func (c *semaCmd) runJob(j job) (job, error) {
 	return j, nil
 }
 
-// nodeName returns this node's name (D11): --node / CONCH_NODE if set, else
-// with --spread the kernel hostname, else "" (the record then names the
-// hostname). A name that cannot be a key suffix (D4's name rule, not a
-// lease ID's 16 hex digits) is a usage error, before any etcd call.
-func nodeName(flag string, spread bool) (string, error) {
-	if flag != "" {
-		if err := sema.ValidateNode(flag); err != nil {
+// nodeName returns this node's name (D11, D11a) for a command that uses it: given
+// (--node / CONCH_NODE) if set, else with hostDefault (--spread, --hold-after, --release: the
+// node is a key or must match a record) the kernel hostname, else "" (the record then names
+// the hostname). One rule for both, sema.ValidateNode: a name --release --node could not
+// take is refused here too. An empty --node is refused, not read as the hostname. Errors are
+// usage errors (64), before any etcd call.
+func nodeName(given onceText, hostDefault bool) (string, error) {
+	switch {
+	case given == "\x00":
+		return "", usagef("--node (or CONCH_NODE) is empty: name this node, or leave it unset for the hostname")
+	case given != "":
+		if err := sema.ValidateNode(string(given)); err != nil {
 			return "", usagef("--node: %v", err)
 		}
-		return flag, nil
-	}
-	if !spread {
+		return string(given), nil
+	case !hostDefault:
 		return "", nil
 	}
 	host, err := os.Hostname()
 	if err != nil {
-		return "", usagef("--spread: cannot read the hostname (%v): name this node with --node NAME or CONCH_NODE", err)
+		return "", usagef("cannot read the hostname (%v): name this node with --node NAME or CONCH_NODE", err)
 	}
 	if err := sema.ValidateNode(host); err != nil {
-		return "", usagef("--spread: the hostname cannot name this node's key (%v): set --node NAME or CONCH_NODE", err)
+		return "", usagef("the hostname cannot name this node (%v): set --node NAME or CONCH_NODE", err)
 	}
 	return host, nil
 }

@@ -68,8 +68,11 @@ func (r *run) holdOnce() (o Outcome, again bool, err error) {
 		_ = h.Release(context.Background())
 		return o, true, nil
 	}
-	r.closePeriod(h, o, heldAt)                          // D15: a successful run closes the period
-	if r.keepAfter(h, o.Result, context.Cause(runCtx)) { // D13: kept, or released saying why
+	r.closePeriod(h, o, heldAt)                                       // D15: a successful run closes the period
+	if ended, ha := r.keepAfter(h, o, context.Cause(runCtx)); ended { // D13: kept, or released saying why
+		if ha.Key != "" {
+			o.KeptUntil = ha.Until
+		}
 		return o, false, nil
 	}
 	if o.End == Ran {

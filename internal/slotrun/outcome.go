@@ -3,6 +3,7 @@ package slotrun
 import (
 	"errors"
 	"syscall"
+	"time"
 
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
@@ -59,6 +60,9 @@ type Outcome struct {
 	// FromTerminal: Signal is the child's death by SIGINT or SIGQUIT from the terminal, to
 	// be re-raised to the process group so the calling shell script stops (Ran)
 	FromTerminal bool
+	// KeptUntil: the slot is kept after the run until then (D13, the hold's end by this
+	// host's clock); zero when the slot was released (Run sets it, not Decide)
+	KeptUntil time.Time
 	Holding
 }
 

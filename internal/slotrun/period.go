@@ -2,11 +2,11 @@ package slotrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/conch-project/conch/sema"
-	"github.com/conch-project/conch/unitrun"
 )
 
 // onceSkip is the look for the period's marker while h holds the slot, before the child
@@ -41,14 +41,26 @@ func (r *run) closePeriod(h *sema.Holder, o Outcome, heldAt time.Time) {
 
 // keepAfter ends holding h by keeping the slot after the run when sema's rules say so (D13:
 // the command started, cause did not lose the slot), or by releasing it when it cannot be
-// kept, and says which; it reports whether the holding is over (false: the caller releases).
-func (r *run) keepAfter(h *sema.Holder, res unitrun.Result, cause error) bool {
-	ended, ha, err := h.KeepAfter(context.Background(), r.cfg.Rules, sema.RunEnd{Started: res.Started, Lost: SlotLost(cause)})
+// kept, and says which; it reports whether the holding is over (false: the caller releases),
+// and the slot kept (Key "" when it was released instead).
+// A slot lost while a child that then ended on its own ran (o Ran, e.g. its lease expired
+// while the process was stopped) cannot be kept either: a KeepFailed note says so, since the
+// run's status is the child's and nothing else would tell it (D13b).
+func (r *run) keepAfter(h *sema.Holder, o Outcome, cause error) (bool, sema.HeldAfter) {
+	res := o.Result
+	lost := SlotLost(cause)
+	if lost && o.End == Ran && res.Started && r.cfg.Rules.HoldAfter > 0 {
+		r.rep.Note(Note{Kind: KeepFailed, Err: fmt.Errorf("cannot keep the slot after the run: %w; the slot is free, the next holder may start now", cause)})
+	}
+	ended, ha, err := h.KeepAfter(context.Background(), r.cfg.Rules, sema.RunEnd{Started: res.Started, Lost: lost})
+	if err != nil && ha.Key == "" && (errors.Is(err, sema.ErrLeaseLost) || errors.Is(err, sema.ErrKeyDeleted)) {
+		err = fmt.Errorf("%w; the slot is free, the next holder may start now", err)
+	}
 	if err != nil {
 		r.rep.Note(Note{Kind: KeepFailed, Err: err})
 	}
 	if ended && ha.Key != "" {
 		r.rep.HeldAfter(ha, res.ExitStatus)
 	}
-	return ended
+	return ended, ha
 }
