@@ -30,7 +30,7 @@ type connOptions struct {
 // the outer job's --max, --ttl, --wait or --spread (D5). --node is a setting
 // of the node, not of the semaphore, hence CONCH_NODE (D11).
 type semaCmd struct {
-	Max        onceText  `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who)"`
+	Max        onceText  `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who, where it picks one capacity, and --held, which takes it from CONCH_MAX)"`
 	TTL        duration  `long:"ttl" value-name:"D" default:"10s" description:"lease TTL; a crashed holder's slot frees after this (whole seconds, rounded up)"`
 	Wait       duration  `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); a slot free at once is taken however short D; default: wait forever"`
 	Nonblock   bool      `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
@@ -157,7 +157,8 @@ var semaEpilog = `Synopsis:
              [OPTIONS] -- <cmd...>
   conch sema <name> --max N --release [--node NAME]
   conch sema <name> --max N --pause [--reason TEXT] | --resume
-  conch sema <name> [--max N] --who [--json | --format prometheus [--textfile PATH]]
+  conch sema <name> [--max N] --who [--json]
+  conch sema [<name>] [--max N] --who --format prometheus [--textfile PATH]
   conch sema [<name>] [--max N] --who --watch [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
   conch sema [<name> --max N] --held       (inside a command run by conch)
