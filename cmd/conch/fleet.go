@@ -225,6 +225,18 @@ func timeOrUnknown(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// markerEnd is when a period marker whose lease etcd said has left to live, read before now,
+// ends at the latest, in whole seconds (D15): etcd truncates a lease's remaining TTL to the
+// second, so the lease ends before now + left + 1 s, rounded up to the second so that the
+// time shown is never before the marker's real end.
+func markerEnd(now time.Time, left time.Duration) time.Time {
+	end := now.Add(left + time.Second)
+	if t := end.Truncate(time.Second); t.Before(end) {
+		return t.Add(time.Second)
+	}
+	return end
+}
+
 // skipped records a run skipped because this period's run is done (D15):
 // a line naming that run and when the next may start, CONCH_SKIPPED=1 in
 // the journal, and STATUS=.
@@ -239,7 +251,9 @@ func (r *reporter) skipped(m sema.OnceMarker) {
 	if m.Left < 0 {
 		next = fmt.Sprintf("the marker has no lease, so no run starts until it is deleted (etcdctl del %s)", m.Key)
 	} else {
-		next = fmt.Sprintf("the next run may start after %s (in %v)", time.Now().Add(m.Left).UTC().Format(time.RFC3339), m.Left)
+		now := time.Now()
+		at := markerEnd(now, m.Left)
+		next = fmt.Sprintf("the next run may start after %s (in %v)", at.UTC().Format(time.RFC3339), at.Sub(now).Round(time.Second))
 	}
 	msg := "skipped: " + ran + "; " + next
 	r.emit(stateReleased, journal.PriNotice, false, map[string]string{"CONCH_SKIPPED": "1"}, msg)
