@@ -102,7 +102,7 @@ func waitFailed(j job, ns *slotrun.NoSlotError) error {
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
 		return noSlot(j.run.conflict, "no free slot: all %d held%s, and not waiting (--nonblock or --wait 0)", j.max, heldAfterNote(j, we.HeldAfter))
 	case errors.As(err, &we) && !we.Unreachable && !j.fleet.deadline.IsZero():
-		return noSlot(j.run.conflict, "no slot before --deadline %s%s", j.fleet.deadline.Format(time.RFC3339), heldAfterNote(j, we.HeldAfter))
+		return noSlot(j.run.conflict, "no slot before --deadline %s%s", j.fleet.deadlineText, heldAfterNote(j, we.HeldAfter))
 	case errors.As(err, &we) && !we.Unreachable:
 		return noSlot(j.run.conflict, "no slot within --wait %v%s", j.wait, heldAfterNote(j, we.HeldAfter))
 	case errors.As(err, &we) && !we.Nonblock:

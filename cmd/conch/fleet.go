@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
@@ -28,6 +29,9 @@ type fleetValues struct {
 	holdAfter time.Duration // --hold-after; 0: release at the end of the run
 	oncePer   time.Duration // --once-per; 0: every run runs
 	deadline  time.Time     // --deadline; zero: none
+	// deadlineText is --deadline as messages show it: as the operator wrote it (a time before
+	// 1970 is kept as 1970 but shown as given), with the time it stands for after an HH:MM[:SS]
+	deadlineText string
 }
 
 // rules are the values as sema's rules of the job's runs.
@@ -100,7 +104,7 @@ func (c *semaCmd) checkFleet(j *job, now time.Time) error {
 		if err != nil {
 			return usagef("--deadline: %v", err)
 		}
-		j.fleet.deadline = d
+		j.fleet.deadline, j.fleet.deadlineText = d, deadlineText(c.Deadline.String(), d)
 	}
 	j.fleet.holdAfter, j.fleet.oncePer = c.HoldAfter.d, c.OncePer.d
 	return nil
@@ -112,7 +116,17 @@ func (f fleetValues) deadlinePassed(conflict int, now time.Time) error {
 	if !f.rules().DeadlinePassed(now) {
 		return nil
 	}
-	return noSlot(conflict, "--deadline %s has passed: not waiting, the command was not started", f.deadline.Format(time.RFC3339))
+	return noSlot(conflict, "--deadline %s has passed: not waiting, the command was not started", f.deadlineText)
+}
+
+// deadlineText is --deadline given, which sema.ParseDeadline read as d, for messages: given
+// as written when it is RFC 3339, else (HH:MM[:SS]) followed by d in RFC 3339.
+func deadlineText(given string, d time.Time) string {
+	given = strings.TrimSpace(given)
+	if _, err := time.Parse(time.RFC3339, given); err == nil {
+		return given
+	}
+	return given + " (" + d.Format(time.RFC3339) + ")"
 }
 
 // checkAlone checks the flags of a command that runs no child and waits for
