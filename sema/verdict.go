@@ -98,7 +98,7 @@ func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
 
 // heldAfterHolders reads the first Max keys of the semaphore by create revision, in one
 // request within the give-up budget (at most probeTimeout), and returns those kept after a
-// run (D13): the holders no process will release before their hold ends or --release frees
+// run (D13e): the holders no process will release before their hold ends or --release frees
 // them, which the refusal names. It returns nil when v is explained otherwise (a pause,
 // --spread's node key) or the read fails: the note is extra, never a verdict.
 func (s *Semaphore) heldAfterHolders(ctx context.Context, v *WaitError) []HeldAfter {

@@ -114,7 +114,7 @@ func waitFailed(j job, ns *slotrun.NoSlotError) error {
 		j.conn.Where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
 }
 
-// heldAfterNote says which of the slots that refused us are kept after a run (D13), and how
+// heldAfterNote says which of the slots that refused us are kept after a run (D13e), and how
 // to free one sooner, as " (1 kept after a run by node vm until T; conch sema NAME --max N
 // --release --node vm frees it)", on the refusal's one line: at most three are named. It
 // returns "" for none. Node names come from etcd and are escaped.

@@ -120,7 +120,7 @@ func (f fleetValues) deadlinePassed(conflict int, now time.Time) error {
 }
 
 // deadlineText is --deadline given, which sema.ParseDeadline read as d, for messages: given
-// as written when it is RFC 3339, else (HH:MM[:SS]) followed by d in RFC 3339.
+// as written when it is RFC 3339, else (HH:MM[:SS]) followed by d in RFC 3339 (D15a).
 func deadlineText(given string, d time.Time) string {
 	given = strings.TrimSpace(given)
 	if _, err := time.Parse(time.RFC3339, given); err == nil {
@@ -240,7 +240,7 @@ func timeOrUnknown(t time.Time) string {
 }
 
 // markerEnd is when a period marker whose lease etcd said has left to live, read before now,
-// ends at the latest, in whole seconds (D15): etcd truncates a lease's remaining TTL to the
+// ends at the latest, in whole seconds (D15a): etcd truncates a lease's remaining TTL to the
 // second, so the lease ends before now + left + 1 s, rounded up to the second so that the
 // time shown is never before the marker's real end.
 func markerEnd(now time.Time, left time.Duration) time.Time {
