@@ -21,6 +21,10 @@ type WaitError struct {
 	Unreachable bool   // etcd did not answer when the wait ended: our keys may linger
 	Err         error  // with Unreachable: the request that got no answer
 	Paused      *Pause // with Nonblock: the semaphore is paused, by this pause (D16)
+	// HeldAfter are the slots among the first Max keys that were kept after a run (D13),
+	// read once when etcd answered and no pause or --spread explains the refusal; nil when
+	// there were none or the read failed. Node and Until come from etcd: hostile input.
+	HeldAfter []HeldAfter
 }
 
 func (e *WaitError) Error() string {
@@ -76,6 +80,7 @@ func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
 		return v
 	}
 	if e.unanswered == nil || len(e.stale) > 0 { // etcd answered our last request
+		v.HeldAfter = s.heldAfterHolders(ctx, v)
 		return v
 	}
 	if !e.atStart {
@@ -83,9 +88,34 @@ func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
 		defer cancel()
 		_, err := s.c.Get(pctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err == nil {
+			v.HeldAfter = s.heldAfterHolders(ctx, v)
 			return v
 		}
 	}
 	v.Unreachable, v.Err = true, e.unanswered
 	return v
+}
+
+// heldAfterHolders reads the first Max keys of the semaphore by create revision, in one
+// request within the give-up budget (at most probeTimeout), and returns those kept after a
+// run (D13e): the holders no process will release before their hold ends or --release frees
+// them, which the refusal names. It returns nil when v is explained otherwise (a pause,
+// --spread's node key) or the read fails: the note is extra, never a verdict.
+func (s *Semaphore) heldAfterHolders(ctx context.Context, v *WaitError) []HeldAfter {
+	if v.Paused != nil || v.NodeBusy {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpWithin(ctx, s.probeTimeout()))
+	defer cancel()
+	resp, err := s.c.Get(rctx, s.prefix, clientv3.WithPrefix(), byCreateAsc, clientv3.WithLimit(int64(s.max)))
+	if err != nil {
+		return nil
+	}
+	var held []HeldAfter
+	for _, kv := range resp.Kvs {
+		if r := DecodeRecord(kv.Value); heldAfterRecord(r) {
+			held = append(held, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
+		}
+	}
+	return held
 }

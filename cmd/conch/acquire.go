@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -99,11 +100,11 @@ func waitFailed(j job, ns *slotrun.NoSlotError) error {
 	case errors.As(err, &we) && !we.Unreachable && we.NodeBusy:
 		return noSlot(j.run.conflict, "no free slot for this node: %s already holds or waits for one, and --spread allows one per node (not waiting: --nonblock or --wait 0)", j.node)
 	case errors.As(err, &we) && !we.Unreachable && we.Nonblock:
-		return noSlot(j.run.conflict, "no free slot: all %d held, and not waiting (--nonblock or --wait 0)", j.max)
+		return noSlot(j.run.conflict, "no free slot: all %d held%s, and not waiting (--nonblock or --wait 0)", j.max, heldAfterNote(j, we.HeldAfter))
 	case errors.As(err, &we) && !we.Unreachable && !j.fleet.deadline.IsZero():
-		return noSlot(j.run.conflict, "no slot before --deadline %s", j.fleet.deadline.Format(time.RFC3339))
+		return noSlot(j.run.conflict, "no slot before --deadline %s%s", j.fleet.deadlineText, heldAfterNote(j, we.HeldAfter))
 	case errors.As(err, &we) && !we.Unreachable:
-		return noSlot(j.run.conflict, "no slot within --wait %v", j.wait)
+		return noSlot(j.run.conflict, "no slot within --wait %v%s", j.wait, heldAfterNote(j, we.HeldAfter))
 	case errors.As(err, &we) && !we.Nonblock:
 		return endf(errUnavailable, stateTimeout, "no slot within --wait %v, and %s is unreachable: %v", j.wait, j.conn.Where(), err)
 	case etcdconn.IsNotEtcd(err): // it answered at once, in plain HTTP
@@ -111,6 +112,34 @@ func waitFailed(j job, ns *slotrun.NoSlotError) error {
 	}
 	return endf(errUnavailable, stateTimeout, "no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %v",
 		j.conn.Where(), j.conn.DialTimeout, j.conn.DialTimeoutFrom, err)
+}
+
+// heldAfterNote says which of the slots that refused us are kept after a run (D13e), and how
+// to free one sooner, as " (1 kept after a run by node vm until T; conch sema NAME --max N
+// --release --node vm frees it)", on the refusal's one line: at most three are named. It
+// returns "" for none. Node names come from etcd and are escaped.
+func heldAfterNote(j job, held []sema.HeldAfter) string {
+	if len(held) == 0 {
+		return ""
+	}
+	var by []string
+	for i, h := range held {
+		if i == 3 {
+			by = append(by, fmt.Sprintf("%d more", len(held)-i))
+			break
+		}
+		s := "node " + who.SafeText(h.Node)
+		if !h.Until.IsZero() {
+			s += " until " + h.Until.UTC().Format(time.RFC3339)
+		}
+		by = append(by, s)
+	}
+	node, what := who.SafeText(held[0].Node), "it"
+	if len(held) > 1 {
+		node, what = "NODE", "that node's"
+	}
+	return fmt.Sprintf(" (%d kept after a run by %s; conch sema %s --max %d --release --node %s frees %s)",
+		len(held), strings.Join(by, ", "), j.name, j.max, node, what)
 }
 
 // signalWhileConnecting is the end of a run that got sig before etcd had answered its

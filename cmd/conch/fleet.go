@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
@@ -28,6 +29,9 @@ type fleetValues struct {
 	holdAfter time.Duration // --hold-after; 0: release at the end of the run
 	oncePer   time.Duration // --once-per; 0: every run runs
 	deadline  time.Time     // --deadline; zero: none
+	// deadlineText is --deadline as messages show it: as the operator wrote it (a time before
+	// 1970 is kept as 1970 but shown as given), with the time it stands for after an HH:MM[:SS]
+	deadlineText string
 }
 
 // rules are the values as sema's rules of the job's runs.
@@ -100,7 +104,7 @@ func (c *semaCmd) checkFleet(j *job, now time.Time) error {
 		if err != nil {
 			return usagef("--deadline: %v", err)
 		}
-		j.fleet.deadline = d
+		j.fleet.deadline, j.fleet.deadlineText = d, deadlineText(c.Deadline.String(), d)
 	}
 	j.fleet.holdAfter, j.fleet.oncePer = c.HoldAfter.d, c.OncePer.d
 	return nil
@@ -112,7 +116,17 @@ func (f fleetValues) deadlinePassed(conflict int, now time.Time) error {
 	if !f.rules().DeadlinePassed(now) {
 		return nil
 	}
-	return noSlot(conflict, "--deadline %s has passed: not waiting, the command was not started", f.deadline.Format(time.RFC3339))
+	return noSlot(conflict, "--deadline %s has passed: not waiting, the command was not started", f.deadlineText)
+}
+
+// deadlineText is --deadline given, which sema.ParseDeadline read as d, for messages: given
+// as written when it is RFC 3339, else (HH:MM[:SS]) followed by d in RFC 3339 (D15a).
+func deadlineText(given string, d time.Time) string {
+	given = strings.TrimSpace(given)
+	if _, err := time.Parse(time.RFC3339, given); err == nil {
+		return given
+	}
+	return given + " (" + d.Format(time.RFC3339) + ")"
 }
 
 // checkAlone checks the flags of a command that runs no child and waits for
@@ -225,6 +239,18 @@ func timeOrUnknown(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// markerEnd is when a period marker whose lease etcd said has left to live, read before now,
+// ends at the latest, in whole seconds (D15a): etcd truncates a lease's remaining TTL to the
+// second, so the lease ends before now + left + 1 s, rounded up to the second so that the
+// time shown is never before the marker's real end.
+func markerEnd(now time.Time, left time.Duration) time.Time {
+	end := now.Add(left + time.Second)
+	if t := end.Truncate(time.Second); t.Before(end) {
+		return t.Add(time.Second)
+	}
+	return end
+}
+
 // skipped records a run skipped because this period's run is done (D15):
 // a line naming that run and when the next may start, CONCH_SKIPPED=1 in
 // the journal, and STATUS=.
@@ -239,7 +265,9 @@ func (r *reporter) skipped(m sema.OnceMarker) {
 	if m.Left < 0 {
 		next = fmt.Sprintf("the marker has no lease, so no run starts until it is deleted (etcdctl del %s)", m.Key)
 	} else {
-		next = fmt.Sprintf("the next run may start after %s (in %v)", time.Now().Add(m.Left).UTC().Format(time.RFC3339), m.Left)
+		now := time.Now()
+		at := markerEnd(now, m.Left)
+		next = fmt.Sprintf("the next run may start after %s (in %v)", at.UTC().Format(time.RFC3339), at.Sub(now).Round(time.Second))
 	}
 	msg := "skipped: " + ran + "; " + next
 	r.emit(stateReleased, journal.PriNotice, false, map[string]string{"CONCH_SKIPPED": "1"}, msg)

@@ -39,3 +39,38 @@ func TestContribFleetUnits(t *testing.T) {
 		}
 	}
 }
+
+// Every oneshot unit shipped in contrib that runs conch, and the oneshot examples of
+// README and the man page, list SIGTERM in SuccessExitStatus=: conch dies of the SIGTERM of
+// `systemctl stop` (D3), which a oneshot unit otherwise counts as a failure (D3a).
+func TestContribOneshotStopIsSuccess(t *testing.T) {
+	units, err := filepath.Glob(filepath.Join("..", "..", "contrib", "systemd", "*.service"))
+	if err != nil || len(units) == 0 {
+		t.Fatalf("no contrib units: %v", err)
+	}
+	texts := map[string]string{}
+	for _, f := range append(units, filepath.Join("..", "..", "README.md"), filepath.Join("man", "tail.roff")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[f] = strings.ReplaceAll(string(b), `\-`, "-")
+	}
+	block := regexp.MustCompile(`(?s)Type=oneshot\n.*?(?:\n\n|\n\x60\x60\x60|\n\.fi|$)`)
+	found := 0
+	for f, text := range texts {
+		for _, b := range block.FindAllString(text, -1) {
+			if !strings.Contains(b, "/usr/bin/conch ") {
+				continue
+			}
+			found++
+			st := regexp.MustCompile(`(?m)^SuccessExitStatus=(.*)$`).FindStringSubmatch(b)
+			if st == nil || !strings.Contains(" "+st[1]+" ", " SIGTERM ") {
+				t.Errorf("%s: oneshot unit running conch without SIGTERM in SuccessExitStatus=:\n%s", f, b)
+			}
+		}
+	}
+	if found < 5 {
+		t.Errorf("found %d oneshot units running conch, want at least 5 (contrib, README, man page)", found)
+	}
+}

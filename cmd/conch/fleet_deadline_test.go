@@ -15,6 +15,11 @@ func TestDeadlineCLI(t *testing.T) {
 	if r.status != 3 || exists(e.path("ran")) || !strings.Contains(r.stderr, "has passed") || e.keys("/conch/") != 0 {
 		t.Fatalf("past --deadline: %v, want -E's 3 at once, nothing written", r)
 	}
+	// the time is shown as given, also before 1970 (which conch keeps as 1970)
+	r = e.run("sema", "dl", "--max", "1", "--deadline", "1969-01-01T00:00:00Z", "--", "touch", e.path("ran"))
+	if r.status != 75 || exists(e.path("ran")) || !strings.Contains(r.stderr, "--deadline 1969-01-01T00:00:00Z has passed") {
+		t.Fatalf("--deadline before 1970: %v, want 75 and the time as given", r)
+	}
 	a := e.start("sema", "dl", "--max", "1", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
 	deadline := time.Now().Add(1500 * time.Millisecond).Truncate(time.Second).Add(time.Second)

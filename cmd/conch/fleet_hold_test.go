@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,8 +62,15 @@ func TestHoldAfterAndRelease(t *testing.T) {
 	if who.status != 0 || !strings.Contains(who.stdout, "held-after node=n1 ended=") || !strings.Contains(who.stdout, " until=") {
 		t.Fatalf("--who text: %v", who)
 	}
-	if r := e.run("sema", "ha", "--max", "1", "--nonblock", "--", "true"); r.status != 75 {
-		t.Fatalf("a job during the hold: %v, want 75", r)
+	// the refusal says the slot is kept, by whom, until when and how to free it, on its one line
+	note := regexp.MustCompile(`\(1 kept after a run by node n1 until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ; conch sema ha --max 1 --release --node n1 frees it\)`)
+	if r := e.run("sema", "ha", "--max", "1", "--nonblock", "--", "true"); r.status != 75 ||
+		!strings.Contains(r.stderr, "no free slot: all 1 held (1 kept after a run by node n1") || !note.MatchString(r.stderr) || strings.Count(r.stderr, "\n") != 1 {
+		t.Fatalf("a job during the hold: %v, want 75 and the held-after note", r)
+	}
+	if r := e.run("sema", "ha", "--max", "1", "--wait", "1s", "--", "true"); r.status != 75 ||
+		!strings.Contains(r.stderr, "no slot within --wait 1s (1 kept after a run by node n1") || !note.MatchString(r.stderr) {
+		t.Fatalf("a wait during the hold: %v, want 75 and the held-after note", r)
 	}
 	fams := parseProm(t, e.run("sema", "ha", "--who", "--format", "prometheus").stdout)
 	for metric, v := range map[string]float64{"conch_sema_holders": 1, "conch_sema_held_after": 1, "conch_sema_expiring_holders": 0} {

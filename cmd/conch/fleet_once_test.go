@@ -2,9 +2,11 @@ package main
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/conch-project/conch/sema"
 )
@@ -30,6 +32,18 @@ func TestOncePerCLI(t *testing.T) {
 	if r.status != 0 || fileLines(count) != 1 || !strings.Contains(r.stderr, "skipped: this period's run is done: node n1 ran it") ||
 		!strings.Contains(r.stderr, "the next run may start after ") {
 		t.Fatalf("second run in the period: %v (%d runs), want a skip", r, fileLines(count))
+	}
+	// the next run's time is never before the marker's end: its lease started after the run's
+	// end (shown truncated to the second) and lasts the period, so the time shown, in whole
+	// seconds, is at least a second past end + period
+	m := regexp.MustCompile(` to (\S+Z); the next run may start after (\S+Z) \(in `).FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("skip line without the run's end and the next run's time: %q", r.stderr)
+	}
+	end, err1 := time.Parse(time.RFC3339, m[1])
+	next, err2 := time.Parse(time.RFC3339, m[2])
+	if err1 != nil || err2 != nil || next.Before(end.Add(time.Hour+time.Second)) {
+		t.Fatalf("the next run may start after %s for a run that ended at %s with --once-per 1h: before the marker's end", m[2], m[1])
 	}
 	if r := e.run("sema", "opf", "--max", "1", "--once-per", "1h", "--", "sh", "-c", job+"; exit 1"); r.status != 1 || e.keys(sema.OnceKey("opf", 1)) != 0 {
 		t.Fatalf("failing run: %v, want 1 and no marker", r)
@@ -96,5 +110,24 @@ func TestOncePerUsage(t *testing.T) {
 	}
 	if n := e.keys("/conch/"); n != 0 {
 		t.Fatalf("%d keys written by refused invocations", n)
+	}
+}
+
+// D15: the skip line's "next run may start after" is whole seconds, never before the
+// marker's end: etcd's remaining TTL is truncated, so up to a second is added, then rounded up.
+func TestMarkerEnd(t *testing.T) {
+	base := time.Date(2026, 12, 2, 3, 16, 15, 0, time.UTC)
+	for _, c := range []struct {
+		now  time.Time
+		left time.Duration
+		want time.Time
+	}{
+		{base.Add(300 * time.Millisecond), 58 * time.Second, base.Add(60 * time.Second)}, // ends before 03:17:14.3 + 1 s
+		{base, 59 * time.Second, base.Add(60 * time.Second)},                             // a whole second stays
+		{base.Add(999 * time.Millisecond), 0, base.Add(2 * time.Second)},
+	} {
+		if got := markerEnd(c.now, c.left); !got.Equal(c.want) {
+			t.Errorf("markerEnd(%s, %v) = %s, want %s", c.now.Format(time.RFC3339Nano), c.left, got.Format(time.RFC3339), c.want.Format(time.RFC3339))
+		}
 	}
 }

@@ -30,7 +30,7 @@ type connOptions struct {
 // the outer job's --max, --ttl, --wait or --spread (D5). --node is a setting
 // of the node, not of the semaphore, hence CONCH_NODE (D11).
 type semaCmd struct {
-	Max        onceText  `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who)"`
+	Max        onceText  `long:"max" value-name:"N" description:"capacity: at most N holders cluster-wide, 1..10000 (required, except with --who, where it picks one capacity, and --held, which takes it from CONCH_MAX)"`
 	TTL        duration  `long:"ttl" value-name:"D" default:"10s" description:"lease TTL; a crashed holder's slot frees after this (whole seconds, rounded up)"`
 	Wait       duration  `long:"wait" value-name:"D" description:"give up after waiting D for a slot (exit 75); a slot free at once is taken however short D; default: wait forever"`
 	Nonblock   bool      `short:"n" long:"nonblock" description:"do not wait: exit 75 at once when no slot is free (flock -n style; same as --wait 0)"`
@@ -42,7 +42,7 @@ type semaCmd struct {
 	Who        bool      `long:"who" description:"list holders and waiters of the semaphore instead of running a command; with no <name>, of every semaphore"`
 	JSON       bool      `long:"json" description:"with --who: print one JSON document"`
 	Format     whoFormat `long:"format" value-name:"FORMAT" choice:"text" choice:"json" choice:"prometheus" default-mask:"text" description:"with --who: text, json (as --json) or prometheus (the Prometheus text format: per semaphore capacity, holders, waiters, held-after slots, paused, oldest holder and waiter ages)"`
-	Watch      bool      `long:"watch" description:"with --who: after the listing, print it again at each change (a timestamped block; with --json one JSON document per line), until Ctrl-C"`
+	Watch      bool      `long:"watch" description:"with --who: after the listing, print it again at each change (a timestamped block; with --json one JSON document per line), until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT; a signal ignored at start stays ignored, and a script's background job starts with SIGINT ignored: a script stops it with SIGTERM (kill PID)"`
 	Textfile   filePath  `long:"textfile" value-name:"PATH" description:"with --who --format prometheus: write the metrics to PATH atomically (a temporary file in its folder, then rename), for node_exporter's textfile collector"`
 	Held       bool      `long:"held" description:"inside a command run by conch: exit 0 if its slot is still held (one linearizable read), 70 with the reason if not; the slot comes from CONCH_SEMA, CONCH_MAX, CONCH_LEASE and CONCH_REV, as in: conch sema --held && STEP"`
 	Quiet      bool      `short:"q" long:"quiet" description:"print only warnings and errors: no \"waiting for\" line, no \"no free slot\" line (its exit status stays 75, or -E N); for cron and timers; the journal and sd_notify get the same as without -q"`
@@ -157,7 +157,8 @@ var semaEpilog = `Synopsis:
              [OPTIONS] -- <cmd...>
   conch sema <name> --max N --release [--node NAME]
   conch sema <name> --max N --pause [--reason TEXT] | --resume
-  conch sema <name> [--max N] --who [--json | --format prometheus [--textfile PATH]]
+  conch sema <name> [--max N] --who [--json]
+  conch sema [<name>] [--max N] --who --format prometheus [--textfile PATH]
   conch sema [<name>] [--max N] --who --watch [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
   conch sema [<name> --max N] --held       (inside a command run by conch)

@@ -150,8 +150,8 @@ func (c *semaCmd) whoWarning(w who.Warning) {
 	}
 }
 
-// emptyMessage says that nothing holds, and when --max asked for a capacity
-// with no keys, names the capacities that have some: "no holders
+// emptyMessage says that nothing holds, and when --max asked for a capacity,
+// names the other capacities that have keys: "no holders
 // or waiters for only2[max=3]; keys exist for --max 2". shown are the entries
 // listed (with no holder: foreign keys only), all those read.
 func emptyMessage(j job, shown, all []sema.Entry) string {
@@ -175,9 +175,9 @@ func emptyMessage(j job, shown, all []sema.Entry) string {
 	if foreign := len(shown) - waiting; foreign > 0 {
 		msg += fmt.Sprintf(" (%d foreign key(s), counted by no conch)", foreign)
 	}
-	var caps []int
+	var caps []int // the other capacities: the asked one's keys are what was listed
 	for _, e := range all {
-		if e.Info.Kind.Counted() && !slices.Contains(caps, e.Max) {
+		if e.Info.Kind.Counted() && e.Max != j.max && !slices.Contains(caps, e.Max) {
 			caps = append(caps, e.Max)
 		}
 	}

@@ -53,7 +53,8 @@ func TestWhoPausedHead(t *testing.T) {
 	waitFor(t, "d queued", func() bool { return e.keys(sema.Prefix("ph", 2)) == 2 })
 	r = e.run("sema", "ph", "--max", "2", "--who")
 	if r.status != 1 || strings.Count(r.stdout, "WAIT") != 2 || strings.Count(r.stdout, "flags=paused") != 2 || strings.Contains(r.stdout, "HELD") ||
-		!strings.Contains(r.stderr, "no holders for ph[max=2]: 2 waiting, held back by a pause") {
+		!strings.Contains(r.stderr, "no holders for ph[max=2]: 2 waiting, held back by a pause") ||
+		strings.Contains(r.stderr, "keys exist") { // only for keys under another capacity
 		t.Fatalf("--who with only paused heads: %v, want 1", r)
 	}
 	if r := e.run("sema", "ph", "--max", "2", "--resume"); r.status != 0 {
