@@ -28,11 +28,11 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
-	// the connection package resolves settings from the values its caller read (D9b): it
-	// parses no flag and no config file, so it links no flag or INI parser
+	// the connection package resolves settings from the values its caller parsed (D9b) and
+	// reads the config file with its own scanner (D9c): it links no flag or INI parser
 	for _, dep := range goList(t, "list", "-test", "-deps", conn) {
 		if dep == "github.com/jessevdk/go-flags" {
-			t.Errorf("%s imports %s: the CLI parses flags and the config file, and hands etcdconn.Resolve the values", conn, dep)
+			t.Errorf("%s imports %s: the CLI parses the flags and hands etcdconn.Resolve the values; etcdconn reads the config file itself", conn, dep)
 		}
 	}
 	// the systemd plumbing, with its tests: below unitrun, so it reaches no package of ours
