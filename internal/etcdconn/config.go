@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+
+	"github.com/jessevdk/go-flags"
 )
 
 // MaxConfigFile bounds the config file: a handful of settings.
@@ -27,15 +29,17 @@ const configSection = "etcd"
 // configKeys are the settings of the [etcd] section, by their INI names.
 var configKeys = []string{"endpoints", "cacert", "cert", "key", "user", "password-file", "dial-timeout"}
 
-// configAliases are the other names a setting was read under when go-flags' INI parser read
-// the file (the struct fields' names, exact case, and an empty name for the first field);
-// ReadConfig keeps taking them (D9c).
-var configAliases = map[string]string{"": "endpoints", "PasswordFile": "password-file", "DialTimeout": "dial-timeout"}
-
-// iniLine is one `key = value` line: the section it is in, its key and (unquoted) value.
-type iniLine struct {
-	section, key, value string
-	n                   int
+// iniEtcd is the [etcd] section of conch.conf (D9), the schema go-flags' INI parser reads
+// (D9c). Values stay strings: Resolve checks them where it checks the flags', with the file
+// and line as their source.
+type iniEtcd struct {
+	Endpoints    string `ini-name:"endpoints"`
+	CACert       string `ini-name:"cacert"`
+	Cert         string `ini-name:"cert"`
+	Key          string `ini-name:"key"`
+	User         string `ini-name:"user"`
+	PasswordFile string `ini-name:"password-file"`
+	DialTimeout  string `ini-name:"dial-timeout"`
 }
 
 // ReadConfig reads the INI config file at path (D9, D9a, D9c): its one section, [etcd], and
@@ -67,88 +71,57 @@ func ReadConfig(path string, required bool) (map[string]FileValue, []string, err
 	return vals, warnings, nil
 }
 
-// parseConfig reads the file's text b: the lines in order (readIni), the settings' names
-// (known), then the sections, comments and repeats (scanIni), the first error found by each
-// step in turn, as go-flags' INI parser and conch's own scan did before (D9c).
+// parseConfig reads the file's text b with go-flags' INI parser into iniEtcd (the lines'
+// form, quoting and the settings' names are its checks), then scanIni's (sections, comments
+// after a value, repeats, and each setting's line), then refuses an empty `endpoints =`.
 func parseConfig(path string, b []byte) (map[string]FileValue, error) {
-	kv, err := readIni(path, b)
-	if err != nil {
+	var sec iniEtcd
+	p := flags.NewNamedParser("conch.conf", flags.None)
+	if _, err := p.AddGroup(configSection, "", &sec); err != nil {
 		return nil, err
 	}
-	for _, l := range kv {
-		if _, ok := settingOf(l); !ok && (l.section == "" || strings.EqualFold(l.section, configSection)) {
-			return nil, fmt.Errorf("config file %s:%d: unknown setting %q (known in [etcd]: %s)", path, l.n, cutName(l.key), strings.Join(configKeys, ", "))
-		}
+	perr := flags.NewIniParser(p).Parse(bytes.NewReader(b))
+	var ie *flags.IniError
+	if errors.As(perr, &ie) { // a line go-flags could not take: it knows which
+		return nil, iniError(path, ie)
 	}
+	// go-flags names an unknown section without its line, and keeps the last of a repeated
+	// key in silence: scanIni tells both with FILE:LINE
 	lines, err := scanIni(path, b)
 	if err != nil {
 		return nil, err
 	}
-	vals := map[string]string{}
-	for _, l := range kv {
-		if k, ok := settingOf(l); ok {
-			vals[k] = l.value
-		}
+	if perr != nil {
+		return nil, fmt.Errorf("cannot read config file %s: %w", path, perr)
 	}
+	vals := []string{sec.Endpoints, sec.CACert, sec.Cert, sec.Key, sec.User, sec.PasswordFile, sec.DialTimeout}
 	m := make(map[string]FileValue, len(configKeys))
-	for _, k := range configKeys {
-		m[k] = FileValue{Value: vals[k], From: path}
+	for i, k := range configKeys {
+		m[k] = FileValue{Value: vals[i], From: path}
 		if n := lines[k]; n > 0 {
-			m[k] = FileValue{Value: vals[k], From: path + ":" + strconv.Itoa(n)}
+			m[k] = FileValue{Value: vals[i], From: path + ":" + strconv.Itoa(n)}
 		}
 	}
-	if n := lines["endpoints"]; n > 0 && strings.TrimSpace(vals["endpoints"]) == "" { // as --endpoints "" is: an empty list is a mistake, not the default
+	if n := lines["endpoints"]; n > 0 && strings.TrimSpace(sec.Endpoints) == "" { // as --endpoints "" is: an empty list is a mistake, not the default
 		return nil, fmt.Errorf("config file %s:%d: endpoints is empty: name at least one endpoint (host:port or URL), or remove the line for the default %s", path, n, DefaultEndpoint)
 	}
 	return m, nil
 }
 
-// settingOf names the setting a line sets: its key in any case, or an alias.
-func settingOf(l iniLine) (string, bool) {
-	for _, k := range configKeys {
-		if strings.EqualFold(l.key, k) {
-			return k, true
-		}
+// iniError turns go-flags' INI error into "FILE:LINE: what", without the line's text.
+func iniError(path string, ie *flags.IniError) error {
+	what := "cannot be parsed"
+	switch m := ie.Message; {
+	case strings.HasPrefix(m, "malformed key=value"):
+		what = "not a `key = value` line"
+	case strings.HasPrefix(m, "malformed section"), strings.HasPrefix(m, "empty section"):
+		what = "malformed [section] header"
+	case strings.HasPrefix(m, "unknown option: "):
+		what = fmt.Sprintf("unknown setting %q (known in [etcd]: %s)", cutName(strings.TrimPrefix(m, "unknown option: ")), strings.Join(configKeys, ", "))
+	case strings.Contains(m, "invalid syntax"):
+		what = "badly quoted value"
 	}
-	k, ok := configAliases[l.key]
-	return k, ok
-}
-
-// readIni reads b's lines as an INI file: trimmed; blank lines and those starting with '#'
-// or ';' skipped; a [section] header; else `key = value`, the value trimmed and, when it
-// starts with '"', unquoted as a Go string. Errors, at the first line that is none of these:
-// a malformed header (no closing ']', or an empty name), a line without '=', a badly quoted
-// value.
-func readIni(path string, b []byte) ([]iniLine, error) {
-	var kv []iniLine
-	section := ""
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, MaxConfigFile+1)
-	for n := 1; sc.Scan(); n++ {
-		l := strings.TrimSpace(sc.Text())
-		switch {
-		case l == "" || l[0] == '#' || l[0] == ';':
-		case l[0] == '[':
-			if l[len(l)-1] != ']' || strings.TrimSpace(l[1:len(l)-1]) == "" {
-				return nil, fmt.Errorf("config file %s:%d: malformed [section] header", path, n)
-			}
-			section = strings.TrimSpace(l[1 : len(l)-1])
-		default:
-			k, v, ok := strings.Cut(l, "=")
-			if !ok {
-				return nil, fmt.Errorf("config file %s:%d: not a `key = value` line", path, n)
-			}
-			v = strings.TrimSpace(v)
-			if v != "" && v[0] == '"' {
-				var err error
-				if v, err = strconv.Unquote(v); err != nil {
-					return nil, fmt.Errorf("config file %s:%d: badly quoted value", path, n)
-				}
-			}
-			kv = append(kv, iniLine{section: section, key: strings.TrimSpace(k), value: v, n: n})
-		}
-	}
-	return kv, nil
+	return fmt.Errorf("config file %s:%d: %s", path, ie.LineNumber, what)
 }
 
 // cutName cuts an unknown setting's name to 40 bytes when it is longer or holds a control
@@ -161,7 +134,8 @@ func cutName(name string) string {
 }
 
 // scanIni maps each key of the [etcd] section (and of the lines before any section, which
-// are read as [etcd]'s too) to the line that sets it. It reads lines as readIni does.
+// are read as [etcd]'s too) to the line that sets it. It reads lines as go-flags' INI parser
+// does (trimmed; '#' and ';' start a comment only at a line's start).
 // Errors, with FILE:LINE, never echo a value: a section other than [etcd], a value with a
 // comment after it (trailingComment), and a key set twice: refused, not the last one taken
 // in silence, because two endpoints lines are two clusters and conch cannot know which one
@@ -224,9 +198,9 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 func stripBOM(b []byte) []byte { return bytes.TrimPrefix(b, utf8BOM) }
 
 // trailingComment reports whether the value of a `key = value` line (as scanIni reads it)
-// has a comment after it: a ';' or '#' after a blank. A comment starts only at the start of
-// a line, so the comment would become part of the value (endpoints "127.0.0.1:2379 ; old
-// cluster"); such a line is refused rather than guessed at (D9a).
+// has a comment after it: a ';' or '#' after a blank. go-flags' INI parser starts a comment
+// only at the start of a line, so the comment would become part of the value (endpoints
+// "127.0.0.1:2379 ; old cluster"); such a line is refused rather than guessed at (D9a).
 func trailingComment(line string) bool {
 	_, v, ok := strings.Cut(line, "=")
 	if !ok {

@@ -16,5 +16,5 @@
 // ReadConfig reads the config file, which holds only these settings (D9c): its [etcd]
 // section's values with their FILE:LINE, ready for Resolve, and errors of class ErrConfig. It
 // parses no flag: its caller does, and hands the values to Resolve. It imports no other conch
-// package and no flag or INI parser.
+// package; it uses go-flags for its INI parser only.
 package etcdconn
