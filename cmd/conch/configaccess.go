@@ -1,13 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
+
+	"github.com/conch-project/conch/internal/etcdconn"
 )
+
+// defaultConfigPath is the config file read when --config and CONCH_CONFIG are unset.
+const defaultConfigPath = "/etc/conch/conch.conf"
 
 // confPath is --config (and CONCH_CONFIG): a file named empty is refused, not taken
 // for "no file" (which would silently skip /etc/conch/conch.conf and talk to the default
@@ -42,39 +46,32 @@ func configAccessError(path string, explicit bool, err error) error {
 		from, path, path, path)
 }
 
-// isPermission reports whether err is a refused open (EACCES, EPERM).
-func isPermission(err error) bool { return errors.Is(err, fs.ErrPermission) }
-
-// utf8BOM is the byte order mark some editors put at the start of a UTF-8 file.
-var utf8BOM = []byte("\xef\xbb\xbf")
-
-// stripBOM returns b without a leading UTF-8 byte order mark: conch.conf saved by such an
-// editor reads as the same file.
-func stripBOM(b []byte) []byte { return bytes.TrimPrefix(b, utf8BOM) }
-
-// trailingComment reports whether the value of a `key = value` line (as scanIni reads it)
-// has a comment after it: a ';' or '#' after a blank. go-flags' INI parser starts a comment
-// only at the start of a line, so the comment would become part of the value (endpoints
-// "127.0.0.1:2379 ; old cluster"); conch refuses such a line rather than guess.
-func trailingComment(line string) bool {
-	_, v, ok := strings.Cut(line, "=")
-	if !ok {
-		return false
-	}
-	for _, mark := range []string{" ;", "\t;", " #", "\t#"} {
-		if strings.Contains(v, mark) {
-			return true
-		}
-	}
-	return false
-}
-
-// commentError is the FILE:LINE error for a value with a comment after it (trailingComment).
-func commentError(path string, n int, key string) error {
-	return fmt.Errorf("config file %s:%d: %s has a comment after its value (a ';' or '#' after a blank): put comments on lines of their own", path, n, key)
-}
-
 // defaultEndpointsHint is said after the default endpoint's source in every message that
 // names the endpoints (etcdconn.Settings.Where): an operator whose conch talks to
 // 127.0.0.1:2379 has most likely not set `endpoints =` in conch.conf yet.
 const defaultEndpointsHint = "set `endpoints =` in " + defaultConfigPath + ", or --endpoints or CONCH_ENDPOINTS"
+
+// resolveConn reads the config file at configPath (etcdconn.ReadConfig: explicit means the
+// operator named it, so a missing file is an error) and hands its values, the flags (with
+// CONCH_*, merged by go-flags' env tags) and getenv to etcdconn.Resolve, which applies D9's
+// precedence (D9b). The config file's warnings come first. Errors name the setting's source;
+// all are usage errors (64), configAccessError's line (an *exitError) among them.
+func resolveConn(flagged connOptions, getenv func(string) string, configPath string, explicit bool) (etcdconn.Settings, error) {
+	file, warnings, err := etcdconn.ReadConfig(configPath, explicit)
+	if errors.Is(err, fs.ErrPermission) {
+		return etcdconn.Settings{}, configAccessError(configPath, explicit, err)
+	}
+	if err != nil {
+		return etcdconn.Settings{}, err
+	}
+	s, err := etcdconn.Resolve(etcdconn.Sources{
+		Flagged: etcdconn.Flagged{Endpoints: string(flagged.Endpoints), CACert: flagged.CACert, Cert: flagged.Cert,
+			Key: flagged.Key, User: flagged.User, PasswordFile: flagged.PasswordFile, DialTimeout: flagged.DialTimeout},
+		Getenv:        getenv,
+		File:          file,
+		ParseDuration: parseDuration,
+		DefaultHint:   defaultEndpointsHint,
+	})
+	s.Warnings = slices.Concat(warnings, s.Warnings)
+	return s, err
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/conch-project/conch/internal/slotrun"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -182,7 +183,7 @@ func TestEveryFileIsBounded(t *testing.T) {
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("\nsecond line\n"), 0o600)
 	bigConf := filepath.Join(dir, "big.conf")
-	os.WriteFile(bigConf, bytes.Repeat([]byte("# padding\n"), maxConfigFile/10+1), 0o600)
+	os.WriteFile(bigConf, bytes.Repeat([]byte("# padding\n"), etcdconn.MaxConfigFile/10+1), 0o600)
 	for _, tc := range []struct {
 		name string
 		o    connOptions

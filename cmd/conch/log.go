@@ -25,7 +25,7 @@ const (
 // sema reports through Options.OnEvent and unitrun through Spec.Started, and
 // this turns their events into
 //   - native journal entries with CONCH_SEMA, CONCH_MAX, CONCH_REV and
-//     CONCH_STATE fields when stderr is the journal (journalFor); every
+//     CONCH_STATE fields when stderr is the journal (systemd.JournalFor); every
 //     transition is recorded there, debug lines only with -v;
 //   - otherwise one plain line per transition on stderr, HELD and RELEASED
 //     only with -v;
@@ -46,24 +46,24 @@ type reporter struct {
 	lease    int64
 	ahead    int
 	waiting  bool
-	nodeBusy bool               // waiting for this node's own key to go (--spread, D11)
-	paused   string             // waiting on a pause: who, when, why (D16, who.PauseText); "" for none
-	journal  journalFunc        // nil: plain lines on w
-	unit     map[string]string  // journal fields naming conch's unit (unitFields)
-	scope    string             // the child's scope once it runs in one (D8), for STATUS=
-	notify   systemd.NotifyFunc // nil: no service manager listens
+	nodeBusy bool                // waiting for this node's own key to go (--spread, D11)
+	paused   string              // waiting on a pause: who, when, why (D16, who.PauseText); "" for none
+	journal  systemd.JournalSend // nil: plain lines on w
+	unit     map[string]string   // journal fields naming conch's unit (systemd.UnitFields)
+	scope    string              // the child's scope once it runs in one (D8), for STATUS=
+	notify   systemd.NotifyFunc  // nil: no service manager listens
 }
 
 // newReporter returns the reporter for semaphore name[max], writing plain
-// lines to stderr unless stderr is the journal (journalFor), and notifying
+// lines to stderr unless stderr is the journal (systemd.JournalFor), and notifying
 // systemd when NOTIFY_SOCKET is set (notifierFor). getenv is os.Getenv
 // outside tests. With warnOnly set (-q, semaCmd.reporter) it prints only
 // warnings and errors; the journal and sd_notify get what they get without -q.
 func newReporter(stderr io.Writer, getenv func(string) string, verbose bool, name string, max int) *reporter {
 	r := &reporter{w: stderr, verbose: verbose, name: name, max: max,
-		journal: journalFor(stderr), notify: systemd.NotifierFor(getenv)}
+		journal: systemd.JournalFor(stderr), notify: systemd.NotifierFor(getenv)}
 	if r.journal != nil {
-		r.unit = unitFields()
+		r.unit = systemd.UnitFields()
 	}
 	return r
 }
@@ -216,4 +216,39 @@ func (r *reporter) released(status int, held time.Duration) {
 	r.emit(stateReleased, journal.PriInfo, true, map[string]string{"CONCH_EXIT_STATUS": strconv.Itoa(status)},
 		fmt.Sprintf("released after %v, child status %d", held, status))
 	r.sendNotify(fmt.Sprintf("STOPPING=1\nSTATUS=released %s after %v, command exited with status %d", r.prefix(), held, status))
+}
+
+// journalIdentifier is SYSLOG_IDENTIFIER of conch's native journal entries,
+// so `journalctl -t conch` and `systemctl status` name them like the
+// plain lines journald would otherwise have recorded.
+const journalIdentifier = "conch"
+
+// journalFields are the fields of one of conch's entries (D10): CONCH_SEMA
+// and CONCH_MAX once known, CONCH_REV once the key exists, CONCH_STATE on
+// transitions, plus what the state adds (CONCH_AHEAD while waiting,
+// CONCH_EXIT_STATUS on release).
+func (r *reporter) journalFields(state string, extra map[string]string) map[string]string {
+	f := map[string]string{"SYSLOG_IDENTIFIER": journalIdentifier}
+	if r.name != "" { // "" for a usage error before the name was read
+		f["CONCH_SEMA"] = r.name
+	}
+	if r.max != 0 { // 0 for --who without --max
+		f["CONCH_MAX"] = strconv.Itoa(r.max)
+	}
+	if r.rev != 0 {
+		f["CONCH_REV"] = strconv.FormatInt(r.rev, 10)
+	}
+	if r.lease != 0 {
+		f["CONCH_LEASE"] = sema.FormatLeaseID(r.lease)
+	}
+	if state != "" {
+		f["CONCH_STATE"] = state
+	}
+	for k, v := range r.unit {
+		f[k] = v
+	}
+	for k, v := range extra {
+		f[k] = v
+	}
+	return f
 }

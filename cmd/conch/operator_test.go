@@ -135,26 +135,6 @@ func TestConfigPermissionDenied(t *testing.T) {
 	}
 }
 
-// conch.conf saved with a UTF-8 byte order mark reads as without it; a comment after a
-// value is refused with FILE:LINE rather than read into the value.
-func TestConfigBOMAndTrailingComment(t *testing.T) {
-	write := confWriter(t)
-	p := write("\xef\xbb\xbf[etcd]\nendpoints = 10.0.0.1:2379\n")
-	cfg, err := readConfig(p, true)
-	if err != nil || cfg.values["endpoints"] != "10.0.0.1:2379" || cfg.lines["endpoints"] != 2 {
-		t.Errorf("BOM: %+v, %v", cfg, err)
-	}
-	for _, body := range []string{
-		"[etcd]\nendpoints = 10.0.0.1:2379 ; the old cluster\n",
-		"[etcd]\ndial-timeout = 5s\t# seconds\n",
-	} {
-		_, err := readConfig(write(body), true)
-		if err == nil || !strings.Contains(err.Error(), ":2: ") || !strings.Contains(err.Error(), "has a comment after its value") {
-			t.Errorf("%q: %v, want FILE:2 and the comment refused", body, err)
-		}
-	}
-}
-
 // The default endpoint's source says where to set another one.
 func TestDefaultEndpointSaysWhereToSetIt(t *testing.T) {
 	s, err := resolveConn(connOptions{}, fixedEnv(nil), os.DevNull, true)

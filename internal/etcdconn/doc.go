@@ -13,6 +13,8 @@
 // configuration, probing the endpoints beside the dial so a dead or misconfigured cluster
 // is named at once, re-reading a rotated password file, gRPC keep-alive that leaves a
 // silent member, telling "not an etcd" from "no answer", and warming the protobuf tables.
-// It parses no flag and reads no config file: its caller does, and hands the values to
-// Resolve. It imports no other conch package.
+// ReadConfig reads the config file, which holds only these settings (D9c): its [etcd]
+// section's values with their FILE:LINE, ready for Resolve, and errors of class ErrConfig. It
+// parses no flag: its caller does, and hands the values to Resolve. It imports no other conch
+// package; it uses go-flags for its INI parser only.
 package etcdconn

@@ -1,6 +1,9 @@
 package etcdconn
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,6 +32,34 @@ func FuzzEndpoints(f *testing.F) {
 		for _, e := range list {
 			if checkEndpoint(e) != nil || strings.Contains(e, ",") {
 				t.Fatalf("ParseEndpoints(%q) kept %q", s, e)
+			}
+		}
+	})
+}
+
+// Any config file is read without a panic; an error is of class ErrConfig and never echoes a
+// line of it (it may hold a secret).
+func FuzzReadConfig(f *testing.F) {
+	for _, s := range []string{"[etcd]\nendpoints = https://a:1\ndial-timeout = 3s\n", "[etcd]\nhunter2-is-my-password\n", "[etcd]\nuser = \"unterminated\n",
+		"endpoints = x:1\n", "[other]\nx = 1\n", "[etcd]\nendpoints = \n", "[etcd\n", "[]\n", "[etcd]\nsecret-setting-name = 1\n", "\xef\xbb\xbf[etcd]\nuser = a ; b\n"} {
+		f.Add(s)
+	}
+	path := filepath.Join(f.TempDir(), "conch.conf")
+	f.Fuzz(func(t *testing.T, body string) {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := ReadConfig(path, true)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrConfig) {
+			t.Fatalf("error %q is not of class ErrConfig", err)
+		}
+		msg := strings.ReplaceAll(err.Error(), path, "")
+		for _, line := range strings.Split(body, "\n") {
+			if l := strings.TrimSpace(line); len(l) >= 12 && strings.Contains(msg, l) {
+				t.Fatalf("error %q echoes the line %q", err, l)
 			}
 		}
 	})

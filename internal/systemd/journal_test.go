@@ -1,4 +1,4 @@
-package main
+package systemd
 
 import (
 	"bytes"
@@ -39,10 +39,10 @@ func socketFile(t *testing.T) *os.File {
 func TestJournalForNeedsOwnStderr(t *testing.T) {
 	sock := socketFile(t)
 	t.Setenv("JOURNAL_STREAM", devIno(t, sock))
-	if journalFor(sock) != nil {
+	if JournalFor(sock) != nil {
 		t.Error("a socket that is not fd 2: want plain lines")
 	}
-	if journalFor(&bytes.Buffer{}) != nil {
+	if JournalFor(&bytes.Buffer{}) != nil {
 		t.Error("a bytes.Buffer is never the journal")
 	}
 }
