@@ -1,14 +1,12 @@
 package sema
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // Defaults (04_sema.md "Flags", D3, D7).
@@ -134,23 +132,5 @@ func (s *Semaphore) keyOf(l *lease) string {
 // Refused reports whether err (from any etcd request, clientv3.New's login
 // included) is etcd rejecting the request itself rather than failing to
 // answer: authentication, permissions, invalid arguments (e.g. a TTL above
-// etcd's maximum). Retrying such a request cannot succeed (D3: 64, not 69).
-func Refused(err error) bool {
-	if err == nil {
-		return false
-	}
-	var code codes.Code
-	var ee rpctypes.EtcdError
-	if errors.As(err, &ee) {
-		code = ee.Code()
-	} else if st, ok := status.FromError(err); ok {
-		code = st.Code()
-	} else {
-		return false
-	}
-	switch code {
-	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.OutOfRange:
-		return true
-	}
-	return false
-}
+// etcd's maximum). Retrying such a request cannot succeed: a refusal, not an outage (D3).
+func Refused(err error) bool { return etcderr.Refused(err) }

@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // New builds an etcd client from s. Beside clientv3's dial (and its login, with a user),
@@ -63,7 +62,7 @@ func New(abort context.Context, s Settings) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("cannot connect to %s: %w", s.Where(), perr)
 	case perr != nil:
 		return nil, fmt.Errorf("%w: cannot reach %s within the dial timeout %v (from %s): %w", ErrUnreachable, s.Where(), s.DialTimeout, s.DialTimeoutFrom, perr)
-	case refused(d.err):
+	case etcderr.Refused(d.err):
 		return nil, classed{ErrRefused, fmt.Errorf("%s refused the login of user %q: %w", s.Where(), s.User, d.err)}
 	case IsNotEtcd(d.err): // it answered at once: no dial timeout to speak of
 		return nil, fmt.Errorf("%w: %s answers, but %w", ErrUnreachable, s.Where(), d.err)
@@ -71,26 +70,6 @@ func New(abort context.Context, s Settings) (*clientv3.Client, error) {
 	// the probe connected: it accepts connections, but the login got no answer
 	return nil, fmt.Errorf("%w: no answer from %s within the dial timeout %v (from %s), although it accepts connections (not an etcd, a TLS etcd reached with http://, or a cluster without a leader?): %w",
 		ErrUnreachable, s.Where(), s.DialTimeout, s.DialTimeoutFrom, d.err)
-}
-
-// refused reports whether etcd answered a request for good, with an error retrying cannot
-// fix: permission denied, bad credentials (a refused login), an invalid argument or one out
-// of range. Other errors (unavailable, deadline) are not refusals.
-func refused(err error) bool {
-	var code codes.Code
-	var ee rpctypes.EtcdError
-	if errors.As(err, &ee) {
-		code = ee.Code()
-	} else if st, ok := status.FromError(err); ok && err != nil {
-		code = st.Code()
-	} else {
-		return false
-	}
-	switch code {
-	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.OutOfRange:
-		return true
-	}
-	return false
 }
 
 // dialResult is what dial returns.
