@@ -46,8 +46,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/sema"
 )
 
 type config struct {
@@ -361,22 +362,6 @@ func (h *harness) fifo(name string) (string, error) {
 	p := filepath.Join(h.work, name)
 	_ = os.Remove(p)
 	return p, syscall.Mkfifo(p, 0o600)
-}
-
-// release opens fifo without blocking (ENXIO while no reader has it open
-// yet: retried for up to 10 s) and closes it.
-func release(fifo string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-		if err == nil {
-			return f.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("release %s: %w", fifo, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func loadAvg() string {

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"time"
+
+	"github.com/conch-project/conch/bench/internal/benchkit"
 )
 
 // scenario1: uncontended. `conch sema b --max 1 -- true` against
@@ -60,7 +62,7 @@ func (h *harness) scenario1() (*section, error) {
 	r := median(wall[0]) / median(wall[1])
 	sec.rows = append(sec.rows,
 		row{measure: fmt.Sprintf("wall time p50 (ms), %d runs", n), conch: f2(median(wall[0])), ref: f2(median(wall[1])), ratio: f2(r), target: "<= 1.0", met: metStr(r <= 1.0)},
-		row{measure: "wall time p99 (ms)", conch: f2(pct(wall[0], 99)), ref: f2(pct(wall[1], 99)), ratio: f2(pct(wall[0], 99) / pct(wall[1], 99))},
+		row{measure: "wall time p99 (ms)", conch: f2(benchkit.Pct(wall[0], 99)), ref: f2(benchkit.Pct(wall[1], 99)), ratio: f2(benchkit.Pct(wall[0], 99) / benchkit.Pct(wall[1], 99))},
 		row{measure: "peak RSS p50 (MiB, largest process of the tree)", conch: f1(median(rss[0])), ref: f1(median(rss[1])), ratio: f2(median(rss[0]) / median(rss[1]))},
 		row{measure: "CPU user+sys p50 (ms, whole tree)", conch: f1(median(cpu[0])), ref: f1(median(cpu[1])), ratio: f2(median(cpu[0]) / median(cpu[1]))},
 	)

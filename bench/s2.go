@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/bench/internal/benchkit"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/sema"
 )
 
 // variant2 is one tool of scenario 2.
@@ -62,7 +65,7 @@ func (h *harness) scenario2() (*section, error) {
 	defer func() {
 		for _, v := range vs {
 			for _, f := range v.longFifos {
-				_ = release(f)
+				_ = benchkit.ReleaseFIFO(f, 30*time.Second)
 			}
 			_ = waitAll(v.longProcs, 30*time.Second, -1)
 		}
@@ -97,17 +100,17 @@ func (h *harness) scenario2() (*section, error) {
 	r50 := median(c1.handoffs) / median(ref.handoffs)
 	sec.rows = append(sec.rows,
 		row{measure: fmt.Sprintf("hand-off p50 (ms), --max 1, %d hand-offs", len(c1.handoffs)), conch: f2(median(c1.handoffs)), ref: f2(median(ref.handoffs)), ratio: f2(r50), target: "<= 0.6", met: metStr(r50 <= 0.6)},
-		row{measure: "hand-off p99 (ms), --max 1", conch: f2(pct(c1.handoffs, 99)), ref: f2(pct(ref.handoffs, 99)), ratio: f2(pct(c1.handoffs, 99) / pct(ref.handoffs, 99))},
-		row{measure: "hand-off p50 / p99 (ms), conch --max 4 (3 slots held)", conch: f2(median(c4.handoffs)) + " / " + f2(pct(c4.handoffs, 99)), ref: f2(median(ref.handoffs)) + " / " + f2(pct(ref.handoffs, 99)), ratio: f2(median(c4.handoffs) / median(ref.handoffs))},
-		row{measure: "same run: etcd put p50 / p99 (ms)", ref: f2(median(fl.put)) + " / " + f2(pct(fl.put, 99))},
-		row{measure: "same run: put to watch event p50 / p99 (ms)", ref: f2(median(fl.putWatch)) + " / " + f2(pct(fl.putWatch, 99))},
+		row{measure: "hand-off p99 (ms), --max 1", conch: f2(benchkit.Pct(c1.handoffs, 99)), ref: f2(benchkit.Pct(ref.handoffs, 99)), ratio: f2(benchkit.Pct(c1.handoffs, 99) / benchkit.Pct(ref.handoffs, 99))},
+		row{measure: "hand-off p50 / p99 (ms), conch --max 4 (3 slots held)", conch: f2(median(c4.handoffs)) + " / " + f2(benchkit.Pct(c4.handoffs, 99)), ref: f2(median(ref.handoffs)) + " / " + f2(benchkit.Pct(ref.handoffs, 99)), ratio: f2(median(c4.handoffs) / median(ref.handoffs))},
+		row{measure: "same run: etcd put p50 / p99 (ms)", ref: f2(median(fl.put)) + " / " + f2(benchkit.Pct(fl.put, 99))},
+		row{measure: "same run: put to watch event p50 / p99 (ms)", ref: f2(median(fl.putWatch)) + " / " + f2(benchkit.Pct(fl.putWatch, 99))},
 		row{measure: "same run: exec to child's first instruction p50 (ms)", ref: f2(median(fl.start))},
 		row{measure: "floor: put-to-watch p50 + exec p50 (ms)", ref: f2(median(fl.putWatch) + median(fl.start))},
 	)
 	if len(vs) > 3 {
 		a := vs[3]
 		ra := median(a.handoffs) / median(ref.handoffs)
-		sec.rows = append(sec.rows, row{measure: "-alt " + h.cfg.alt + ": hand-off p50 / p99 (ms), --max 1", conch: f2(median(a.handoffs)) + " / " + f2(pct(a.handoffs, 99)), ref: f2(median(ref.handoffs)) + " / " + f2(pct(ref.handoffs, 99)), ratio: f2(ra), target: "<= 0.6", met: metStr(ra <= 0.6)})
+		sec.rows = append(sec.rows, row{measure: "-alt " + h.cfg.alt + ": hand-off p50 / p99 (ms), --max 1", conch: f2(median(a.handoffs)) + " / " + f2(benchkit.Pct(a.handoffs, 99)), ref: f2(median(ref.handoffs)) + " / " + f2(benchkit.Pct(ref.handoffs, 99)), ratio: f2(ra), target: "<= 0.6", met: metStr(ra <= 0.6)})
 	}
 	for _, v := range vs {
 		if v.overlaps > 0 {
@@ -118,11 +121,11 @@ func (h *harness) scenario2() (*section, error) {
 	fmt.Fprintf(&b, "Hand-off latency (ms), %d hand-offs per variant in batches of %d, each child holding %v:\n\n", len(c1.handoffs), h.cfg.batch2, h.cfg.hold2)
 	b.WriteString("| variant | p50 | p90 | p99 | max |\n| --- | --- | --- | --- | --- |\n")
 	for _, v := range vs {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", v.label, f2(median(v.handoffs)), f2(pct(v.handoffs, 90)), f2(pct(v.handoffs, 99)), f2(pct(v.handoffs, 100)))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", v.label, f2(median(v.handoffs)), f2(benchkit.Pct(v.handoffs, 90)), f2(benchkit.Pct(v.handoffs, 99)), f2(benchkit.Pct(v.handoffs, 100)))
 	}
-	fmt.Fprintf(&b, "| etcd put (reference) | %s | %s | %s | %s |\n", f2(median(fl.put)), f2(pct(fl.put, 90)), f2(pct(fl.put, 99)), f2(pct(fl.put, 100)))
-	fmt.Fprintf(&b, "| put to watch event (reference) | %s | %s | %s | %s |\n", f2(median(fl.putWatch)), f2(pct(fl.putWatch, 90)), f2(pct(fl.putWatch, 99)), f2(pct(fl.putWatch, 100)))
-	fmt.Fprintf(&b, "| exec to first instruction of bench-stamp (reference) | %s | %s | %s | %s |\n", f2(median(fl.start)), f2(pct(fl.start, 90)), f2(pct(fl.start, 99)), f2(pct(fl.start, 100)))
+	fmt.Fprintf(&b, "| etcd put (reference) | %s | %s | %s | %s |\n", f2(median(fl.put)), f2(benchkit.Pct(fl.put, 90)), f2(benchkit.Pct(fl.put, 99)), f2(benchkit.Pct(fl.put, 100)))
+	fmt.Fprintf(&b, "| put to watch event (reference) | %s | %s | %s | %s |\n", f2(median(fl.putWatch)), f2(benchkit.Pct(fl.putWatch, 90)), f2(benchkit.Pct(fl.putWatch, 99)), f2(benchkit.Pct(fl.putWatch, 100)))
+	fmt.Fprintf(&b, "| exec to first instruction of bench-stamp (reference) | %s | %s | %s | %s |\n", f2(median(fl.start)), f2(benchkit.Pct(fl.start, 90)), f2(benchkit.Pct(fl.start, 99)), f2(benchkit.Pct(fl.start, 100)))
 	b.WriteString("\nWhere a conch hand-off goes (p50, ms; from the harness's read times of the -v lines of the releasing and the promoted conch):\n\n")
 	b.WriteString("| variant | child exit to \"released\" (guardian teardown, LeaseRevoke answered) | child exit to next \"slot held\" (revoke commit, watch event, promote Txn) | \"slot held\" to next child's first instruction (guardian start, exec) |\n| --- | --- | --- | --- |\n")
 	for _, v := range vs {
@@ -215,7 +218,7 @@ func (h *harness) batch2(v *variant2, round int) error {
 	}); err != nil {
 		return err
 	}
-	if err := release(gf); err != nil {
+	if err := benchkit.ReleaseFIFO(gf, 30*time.Second); err != nil {
 		return err
 	}
 	if err := waitAll(all, 120*time.Second, 0); err != nil {

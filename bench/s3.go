@@ -3,15 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/conch-project/conch/internal/metrics"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/bench/internal/benchkit"
+	"github.com/conch-project/conch/internal/metrics"
+
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/conch-project/conch/sema"
 )
 
 // result3 is the cost of one queue of scenario 3.
@@ -236,7 +239,7 @@ func (h *harness) queue3(conch bool, max, w int, ka keepAlive) (*result3, error)
 	var fifos []string
 	defer func() {
 		for _, f := range fifos {
-			_ = release(f)
+			_ = benchkit.ReleaseFIFO(f, 30*time.Second)
 		}
 	}()
 	for i := range max {
@@ -327,7 +330,7 @@ func (h *harness) queue3(conch bool, max, w int, ka keepAlive) (*result3, error)
 	slow := h.etcd.sampleGauge("etcd_debugging_mvcc_slow_watcher_total", 50*time.Millisecond)
 	t0 := time.Now()
 	for _, f := range fifos {
-		if err := release(f); err != nil {
+		if err := benchkit.ReleaseFIFO(f, 30*time.Second); err != nil {
 			return nil, err
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/conch-project/conch/bench/internal/benchkit"
 )
 
 // scenario4: drain. W jobs of `sleep 0.05` through --max N.
@@ -57,8 +59,8 @@ func (h *harness) scenario4() (*section, error) {
 	sec.rows = append(sec.rows,
 		row{measure: fmt.Sprintf("drain from all enqueued (s), %d runs; ideal %.2f s", len(gated), ideal.Seconds()), conch: f2(median(gated)), ref: f2(ideal.Seconds()), ratio: f2(rg), target: "<= 1.3", met: metStr(rg <= 1.3)},
 		row{measure: "drain from the first start (s), 300 process starts included", conch: f2(median(ungated)), ref: f2(ideal.Seconds()), ratio: f2(ru)},
-		row{measure: fmt.Sprintf("RSS of one waiting conch + guardian (MiB, VmHWM p50 / max of %d)", len(hwm)), conch: f1(median(hwm)) + " / " + f1(pct(hwm, 100)), target: "<= 20", met: metStr(pct(hwm, 100) <= 20)},
-		row{measure: fmt.Sprintf("private memory (USS) of one waiting conch + guardian (MiB, p50 / max of %d): what one more waiter costs", len(rss)), conch: f1(median(rss)) + " / " + f1(pct(rss, 100))},
+		row{measure: fmt.Sprintf("RSS of one waiting conch + guardian (MiB, VmHWM p50 / max of %d)", len(hwm)), conch: f1(median(hwm)) + " / " + f1(benchkit.Pct(hwm, 100)), target: "<= 20", met: metStr(benchkit.Pct(hwm, 100) <= 20)},
+		row{measure: fmt.Sprintf("private memory (USS) of one waiting conch + guardian (MiB, p50 / max of %d): what one more waiter costs", len(rss)), conch: f1(median(rss)) + " / " + f1(benchkit.Pct(rss, 100))},
 	)
 	if len(alt) > 0 {
 		ra := median(alt) / ideal.Seconds()
@@ -82,7 +84,7 @@ Unsynced watchers during the gated drain (etcd_debugging_mvcc_slow_watcher_total
 
 A waiting conch: VmHWM p50 %s MiB, max %s MiB; private memory (USS) p50 %s MiB (its guardian included); guardians among the waiting conch processes: %s per run (p50): only the waiter next in line starts its guardian ahead of the hand-off, which is why the VmHWM maximum exceeds 20 MiB (the guardian maps the same conch binary, so adding its RSS counts those pages a second time; its own private memory is a few MiB).
 `, f1((median(gated)-ideal.Seconds())*1000/(float64(W)/float64(N))), f2(median(gated)), W/N, h.cfg.job4,
-		f1(median(hwm)), f1(pct(hwm, 100)), f1(median(rss)), f1(median(kids))))
+		f1(median(hwm)), f1(benchkit.Pct(hwm, 100)), f1(median(rss)), f1(median(kids))))
 	return sec, nil
 }
 
@@ -104,7 +106,7 @@ func (h *harness) drainGated(name, bin string) (time.Duration, []float64, []floa
 	var fifos []string
 	defer func() {
 		for _, f := range fifos {
-			_ = release(f)
+			_ = benchkit.ReleaseFIFO(f, 30*time.Second)
 		}
 	}()
 	var all []*proc
@@ -182,7 +184,7 @@ func (h *harness) drainGated(name, bin string) (time.Duration, []float64, []floa
 	slow := h.etcd.sampleGauge("etcd_debugging_mvcc_slow_watcher_total", 50*time.Millisecond)
 	t0 := mono()
 	for _, f := range fifos {
-		if err := release(f); err != nil {
+		if err := benchkit.ReleaseFIFO(f, 30*time.Second); err != nil {
 			return 0, nil, nil, 0, err
 		}
 	}

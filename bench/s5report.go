@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/conch-project/conch/bench/internal/benchkit"
 )
 
 // report5 turns scenario 5's two queues into rows and a detail block.
@@ -51,7 +53,7 @@ func detail5(cfg config, a, b *variant5, acq float64, reenter int) string {
 		fmt.Fprintf(&s, "| %s | %d | %.0f | %.3f | %.0f | %.2f | %.1f | %.2f | %.2f / %.2f | %.2f / %.2f |\n", v.label, v.nWindow,
 			v.ka.msgsIn["LeaseKeepAlive"]/sec, v.ka.msgsIn["LeaseKeepAlive"]/sec/float64(v.nWindow), (v.ka.bytesIn+v.ka.bytesOut)/sec,
 			v.cpuWindow.Seconds()/sec, float64(v.rssKB)/1024, v.selfCPU.Seconds()/sec,
-			median(v.first), pct(v.first, 99), median(v.last), pct(v.last, 99))
+			median(v.first), benchkit.Pct(v.first, 99), median(v.last), benchkit.Pct(v.last, 99))
 	}
 	fmt.Fprintf(&s, "\nDrain of queue B: gates released in random order, each holder holds uniform 0..%v (so releases come in random order), %d queued waiters' leases revoked mid-drain (lost waiters).\n\n", 2*cfg.hold5, b.lost)
 	s.WriteString("| drain (s) | releases/s | unary requests per release | watch events per release | watch messages in per release | etcd CPU per release (ms) | etcd VmHWM (MiB) | re-entries |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")

@@ -6,17 +6,6 @@ import (
 	"time"
 )
 
-// pct is the p-th percentile (0..100) by nearest rank; NaN when empty.
-func pct(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()

@@ -4,12 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/conch-project/conch/bench/internal/benchkit"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -122,18 +123,7 @@ func pollMoved(ctx context.Context, pid int, scope string, moved chan<- time.Tim
 	}
 }
 
-// pct is the p-th percentile (0..100) by nearest rank; NaN when empty.
-func pct(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
-func median(xs []float64) float64 { return pct(xs, 50) }
+func median(xs []float64) float64 { return benchkit.Pct(xs, 50) }
 
 func f2(x float64) string { return fmt.Sprintf("%.2f", x) }
 
@@ -167,7 +157,7 @@ func (d *driver) output(vs []*variant, pr *probeResult) Output {
 	fmt.Fprintf(&b, "Inside one systemd node (systemd 252 as PID 1; internal/systemdtest, as the integration tests boot theirs), every tool started by one transient service (`systemd-run` in the node), etcd on the host's loopback; the four variants interleaved in one run. Hand-offs: batches of %d waiters behind a gate holder, each child (bench-stamp) holding %d ms; a hand-off is the next child's first instruction minus the previous child's last. Uncontended: the child is bench-stamp holding nothing.\n\n", d.cfg.Batch, d.cfg.HoldMs)
 	b.WriteString("| variant | hand-off p50 | p90 | p99 | uncontended wall p50 | p99 |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, v := range vs {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", v.label, f2(h(v)), f2(pct(v.handoffs, 90)), f2(pct(v.handoffs, 99)), f2(u(v)), f2(pct(v.wall, 99)))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", v.label, f2(h(v)), f2(benchkit.Pct(v.handoffs, 90)), f2(benchkit.Pct(v.handoffs, 99)), f2(u(v)), f2(benchkit.Pct(v.wall, 99)))
 	}
 	fmt.Fprintf(&b, "\nRatios: hand-off scope mode / --scope never %s, / etcdctl lock -- systemd-run --scope %s, / etcdctl lock %s; uncontended scope mode / etcdctl lock -- systemd-run --scope %s, --scope never / etcdctl lock %s.\n",
 		f2(h(cs)/h(cd)), f2(h(cs)/h(es)), f2(h(cs)/h(el)), f2(u(cs)/u(es)), f2(u(cd)/u(el)))
@@ -191,7 +181,7 @@ func (d *driver) output(vs []*variant, pr *probeResult) Output {
 		{"cgroup check (/proc/PID/cgroup)", pr.check, "the same"},
 		{"StopUnit and wait until gone (not on conch's path when the child ends)", pr.stop, "no"},
 	} {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.what, f2(median(s.xs)), f2(pct(s.xs, 99)), s.when)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.what, f2(median(s.xs)), f2(benchkit.Pct(s.xs, 99)), s.when)
 	}
 	for _, v := range []*variant{cs, cd} {
 		traceTable(&b, v.label+", uncontended (p50 ms from exec", v.trace)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-project/conch/bench/internal/benchkit"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -104,7 +106,7 @@ func (d *driver) batch(v *variant, round int) error {
 	if err := d.waitKeys(prefix(v, name), int64(d.cfg.Batch+1)); err != nil {
 		return err
 	}
-	if err := release(fifo); err != nil {
+	if err := benchkit.ReleaseFIFO(fifo, 30*time.Second); err != nil {
 		return err
 	}
 	for _, p := range ps {
@@ -184,20 +186,5 @@ func (d *driver) waitKeys(prefix string, n int64) error {
 			return fmt.Errorf("%s: fewer than %d keys after 60s (%v)", prefix, n, err)
 		}
 		time.Sleep(5 * time.Millisecond) // polling etcd, not synchronising processes
-	}
-}
-
-// release ends a FIFO hold: open for writing (retried while no reader has it), close.
-func release(fifo string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-		if err == nil {
-			return f.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("release %s: %w", fifo, err)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
