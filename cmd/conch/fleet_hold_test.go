@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/ci"
+	"github.com/conch-project/conch/internal/who/whotest"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -72,9 +73,9 @@ func TestHoldAfterAndRelease(t *testing.T) {
 		!strings.Contains(r.stderr, "no slot within --wait 1s (1 kept after a run by node n1") || !note.MatchString(r.stderr) {
 		t.Fatalf("a wait during the hold: %v, want 75 and the held-after note", r)
 	}
-	fams := parseProm(t, e.run("sema", "ha", "--who", "--format", "prometheus").stdout)
+	fams := whotest.ParseProm(t, e.run("sema", "ha", "--who", "--format", "prometheus").stdout)
 	for metric, v := range map[string]float64{"conch_sema_holders": 1, "conch_sema_held_after": 1, "conch_sema_expiring_holders": 0} {
-		if got := promValue(fams, metric, "name", "ha", "max", "1"); got != v {
+		if got := whotest.PromValue(fams, metric, "name", "ha", "max", "1"); got != v {
 			t.Errorf("%s = %v during the hold, want %v", metric, got, v)
 		}
 	}
@@ -229,10 +230,10 @@ func TestHoldAfterNotExpiring(t *testing.T) {
 		}
 		return *r.TTL*2 < *r.GrantedTTL
 	})
-	fams := parseProm(t, e.run("sema", "hx", "--who", "--format", "prometheus").stdout)
+	fams := whotest.ParseProm(t, e.run("sema", "hx", "--who", "--format", "prometheus").stdout)
 	who := e.run("sema", "hx", "--max", "1", "--who")
-	if promValue(fams, "conch_sema_holders", "name", "hx", "max", "1") == 1 && // else the hold ran out meanwhile
-		(promValue(fams, "conch_sema_expiring_holders", "name", "hx", "max", "1") != 0 || promValue(fams, "conch_sema_held_after", "name", "hx", "max", "1") != 1) {
+	if whotest.PromValue(fams, "conch_sema_holders", "name", "hx", "max", "1") == 1 && // else the hold ran out meanwhile
+		(whotest.PromValue(fams, "conch_sema_expiring_holders", "name", "hx", "max", "1") != 0 || whotest.PromValue(fams, "conch_sema_held_after", "name", "hx", "max", "1") != 1) {
 		t.Fatalf("metrics of a held-after slot below half its TTL: %v", fams)
 	}
 	if strings.Contains(who.stdout, "expiring") {

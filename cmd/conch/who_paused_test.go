@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conch-project/conch/internal/who/whotest"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -38,8 +39,8 @@ func TestWhoPausedHead(t *testing.T) {
 		strings.Join(recs[2].Flags, ",") != "paused" {
 		t.Fatalf("--who --json with a paused head: %+v", recs)
 	}
-	prom := parseProm(t, e.run("sema", "ph", "--who", "--format", "prometheus").stdout)
-	if h, w := promValue(prom, "conch_sema_holders", "name", "ph", "max", "2"), promValue(prom, "conch_sema_waiters", "name", "ph", "max", "2"); h != 1 || w != 1 {
+	prom := whotest.ParseProm(t, e.run("sema", "ph", "--who", "--format", "prometheus").stdout)
+	if h, w := whotest.PromValue(prom, "conch_sema_holders", "name", "ph", "max", "2"), whotest.PromValue(prom, "conch_sema_waiters", "name", "ph", "max", "2"); h != 1 || w != 1 {
 		t.Fatalf("metrics: %v holders, %v waiters; want 1 and 1", h, w)
 	}
 	if e.held("c") {

@@ -4,48 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
+	"github.com/conch-project/conch/internal/who/whotest"
 	"github.com/conch-project/conch/sema"
 )
-
-// parseProm parses the text exposition with prometheus/common's own parser.
-func parseProm(t *testing.T, text string) map[string]*dto.MetricFamily {
-	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
-	if err != nil {
-		t.Fatalf("the metrics do not parse: %v\n%s", err, text)
-	}
-	return fams
-}
-
-// promValue is the value of metric with exactly the labels kv, or -1.
-func promValue(fams map[string]*dto.MetricFamily, metric string, kv ...string) float64 {
-	mf := fams[metric]
-	if mf == nil {
-		return -1
-	}
-	for _, m := range mf.Metric {
-		if len(m.Label) != len(kv)/2 {
-			continue
-		}
-		match := true
-		for i, l := range m.Label {
-			match = match && l.GetName() == kv[2*i] && l.GetValue() == kv[2*i+1]
-		}
-		if match {
-			return m.GetGauge().GetValue()
-		}
-	}
-	return -1
-}
 
 // --who --format prometheus against a real queue: 2 holders and a waiter
 // on --max 2, a pause key and a hand-written foreign key with a hostile
@@ -65,13 +29,13 @@ func TestWhoPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.run("sema", "--who", "--format", "prometheus")
-	fams := parseProm(t, r.stdout)
+	fams := whotest.ParseProm(t, r.stdout)
 	for metric, v := range map[string]float64{"conch_sema_capacity": 2, "conch_sema_holders": 2, "conch_sema_waiters": 1, "conch_sema_paused": 1, "conch_sema_held_after": 0, "conch_sema_expiring_holders": 0} {
-		if got := promValue(fams, metric, "name", "pm", "max", "2"); got != v {
+		if got := whotest.PromValue(fams, metric, "name", "pm", "max", "2"); got != v {
 			t.Errorf("%s = %v, want %v\n%s", metric, got, v, r.stdout)
 		}
 	}
-	if got := promValue(fams, "conch_sema_foreign_keys", "name", "we\"ird\\na\nme"); got != 1 || r.status != 0 {
+	if got := whotest.PromValue(fams, "conch_sema_foreign_keys", "name", "we\"ird\\na\nme"); got != 1 || r.status != 0 {
 		t.Fatalf("foreign key metric %v, status %d\n%s", got, r.status, r.stdout)
 	}
 	path := filepath.Join(e.dir, "conch.prom")
@@ -80,7 +44,7 @@ func TestWhoPrometheus(t *testing.T) {
 	if err != nil || r.status != 0 || r.stdout != "" {
 		t.Fatalf("--textfile: %v (%v)", r, err)
 	}
-	if got := promValue(parseProm(t, string(b)), "conch_sema_holders", "name", "pm", "max", "2"); got != 2 {
+	if got := whotest.PromValue(whotest.ParseProm(t, string(b)), "conch_sema_holders", "name", "pm", "max", "2"); got != 2 {
 		t.Fatalf("textfile holders %v:\n%s", got, b)
 	}
 	if ents, _ := os.ReadDir(e.dir); len(ents) != 2 { // conch.conf and conch.prom

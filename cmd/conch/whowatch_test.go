@@ -17,6 +17,7 @@ import (
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/syncbuf"
 	"github.com/conch-project/conch/internal/who"
+	"github.com/conch-project/conch/internal/who/whotest"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -351,8 +352,8 @@ func TestWhoWatchHostile(t *testing.T) {
 			strings.Contains(w.stderr.String(), "WARNING: pause key /conch/v1/pause/hx/notanumber names no semaphore")
 	})
 	r := e.run("sema", "--who", "--format", "prometheus")
-	fams := parseProm(t, r.stdout)
-	if got := promValue(fams, "conch_sema_paused", "name", "hx", "max", "1"); got != 1 {
+	fams := whotest.ParseProm(t, r.stdout)
+	if got := whotest.PromValue(fams, "conch_sema_paused", "name", "hx", "max", "1"); got != 1 {
 		t.Fatalf("hx[1] paused = %v\n%s", got, r.stdout)
 	}
 	h := e.start("sema", "hx", "--max", "2", "--", "sleep", "60")

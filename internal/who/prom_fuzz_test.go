@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/who/whotest"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -47,12 +48,12 @@ func FuzzWhoPrometheus(f *testing.F) {
 		if err != nil {
 			t.Fatalf("renderPrometheus: %v", err)
 		}
-		fams := parseProm(t, string(out))
+		fams := whotest.ParseProm(t, string(out))
 		if e.Counted() {
-			if got := promValue(fams, "conch_sema_capacity", "name", seg, "max", strconv.Itoa(e.Max)); got != float64(e.Max) {
+			if got := whotest.PromValue(fams, "conch_sema_capacity", "name", seg, "max", strconv.Itoa(e.Max)); got != float64(e.Max) {
 				t.Fatalf("capacity of %q = %v\n%s", seg, got, out)
 			}
-		} else if got := promValue(fams, "conch_sema_foreign_keys", "name", strings.ToValidUTF8(seg, "\uFFFD")); got < 1 {
+		} else if got := whotest.PromValue(fams, "conch_sema_foreign_keys", "name", strings.ToValidUTF8(seg, "\uFFFD")); got < 1 {
 			t.Fatalf("foreign keys of %q = %v\n%s", seg, got, out)
 		}
 		w := watcher{}

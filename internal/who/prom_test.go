@@ -12,43 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
+	"github.com/conch-project/conch/internal/who/whotest"
 	"github.com/conch-project/conch/sema"
 )
-
-// parseProm parses the text exposition with prometheus/common's own parser.
-func parseProm(t *testing.T, text string) map[string]*dto.MetricFamily {
-	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
-	if err != nil {
-		t.Fatalf("the metrics do not parse: %v\n%s", err, text)
-	}
-	return fams
-}
-
-// promValue is the value of metric with exactly the labels kv, or -1.
-func promValue(fams map[string]*dto.MetricFamily, metric string, kv ...string) float64 {
-	mf := fams[metric]
-	if mf == nil {
-		return -1
-	}
-	for _, m := range mf.Metric {
-		if len(m.Label) != len(kv)/2 {
-			continue
-		}
-		match := true
-		for i, l := range m.Label {
-			match = match && l.GetName() == kv[2*i] && l.GetValue() == kv[2*i+1]
-		}
-		if match {
-			return m.GetGauge().GetValue()
-		}
-	}
-	return -1
-}
 
 // The metrics of a scripted queue, parsed back: per semaphore capacity,
 // holders, waiters, paused, oldest ages; HELP and TYPE for each family;
@@ -78,7 +45,7 @@ func TestRenderPrometheusScripted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fams := parseProm(t, string(out))
+	fams := whotest.ParseProm(t, string(out))
 	want := []struct {
 		metric, name, max string
 		v                 float64
@@ -91,7 +58,7 @@ func TestRenderPrometheusScripted(t *testing.T) {
 		{"conch_sema_holders", "boot", "2", 2}, {"conch_sema_held_after", "boot", "2", 1}, {"conch_sema_expiring_holders", "boot", "2", 1},
 	}
 	for _, w := range want {
-		if got := promValue(fams, w.metric, "name", w.name, "max", w.max); got != w.v {
+		if got := whotest.PromValue(fams, w.metric, "name", w.name, "max", w.max); got != w.v {
 			t.Errorf("%s{name=%q,max=%q} = %v, want %v", w.metric, w.name, w.max, got, w.v)
 		}
 	}
@@ -101,7 +68,7 @@ func TestRenderPrometheusScripted(t *testing.T) {
 		}
 	}
 	for _, n := range hostile {
-		if got := promValue(fams, "conch_sema_foreign_keys", "name", strings.ToValidUTF8(n, "\uFFFD")); got != 1 {
+		if got := whotest.PromValue(fams, "conch_sema_foreign_keys", "name", strings.ToValidUTF8(n, "\uFFFD")); got != 1 {
 			t.Errorf("foreign keys of %q: %v\n%s", n, got, out)
 		}
 	}
