@@ -242,21 +242,7 @@ func (p *proc) lineTime(s string) (int64, bool) {
 }
 
 // traces adds the first time of each trace point in p's stderr, in ms from p's exec, to m.
-func (p *proc) traces(m map[string][]float64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	seen := map[string]bool{}
-	for _, l := range p.lines {
-		f := strings.Fields(l.text)
-		if len(f) != 4 || f[0] != "T" || seen[f[3]] {
-			continue
-		}
-		if t, err := strconv.ParseInt(f[2], 10, 64); err == nil {
-			seen[f[3]] = true
-			m[f[3]] = append(m[f[3]], ms(t-p.start))
-		}
-	}
-}
+func (p *proc) traces(m map[string][]float64) { p.tracesSince(p.start, m) }
 
 // tracesSince adds the first time at or after t0 of each trace point in p's stderr, in ms from
 // t0, to m.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"slices"
 	"strings"
@@ -247,22 +248,11 @@ func TestWhoWatchEtcdRestart(t *testing.T) {
 	t.Logf("stderr: %s", w.stderr.String())
 }
 
-// A watch whose reader goes away (`conch sema --who --watch | head -2`)
-// ends at the next change, with status 0 and nothing on stderr.
+// A watch whose reader goes away (`conch sema --who --watch | head -2`) and then sees a
+// change ends with status 0 and nothing on stderr.
 func TestWhoWatchClosedStdout(t *testing.T) {
 	e := newEnv(t)
-	cmd := exec.Command(conchBin, "sema", "cs", "--who", "--watch")
-	cmd.Env = e.vars
-	var stderr syncbuf.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
+	cmd, out, stderr := startPipedWatch(t, e, "cs")
 	rd := bufio.NewReader(out)
 	for range 2 { // the first block: its stamp and "(no holders or waiters)"
 		if _, err := rd.ReadString('\n'); err != nil {
@@ -270,19 +260,10 @@ func TestWhoWatchClosedStdout(t *testing.T) {
 		}
 	}
 	out.Close()
-	go func() { done <- cmd.Wait() }()
 	if _, err := e.c.Put(context.Background(), sema.Prefix("cs", 1)+"k", "{}"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil || stderr.String() != "" {
-			t.Fatalf("--watch after its reader left: %v, stderr %q; want status 0, silent", err, stderr.String())
-		}
-	case <-time.After(testTimeout):
-		cmd.Process.Kill()
-		t.Fatal("--watch did not end after its reader left")
-	}
+	waitQuietEnd(t, cmd, stderr, "after its reader left")
 }
 
 // `conch sema --who --watch | head -1`: the reader goes away after the first
@@ -290,10 +271,22 @@ func TestWhoWatchClosedStdout(t *testing.T) {
 // status of a reader that went away (0), not at the next change.
 func TestWhoWatchClosedStdoutIdle(t *testing.T) {
 	e := newEnv(t)
-	cmd := exec.Command(conchBin, "sema", "ci", "--who", "--watch")
+	cmd, out, stderr := startPipedWatch(t, e, "ci")
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil { // head -1
+		t.Fatal(err)
+	}
+	out.Close()
+	waitQuietEnd(t, cmd, stderr, "after its reader left, with no change to show")
+}
+
+// startPipedWatch starts `conch sema NAME --who --watch` with its stdout on a pipe the test
+// reads (and closes, as a reader that goes away does) and its stderr captured.
+func startPipedWatch(t *testing.T, e *env, name string) (*exec.Cmd, io.ReadCloser, *syncbuf.Buffer) {
+	t.Helper()
+	cmd := exec.Command(conchBin, "sema", name, "--who", "--watch")
 	cmd.Env = e.vars
-	var stderr syncbuf.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncbuf.Buffer{}
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -301,20 +294,23 @@ func TestWhoWatchClosedStdoutIdle(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil { // head -1
-		t.Fatal(err)
-	}
-	out.Close()
+	return cmd, out, stderr
+}
+
+// waitQuietEnd waits for cmd to end with status 0 and nothing on stderr, killing it and
+// failing after testTimeout.
+func waitQuietEnd(t *testing.T, cmd *exec.Cmd, stderr *syncbuf.Buffer, when string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil || stderr.String() != "" {
-			t.Fatalf("--watch after its reader left: %v, stderr %q; want status 0, silent", err, stderr.String())
+			t.Fatalf("--watch %s: %v, stderr %q; want status 0, silent", when, err, stderr.String())
 		}
 	case <-time.After(testTimeout):
 		cmd.Process.Kill()
-		t.Fatal("--watch did not end after its reader left, with no change to show")
+		t.Fatalf("--watch did not end %s", when)
 	}
 }
 
