@@ -10,22 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/conch-project/conch/bench/internal/benchkit"
 )
-
-// mono is CLOCK_MONOTONIC in nanoseconds, the clock bench-stamp writes, so
-// harness and children times compare directly.
-func mono() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
-// line is one stderr line of a process with the time the harness read it.
-type line struct {
-	t    int64
-	text string
-}
 
 // proc is one process the harness started. start is taken just before
 // fork/exec, end just after wait4 returned; rusage is wait4's (ru_maxrss of
@@ -39,8 +25,7 @@ type proc struct {
 	rusage syscall.Rusage
 	done   chan struct{}
 
-	mu    sync.Mutex
-	lines []line
+	lines benchkit.Lines // kept only with spawnOpts.capture
 	onLn  func(*proc, string)
 }
 
@@ -71,7 +56,7 @@ func (ps *procs) spawn(argv []string, o spawnOpts) (*proc, error) {
 	cmd.Env = o.env
 	cmd.Stderr = w
 	p := &proc{name: strings.Join(argv, " "), cmd: cmd, done: make(chan struct{}), status: -1, onLn: o.onLine}
-	p.start = mono()
+	p.start = benchkit.Mono()
 	if err := cmd.Start(); err != nil {
 		_, _ = r.Close(), w.Close()
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
@@ -86,12 +71,10 @@ func (ps *procs) spawn(argv []string, o spawnOpts) (*proc, error) {
 		defer r.Close()
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
-			t := mono()
+			t := benchkit.Mono()
 			txt := sc.Text()
 			if o.capture {
-				p.mu.Lock()
-				p.lines = append(p.lines, line{t, txt})
-				p.mu.Unlock()
+				p.lines.Add(t, txt)
 			}
 			if p.onLn != nil {
 				p.onLn(p, txt)
@@ -100,7 +83,7 @@ func (ps *procs) spawn(argv []string, o spawnOpts) (*proc, error) {
 	}()
 	go func() {
 		_ = cmd.Wait() // the status comes from ProcessState below
-		p.end = mono()
+		p.end = benchkit.Mono()
 		if st := cmd.ProcessState; st != nil {
 			if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
 				p.rusage = *ru
@@ -138,27 +121,10 @@ func (p *proc) cpu() time.Duration {
 }
 
 // lineTime returns the read time of the first stderr line containing s.
-func (p *proc) lineTime(s string) (int64, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.lines {
-		if strings.Contains(l.text, s) {
-			return l.t, true
-		}
-	}
-	return 0, false
-}
+func (p *proc) lineTime(s string) (int64, bool) { return p.lines.First(s) }
 
 // stderrText returns the captured stderr.
-func (p *proc) stderrText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var b strings.Builder
-	for _, l := range p.lines {
-		b.WriteString(l.text + "\n")
-	}
-	return b.String()
-}
+func (p *proc) stderrText() string { return p.lines.Text() }
 
 // waitAll waits for every process, up to timeout. It returns an error naming
 // the processes still running or that exited with a status other than want

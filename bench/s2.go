@@ -292,11 +292,11 @@ func (h *harness) measureFloor(fl *floor, n int) error {
 		fl.watcher = c
 	}
 	for i := range n {
-		t0 := mono()
+		t0 := benchkit.Mono()
 		if _, err := h.cli.Put(ctx, "bench/put", fmt.Sprint(i)); err != nil {
 			return err
 		}
-		fl.put = append(fl.put, ms(mono()-t0))
+		fl.put = append(fl.put, ms(benchkit.Mono()-t0))
 	}
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
@@ -309,7 +309,7 @@ func (h *harness) measureFloor(fl *floor, n int) error {
 		return fmt.Errorf("watch of bench/pw not created: %v", wr.Err())
 	}
 	for i := range n {
-		t0 := mono()
+		t0 := benchkit.Mono()
 		if _, err := h.cli.Put(ctx, "bench/pw", fmt.Sprint(i)); err != nil {
 			return err
 		}
@@ -321,7 +321,7 @@ func (h *harness) measureFloor(fl *floor, n int) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		fl.putWatch = append(fl.putWatch, ms(mono()-t0))
+		fl.putWatch = append(fl.putWatch, ms(benchkit.Mono()-t0))
 	}
 	file := filepath.Join(h.work, "s2-exec.stamps")
 	for range n {

@@ -182,7 +182,7 @@ func (h *harness) drainGated(name, bin string) (time.Duration, []float64, []floa
 	defer stopPerf()
 	busy0, total0 := cpuTimes()
 	slow := h.etcd.sampleGauge("etcd_debugging_mvcc_slow_watcher_total", 50*time.Millisecond)
-	t0 := mono()
+	t0 := benchkit.Mono()
 	for _, f := range fifos {
 		if err := benchkit.ReleaseFIFO(f, 30*time.Second); err != nil {
 			return 0, nil, nil, 0, err

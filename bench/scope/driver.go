@@ -23,11 +23,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/conch-project/conch/bench/internal/benchkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/sys/unix"
 )
 
 // Config is what Drive is told by the host half (JSON in BENCH_SCOPE_DRIVER).
@@ -162,25 +161,12 @@ func (d *driver) name(v *variant) string {
 	return fmt.Sprintf("b6%s%d-%d", v.key, d.seq, os.Getpid())
 }
 
-// mono is CLOCK_MONOTONIC in nanoseconds, the clock bench-stamp writes.
-func mono() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
 // proc is one started tool with its stderr lines and their read times.
 type proc struct {
 	cmd        *exec.Cmd
 	start, end int64
-	mu         sync.Mutex
-	lines      []line
+	lines      benchkit.Lines
 	read       chan struct{}
-}
-
-type line struct {
-	t    int64
-	text string
 }
 
 func (d *driver) spawn(argv []string) (*proc, error) {
@@ -191,7 +177,7 @@ func (d *driver) spawn(argv []string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.start = mono()
+	p.start = benchkit.Mono()
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -199,10 +185,7 @@ func (d *driver) spawn(argv []string) (*proc, error) {
 		defer close(p.read)
 		sc := bufio.NewScanner(errR)
 		for sc.Scan() {
-			t := mono()
-			p.mu.Lock()
-			p.lines = append(p.lines, line{t, sc.Text()})
-			p.mu.Unlock()
+			p.lines.Add(benchkit.Mono(), sc.Text())
 		}
 	}()
 	return p, nil
@@ -212,34 +195,17 @@ func (d *driver) spawn(argv []string) (*proc, error) {
 func (p *proc) wait() error {
 	<-p.read
 	err := p.cmd.Wait()
-	p.end = mono()
+	p.end = benchkit.Mono()
 	if err != nil {
 		return fmt.Errorf("%s: %v: %s", p.cmd.Args[0], err, p.stderr())
 	}
 	return nil
 }
 
-func (p *proc) stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var b strings.Builder
-	for _, l := range p.lines {
-		b.WriteString(l.text + "\n")
-	}
-	return b.String()
-}
+func (p *proc) stderr() string { return p.lines.Text() }
 
 // lineTime is the read time of the first stderr line containing s.
-func (p *proc) lineTime(s string) (int64, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.lines {
-		if strings.Contains(l.text, s) {
-			return l.t, true
-		}
-	}
-	return 0, false
-}
+func (p *proc) lineTime(s string) (int64, bool) { return p.lines.First(s) }
 
 // traces adds the first time of each trace point in p's stderr, in ms from p's exec, to m.
 func (p *proc) traces(m map[string][]float64) { p.tracesSince(p.start, m) }
@@ -247,11 +213,9 @@ func (p *proc) traces(m map[string][]float64) { p.tracesSince(p.start, m) }
 // tracesSince adds the first time at or after t0 of each trace point in p's stderr, in ms from
 // t0, to m.
 func (p *proc) tracesSince(t0 int64, m map[string][]float64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	seen := map[string]bool{}
-	for _, l := range p.lines {
-		f := strings.Fields(l.text)
+	for _, l := range p.lines.All() {
+		f := strings.Fields(l.Text)
 		if len(f) != 4 || f[0] != "T" || seen[f[3]] {
 			continue
 		}

@@ -50,3 +50,24 @@ func TestReleaseFIFO(t *testing.T) {
 		t.Errorf("no reader: %v, want an error naming %s", err, path)
 	}
 }
+
+func TestLines(t *testing.T) {
+	var l Lines
+	l.Add(5, "conch: waiting")
+	l.Add(9, "conch: slot held (rev 3)")
+	l.Add(12, "conch: slot held again")
+	if at, ok := l.First("slot held"); !ok || at != 9 {
+		t.Errorf("First(slot held) = %d, %v; want 9, true", at, ok)
+	}
+	if _, ok := l.First("released"); ok {
+		t.Error("First found a line that was never added")
+	}
+	if got := l.Text(); got != "conch: waiting\nconch: slot held (rev 3)\nconch: slot held again\n" {
+		t.Errorf("Text = %q", got)
+	}
+	all := l.All()
+	all[0].Text = "changed"
+	if l.All()[0].Text != "conch: waiting" {
+		t.Error("All shares its slice with Lines")
+	}
+}
