@@ -138,18 +138,16 @@ func onLease(resp *clientv3.TxnResponse, rev int64, to clientv3.LeaseID) bool {
 
 // untilDeadline runs try, each time within min(5 s, what is left before end) but at least
 // releaseTry (so one try is made even at end), again every releaseRetry while it fails for
-// want of an answer and end has not come; a refusal (Refused) is not tried again. It
-// returns the last try's error.
+// want of an answer and end has not come (retryUntil); a refusal is not tried again. Each try
+// gets up to 5 s, not a revoke's releaseTry: a grant or a move on a loaded etcd may need more,
+// and nothing waits on it but the end of the run, which end bounds. It returns the last try's
+// error.
 func untilDeadline(ctx context.Context, end time.Time, try func(context.Context) error) error {
-	for {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(min(releaseTimeout, time.Until(end)), releaseTry))
-		err := try(tctx)
-		cancel()
-		if err == nil || Refused(err) || time.Until(end) < releaseRetry {
-			return err
-		}
-		time.Sleep(releaseRetry)
-	}
+	return retryUntil(end, releaseTimeout, releaseTry, func(bound time.Duration) error {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		defer cancel()
+		return try(tctx)
+	})
 }
 
 // ReleaseHeld frees the slots of (name, max) that node holds after a run

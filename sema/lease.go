@@ -403,9 +403,18 @@ func (l *lease) revoke(ctx context.Context, within time.Duration) error {
 // it fails for want of an answer and until total has passed since the call (Holder.Release,
 // D7b); a refusal (permission denied...) is not tried again. It returns the last try's error.
 func (l *lease) revokeRetrying(ctx context.Context, within, total time.Duration) error {
-	end := time.Now().Add(total)
+	return retryUntil(time.Now().Add(total), within, 0, func(bound time.Duration) error {
+		return l.revoke(ctx, bound)
+	})
+}
+
+// retryUntil calls try with the bound of that try (within, cut to what is left before end,
+// but at least floor), again every releaseRetry while it fails for want of an answer and end
+// has not come; a refusal (Refused) is not tried again. It returns the last try's error. It is
+// the one retry policy of the requests that end a holding (revoke, the move of D13).
+func retryUntil(end time.Time, within, floor time.Duration, try func(bound time.Duration) error) error {
 	for {
-		err := l.revoke(ctx, min(within, time.Until(end)))
+		err := try(max(min(within, time.Until(end)), floor))
 		if err == nil || Refused(err) || time.Until(end) < releaseRetry {
 			return err
 		}
