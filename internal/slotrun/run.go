@@ -142,7 +142,7 @@ func (r *run) connect() error {
 	}
 	if d := r.cfg.Rules.Deadline; !d.IsZero() { // the window: an absolute bound on the wait
 		var cancel context.CancelFunc
-		r.waitCtx, cancel = context.WithDeadline(r.sigCtx, d)
+		r.waitCtx, cancel = context.WithDeadline(r.waitCtx, d) // within Wait's bound too
 		r.closers = append(r.closers, cancel)
 	}
 	return nil

@@ -126,3 +126,32 @@ func TestRunSlotLostStopsChild(t *testing.T) {
 		t.Errorf("told:\n%s\nwant stopping", rep.all())
 	}
 }
+
+// With both a wait and a deadline, the earlier ends the wait: a 1 s wait is not lengthened
+// by a deadline an hour away.
+func TestRunWaitAndDeadline(t *testing.T) {
+	srv := etcdtest.Start(t)
+	holder, err := sema.New(srv.Client(t), "wd", 1, sema.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := holder.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(context.Background())
+	cfg := config(srv, "wd", "exit 0")
+	cfg.Wait, cfg.Rules.Deadline = time.Second, time.Now().Add(time.Hour)
+	done := make(chan error, 1)
+	rep := &recorder{pid: make(chan int, 1)}
+	go func() { _, err := Run(context.Background(), cfg, rep); done <- err }()
+	select {
+	case err := <-done:
+		var ns *NoSlotError
+		if !errors.As(err, &ns) {
+			t.Fatalf("Run = %v; want no slot\n%s", err, rep.all())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the 1 s wait did not end: the deadline an hour away replaced it\n%s", rep.all())
+	}
+}
