@@ -15,10 +15,10 @@ import (
 // values (e.g. from an outer run). base is not modified.
 func ChildEnv(base []string, name string, max int, rev, lease int64) []string {
 	set := map[string]string{
-		"CONCH_REV":   strconv.FormatInt(rev, 10),
-		"CONCH_SEMA":  name,
-		"CONCH_MAX":   strconv.Itoa(max),
-		"CONCH_LEASE": sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
+		sema.EnvRev:   strconv.FormatInt(rev, 10),
+		sema.EnvName:  name,
+		sema.EnvMax:   strconv.Itoa(max),
+		sema.EnvLease: sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
 	}
 	out := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
@@ -28,7 +28,7 @@ func ChildEnv(base []string, name string, max int, rev, lease int64) []string {
 		}
 		out = append(out, kv)
 	}
-	for _, k := range []string{"CONCH_REV", "CONCH_SEMA", "CONCH_MAX", "CONCH_LEASE"} {
+	for _, k := range []string{sema.EnvRev, sema.EnvName, sema.EnvMax, sema.EnvLease} { // what SlotFromEnv reads
 		out = append(out, k+"="+set[k])
 	}
 	return out
