@@ -114,10 +114,8 @@ func (h *Holder) watchKey(ctx context.Context, rev int64) {
 		wctx, cancel := context.WithCancel(onStream(ctx))
 		opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
 		switch {
-		case again > 0: // from rev: every event since comes on the new stream, nothing to read;
-			// not rev+1: etcd sends no progress notification to a watch that starts past its
-			// current revision, and the stream check needs them (events at rev are covered)
-			opts = append(opts, clientv3.WithRev(rev))
+		case again > 0: // every event since rev comes on the new stream, nothing to read
+			opts = append(opts, resumeFrom(rev))
 		case h.s.legacyWatch:
 			opts = []clientv3.OpOption{clientv3.WithRev(rev + 1)}
 		}
@@ -146,8 +144,8 @@ func (h *Holder) watchKey(ctx context.Context, rev int64) {
 // watch again) or the holder is cancelled (lost true). Its stream is checked as the
 // head's is (liveness.go, D7b (3)): silent true when it said nothing for silentAfter,
 // to watch again on another. It returns the last revision at which the key was
-// verified ours. A watch made again (again > 0 times after a silence) starts at rev+1:
-// its created response, due within createdWithin(again), needs no read.
+// verified ours. A watch made again (again > 0 times after a silence) starts at
+// resumeFrom(rev): its created response, due within createdWithin(again), needs no read.
 func (h *Holder) follow(ctx context.Context, wch <-chan clientv3.WatchResponse, rev int64, again int) (int64, bool, bool) {
 	replay := again > 0
 	var probe *prober

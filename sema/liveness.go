@@ -35,6 +35,14 @@ const (
 	readTimeout = 5 * time.Second
 )
 
+// resumeFrom is the start of a watch that takes over from one whose last known revision is
+// rev (made again on a new stream after a silence, D7b (3)): rev itself, not rev+1. Every
+// event after rev comes on the new watch, so nothing needs to be read; the events at rev are
+// already known, and each caller skips events at or before rev. Not rev+1: etcd sends no
+// progress notification to a watch that starts past its current revision, and the stream
+// check lives on them, so such a watch would be taken for silent again and again.
+func resumeFrom(rev int64) clientv3.OpOption { return clientv3.WithRev(rev) }
+
 // streamGen numbers the gRPC watch streams of this process. clientv3 puts every watch whose
 // context carries the same metadata on one stream, and a new stream goes to the next
 // connection of its round robin over the members. A stream found silent moves every later

@@ -40,10 +40,8 @@ const (
 // are ignored. A failed watch (leader lost, ErrCompacted in the D1 mode)
 // means re-rank. The head's stream is checked (liveness.go, D7b (3)): a
 // stream that goes silent is left, and the watches are made again on a new
-// one from r.rev, so that every event since the ranking read comes on it
-// and nothing is read again (ErrCompacted there means re-rank); not from
-// r.rev+1, as etcd sends no progress notification to a watch that starts
-// past its current revision, and the stream check needs them. It returns
+// one from r.rev (resumeFrom), so that every event since the ranking read
+// comes on it and nothing is read again (ErrCompacted there means re-rank). It returns
 // the turn, and with turnReranked or a re-read promotion the fresh ranking.
 // The watch goroutines are cancelled and joined before it returns.
 func (s *Semaphore) watchTurn(ctx context.Context, l *lease, key string, myRev int64, r ranking) (turn, ranking) {
@@ -116,7 +114,7 @@ type watchKit struct {
 	s       *Semaphore
 	wctx    context.Context
 	rev     int64 // the ranking read's revision: events up to it are in the read
-	from    int64 // 0: served at once (D1a); else the start revision
+	from    int64 // 0: served at once (D1a); else the revision the watch resumes from (resumeFrom)
 	out     chan turn
 	created chan int64
 	hd      *heard
@@ -157,7 +155,7 @@ func (k *watchKit) startAll(p position) int {
 func (k *watchKit) watch(key string, onEvent turn, opts ...clientv3.OpOption) {
 	switch {
 	case k.from != 0:
-		opts = append(opts, clientv3.WithRev(k.from), clientv3.WithCreatedNotify())
+		opts = append(opts, resumeFrom(k.from), clientv3.WithCreatedNotify())
 	case k.s.legacyWatch: // D1 as first written: from the ranking read
 		opts = append(opts, clientv3.WithRev(k.rev+1))
 	default:

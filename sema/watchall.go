@@ -322,10 +322,8 @@ func (f *follower) watchRoots(ctx context.Context, rev int64, hd *heard) (<-chan
 		wg.Add(1)
 		go func() { // Watch waits for the watch's creation: on a silent stream, long
 			defer wg.Done()
-			// from rev, not rev+1: etcd sends no progress notification to a watch that
-			// starts past its current revision, and the stream check needs them; the
-			// events at rev, already in the listing, are not newer
-			wch := f.c.Watch(ctx, r, clientv3.WithPrefix(), clientv3.WithRev(rev))
+			// the events at rev, already in the listing, are not newer
+			wch := f.c.Watch(ctx, r, clientv3.WithPrefix(), resumeFrom(rev))
 			for {
 				resp, ok := <-wch
 				hd.now()
