@@ -188,7 +188,7 @@ func checkEndpoint(e string) error {
 // net/url's Redacted does for the password, so no message echoes a secret.
 func RedactEndpoint(e string) string {
 	scheme, rest, ok := strings.Cut(e, "://")
-	if !ok {
+	if !ok || strings.Contains(scheme, "@") { // no scheme, or user-info before a "://"
 		if at := strings.LastIndex(e, "@"); at >= 0 {
 			return "xxxxx@" + e[at+1:]
 		}

@@ -64,3 +64,20 @@ func FuzzReadConfig(f *testing.F) {
 		}
 	})
 }
+
+// RedactEndpoint hides the user-info wherever it stands, a "://" after it included (a
+// case FuzzEndpoints found: the part before "://" was taken for a scheme and shown).
+func TestRedactEndpoint(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://u:hunter2@h:1":   "http://xxxxx@h:1",
+		"u:hunter2@h:1":          "xxxxx@h:1",
+		"ter2@://ter2@":          "xxxxx@",
+		"s3cret@h://x@h:1":       "xxxxx@h:1",
+		"https://h:2379":         "https://h:2379",
+		"http://u:a/b=@h:1/path": "http://xxxxx@h:1/path",
+	} {
+		if got := RedactEndpoint(in); got != want {
+			t.Errorf("RedactEndpoint(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
