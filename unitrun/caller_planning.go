@@ -25,6 +25,7 @@ func StartPlanning(opts ScopeOptions) *Planning {
 		close(p.done)
 		return p
 	}
+	go func() { _ = systemd.PrimeMove() }() // the scope's start will move a process (D8d)
 	go func() {
 		defer close(p.done)
 		p.plan, p.err = DecideScope(opts)

@@ -41,6 +41,9 @@ type helperEvent struct {
 	Twice       string `json:"twice"`
 	TwiceExists bool   `json:"twice_exists"`
 	Error       string `json:"error"`
+	Prime       string `json:"prime"`
+	CgroupFrom  string `json:"cgroup_from"`
+	CgroupTo    string `json:"cgroup_to"`
 }
 
 // scopeNode boots a node with scopehelper at /opt/bin and returns it with a context bounded by
@@ -257,6 +260,31 @@ func TestAvailableInNode(t *testing.T) {
 	}
 	if evs := events(res.Stdout); len(evs) != 1 || evs[0].Available != "yes" {
 		t.Errorf("Available() inside a node: %s", res.Stdout)
+	}
+}
+
+// PrimeMove, as a scope-mode run calls it at its start (D8d), works on the node's pure cgroup2
+// tree as root and moves the caller nowhere: its cgroup after the call is the one before it,
+// its transient service's.
+func TestPrimeMoveInNode(t *testing.T) {
+	n, ctx, _ := scopeNode(t)
+	res, err := n.Run(ctx, systemdtest.BinMount+"/scopehelper", "prime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := events(res.Stdout)
+	if len(evs) != 1 {
+		t.Fatalf("scopehelper prime: %s", res.Stdout)
+	}
+	ev := evs[0]
+	if ev.Prime != "ok" {
+		t.Errorf("PrimeMove in a node: %s", ev.Prime)
+	}
+	if ev.CgroupFrom == "" || ev.CgroupTo != ev.CgroupFrom {
+		t.Errorf("PrimeMove moved the caller: cgroup %q before, %q after", ev.CgroupFrom, ev.CgroupTo)
+	}
+	if !strings.Contains(ev.CgroupFrom, ".service") {
+		t.Errorf("the helper ran outside a service: %q", ev.CgroupFrom)
 	}
 }
 

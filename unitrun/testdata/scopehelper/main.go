@@ -4,6 +4,8 @@
 //
 //	scopehelper hold                      ignore SIGTERM and SIGINT, sleep until killed
 //	scopehelper available                 print Available()'s answer
+//	scopehelper prime                     call systemd.PrimeMove and print its answer and
+//	                                      this helper's cgroup before and after it
 //	scopehelper scope -name N [-kill-after D] [-bind] [-twice] [-p NAME=VALUE]...
 //	    start "scopehelper hold" as a child, put it into scope N (bound to this helper's
 //	    service with -bind, D8), report {"scope","child"}, then wait for the child to end and
@@ -40,6 +42,9 @@ type event struct {
 	Twice       string `json:"twice,omitempty"`
 	TwiceExists bool   `json:"twice_exists,omitempty"`
 	Error       string `json:"error,omitempty"`
+	Prime       string `json:"prime,omitempty"`
+	CgroupFrom  string `json:"cgroup_from,omitempty"`
+	CgroupTo    string `json:"cgroup_to,omitempty"`
 
 	Result      *unitrun.Result `json:"result,omitempty"`
 	RunError    string          `json:"run_error,omitempty"`
@@ -75,6 +80,8 @@ func main() {
 			ev.Available = err.Error()
 		}
 		emit(ev)
+	case "prime":
+		emit(prime())
 	case "run":
 		if err := run(os.Args[2:]); err != nil {
 			emit(event{Error: err.Error()})
@@ -221,4 +228,16 @@ func run(args []string) error {
 	}
 	emit(ev)
 	return nil
+}
+
+// prime is PrimeMove with the helper's cgroup read before and after it.
+func prime() event {
+	before, _ := os.ReadFile("/proc/self/cgroup")
+	ev := event{Prime: "ok", CgroupFrom: string(before)}
+	if err := systemd.PrimeMove(); err != nil {
+		ev.Prime = err.Error()
+	}
+	after, _ := os.ReadFile("/proc/self/cgroup")
+	ev.CgroupTo = string(after)
+	return ev
 }
