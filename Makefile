@@ -53,7 +53,7 @@ package:
 check-packages: package
 	scripts/check-packages.sh dist
 
-# Benchmarks (issue 5): conch against etcdctl lock on a throw-away etcd with /metrics; prints
+# Benchmarks: conch against etcdctl lock on a throw-away etcd with /metrics; prints
 # one table and writes docs/benchmarks.md. BENCHFLAGS=-quick reruns with fewer repetitions;
 # `bin/bench -h` lists the other knobs (-only, -alt for an A/B of a patched conch, -perf4).
 # Scenario 6 (bin/bench-scope, a test binary of bench/scope) boots a systemd node as the
@@ -82,7 +82,7 @@ test-deps:
 	scripts/test-deps.sh
 
 # Every fuzz target (func Fuzz*) of FUZZPKGS, each for FUZZTIME, after its seed corpus in
-# testdata/fuzz (issue 9); scripts/fuzz.sh says how it tells a finding from Go 1.26's
+# testdata/fuzz; scripts/fuzz.sh says how it tells a finding from Go 1.26's
 # fuzz-coordinator deadline race. A crash writes its input under testdata/fuzz: commit it, it
 # is then a regular test case.
 FUZZTIME ?= 10s

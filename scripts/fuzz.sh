@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run every fuzz target (func Fuzz*) of the given packages for FUZZTIME each, after its seed
-# corpus in testdata/fuzz (issue 9). A crash writes its input under testdata/fuzz: commit it,
+# corpus in testdata/fuzz. A crash writes its input under testdata/fuzz: commit it,
 # it is then a regular test case.
 #
 # Go 1.26's fuzzing coordinator can report its own -fuzztime deadline as a failure, a bare

@@ -57,6 +57,28 @@ func rules(t *testing.T) map[string]string {
 func TestEveryCitedRuleResolves(t *testing.T) {
 	sections := rules(t)
 	cited := map[string][]string{} // rule -> files citing it
+	walkText(t, func(rel string, data []byte) {
+		for _, m := range citation.FindAll(data, -1) {
+			if id := string(m); !slices.Contains(cited[id], rel) {
+				cited[id] = append(cited[id], rel)
+			}
+		}
+	})
+	if len(cited) < 10 {
+		t.Fatalf("found only %d cited rules; is the walk looking at the tree?", len(cited))
+	}
+	for id, files := range cited {
+		if _, ok := sections[id]; !ok {
+			t.Errorf("%s is cited (in %s) but %s has no section \"## %s. ...\"", id, strings.Join(files, ", "), designRecord, id)
+		}
+	}
+	t.Logf("%d rules cited, %d sections in %s", len(cited), len(sections), designRecord)
+}
+
+// walkText calls f with the path from the root and the contents of every text file of the tree
+// (code, tests, docs, scripts), leaving out skipped paths and binaries.
+func walkText(t *testing.T, f func(rel string, data []byte)) {
+	t.Helper()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -75,28 +97,38 @@ func TestEveryCitedRuleResolves(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if bytes.IndexByte(data, 0) >= 0 { // a binary (a test build, an image)
-			return nil
-		}
-		for _, m := range citation.FindAll(data, -1) {
-			if id := string(m); !slices.Contains(cited[id], rel) {
-				cited[id] = append(cited[id], rel)
-			}
+		if bytes.IndexByte(data, 0) < 0 { // not a binary (a test build, an image)
+			f(rel, data)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cited) < 10 {
-		t.Fatalf("found only %d cited rules; is the walk looking at the tree?", len(cited))
-	}
-	for id, files := range cited {
-		if _, ok := sections[id]; !ok {
-			t.Errorf("%s is cited (in %s) but %s has no section \"## %s. ...\"", id, strings.Join(files, ", "), designRecord, id)
+}
+
+// trackerRef is a reference to this project's issue tracker or style guide by number (the word
+// issue or STYLE, then a number): the tree's comments, messages and docs explain in place
+// instead. An upstream project's issue ("Go issue 75804") cites a public record and is allowed.
+var trackerRef = regexp.MustCompile(`(?:\bGo )?\b(?:[Ii]ssues?|STYLE) #?[0-9]+`)
+
+// No file of the tree cites this project's issues or style guide by number.
+func TestNoTrackerNumbers(t *testing.T) {
+	files := 0
+	walkText(t, func(rel string, data []byte) {
+		files++
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, m := range trackerRef.FindAllString(line, -1) {
+				if strings.HasPrefix(m, "Go ") {
+					continue
+				}
+				t.Errorf("%s:%d cites a tracker number: %s", rel, i+1, strings.TrimSpace(line))
+			}
 		}
+	})
+	if files < 100 {
+		t.Fatalf("looked at only %d files; is the walk looking at the tree?", files)
 	}
-	t.Logf("%d rules cited, %d sections in %s", len(cited), len(sections), designRecord)
 }
 
 // Each section says what the rule is, why, and where it lives in the code; an amendment
