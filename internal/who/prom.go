@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/conch-project/conch/internal/filekind"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -139,7 +140,11 @@ func sortedKeys(m map[string]int) []string {
 // removed on failure. Other errors are the file system's.
 func WriteFile(path string, b []byte) error {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is a %s, %w; it is left untouched", path, fileKind(fi.Mode()), ErrNotRegular)
+		kind := filekind.Of(fi.Mode())
+		if fi.Mode()&fs.ModeDevice != 0 {
+			kind = "device" // either kind: this refusal never told them apart
+		}
+		return fmt.Errorf("%s is a %s, %w; it is left untouched", path, kind, ErrNotRegular)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -168,20 +173,3 @@ func WriteFile(path string, b []byte) error {
 // ErrNotRegular is WriteFile's refusal of a path that exists and is not a
 // regular file.
 var ErrNotRegular = errors.New("not a regular file")
-
-// fileKind names what a non-regular file is, for the refusal.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m.IsDir():
-		return "directory"
-	}
-	return "special file"
-}

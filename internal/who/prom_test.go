@@ -104,6 +104,13 @@ func TestWriteFileOnlyRegular(t *testing.T) {
 			t.Errorf("%s: error %v, now %v (%v); want ErrNotRegular and the %v left as it was", path, err, fi.Mode(), lerr, kind)
 		}
 	}
+	// the refusals as the operator reads them (a device is a device, whichever kind)
+	for path, kind := range map[string]string{fifo: "FIFO", link: "symbolic link", sub: "directory", "/dev/null": "device"} {
+		want := path + " is a " + kind + ", not a regular file; it is left untouched"
+		if err := WriteFile(path, []byte("x 1\n")); err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %q", path, err, want)
+		}
+	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
