@@ -47,12 +47,12 @@ var semaGauges = []semaGauge{
 		func(s sema.Summary, now time.Time) float64 { return ageSeconds(s.OldestWaiter, now) }},
 }
 
-const foreignKeysHelp = "Keys under conch's prefixes that are in no semaphore (written by hand or by another program), per name segment as stored."
+const foreignKeysHelp = "Keys under conch's prefixes that conch did not write (by hand or by another program): in no semaphore, or bound to no lease (such a key takes its slot until deleted); per name segment as stored."
 
 // renderPrometheus returns the Prometheus text exposition (version 0.0.4)
 // of the listing l at time now: every metric of semaGauges per semaphore
 // (labels name and max), and conch_sema_foreign_keys per name segment that
-// holds keys in no semaphore; empty when there is none of either. The text is written by prometheus/common's
+// holds keys conch did not write (sema.ForeignKeys); empty when there is none of either. The text is written by prometheus/common's
 // encoder, which escapes label values; names read from etcd that are not
 // valid UTF-8 have their bad bytes replaced (U+FFFD), as label values must
 // be UTF-8. Its error is the encoder's (none is expected).
