@@ -20,3 +20,7 @@ func SetLegacyPause(s *Semaphore, on bool) { s.legacyPause = on }
 // SetFollowArmed has f called each time the head of the queue of s follows the pause on its
 // stream from its ranking read on (D16b).
 func SetFollowArmed(s *Semaphore, f func()) { s.followArmed = f }
+
+// SetKeyWatched has f called each time a holder of s makes a watch of its key (a first one,
+// or one made again).
+func SetKeyWatched(s *Semaphore, f func()) { s.keyWatched = f }

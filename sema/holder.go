@@ -27,8 +27,6 @@ type Holder struct {
 	// overwritten: someone put our key without our lease (D7); Release
 	// must then delete it explicitly
 	overwritten atomic.Bool
-	// watches counts the watches of our key made so far (tests)
-	watches atomic.Int32
 }
 
 // heldKey is our key as the queue hands it to newHolder.
@@ -119,7 +117,9 @@ func (h *Holder) watchKey(ctx context.Context, rev int64) {
 		case h.s.legacyWatch:
 			opts = []clientv3.OpOption{clientv3.WithRev(rev + 1)}
 		}
-		h.watches.Add(1)
+		if h.s.keyWatched != nil {
+			h.s.keyWatched()
+		}
 		wch, done := watchAsync(wctx, h.s.c, h.key, opts...)
 		var lost, silent, ok bool
 		rev, lost, silent = h.follow(wctx, wch, rev, again)

@@ -54,33 +54,20 @@ func (f *pauseFollow) promotedAt(rev int64) {
 	}
 }
 
-// follow reads the pause watch wch until an event after rev (the ranking read) or its
-// failure or end: turnRerank, after marking f changed. Progress notifications move f.seen;
-// the created response's revision goes to created (it must have room), as watchEvents does.
-func (f *pauseFollow) follow(wch clientv3.WatchChan, rev int64, created chan<- int64, hd *heard) turn {
-	defer func() { f.changed.Store(true); f.poke() }()
-	for wr := range wch {
-		hd.now()
-		switch {
-		case wr.Err() != nil:
-			return turnRerank
-		case wr.Created:
-			created <- wr.Header.Revision
-			continue
-		case wr.IsProgressNotify():
-			if wr.Header.Revision > f.seen.Load() {
-				f.seen.Store(wr.Header.Revision)
-				f.poke()
-			}
-			continue
-		}
-		for _, ev := range wr.Events {
-			if ev.Kv.ModRevision > rev {
-				return turnRerank
-			}
-		}
+// progressed is the pause watch's progress hook (watchEvents): the watch has delivered every
+// event up to rev.
+func (f *pauseFollow) progressed(rev int64) {
+	if rev > f.seen.Load() {
+		f.seen.Store(rev)
+		f.poke()
 	}
-	return turnRerank
+}
+
+// ended marks f changed when the pause watch returned (an event after the ranking read, its
+// failure or its end): clear leaves the decision to the re-read.
+func (f *pauseFollow) ended() {
+	f.changed.Store(true)
+	f.poke()
 }
 
 // clear confirms a promotion by a holder's DELETE (f.at) against the pause (D16b): it asks
@@ -125,9 +112,6 @@ func (f *pauseFollow) clear(ctx context.Context, l *lease, out <-chan turn) turn
 	}
 }
 
-// ask requests a progress notification on the watches' stream, bounded by pauseAsk.
-func (f *pauseFollow) ask() {
-	rctx, cancel := context.WithTimeout(f.wctx, pauseAsk)
-	_ = f.cl.RequestProgress(rctx) // not sent: the next tick asks again
-	cancel()
-}
+// ask requests a progress notification on the watches' stream, bounded by pauseAsk (not
+// sent: the next tick asks again).
+func (f *pauseFollow) ask() { askProgress(f.wctx, f.cl, pauseAsk) }

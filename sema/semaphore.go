@@ -90,6 +90,9 @@ type Semaphore struct {
 	// followArmed, if set, is called when the head's pause watch covers every revision
 	// after its ranking read (D16b), so a test knows which path a promotion takes.
 	followArmed func()
+	// keyWatched, if set, is called each time a holder makes a watch of its key, so a test
+	// can count them (export_test.go).
+	keyWatched func()
 }
 
 // New returns the semaphore (name, max) using client c, which the caller

@@ -37,7 +37,8 @@ type Summary struct {
 // Summarize returns one Summary per (name, max) that has a counted key, a
 // node waiter or a pause, sorted by name then max. Foreign keys, and pause
 // keys whose name does not parse (Pause.Max 0: they pause nothing, D16),
-// are in no semaphore and are left out (ForeignKeys counts them). It does
+// are in no semaphore and are left out (ForeignKeys counts them, and the keys
+// bound to no lease, which are counted here too). It does
 // no I/O.
 func Summarize(l Listing) []Summary {
 	byKey := map[semKey]*Summary{}
@@ -89,12 +90,15 @@ func Summarize(l Listing) []Summary {
 	return out
 }
 
-// ForeignKeys counts, per name segment as stored, the keys of l that are in
-// no semaphore: foreign keys, unparsable node-wait markers and pause keys.
+// ForeignKeys counts, per name segment as stored, the keys of l that conch did
+// not write: those in no semaphore (foreign keys, unparsable node-wait markers,
+// pause keys that name none), and the keys and node-wait markers bound to no
+// lease (conch binds every one it writes to a lease, D6f), which still take
+// their rank in Summarize. Each key is counted once.
 func ForeignKeys(l Listing) map[string]int {
 	out := map[string]int{}
 	for _, e := range l.Entries {
-		if !e.Info.Kind.Counted() {
+		if !e.Info.Kind.Counted() || e.Lease == 0 {
 			out[e.Name]++
 		}
 	}

@@ -131,28 +131,29 @@ func (k *watchKit) startAll(p position) int {
 	switch {
 	case r.holders != nil:
 		for _, h := range r.holders {
-			k.watch(h, turnPromoted, clientv3.WithFilterPut())
+			k.watch(h, turnPromoted, nil, clientv3.WithFilterPut())
 		}
 		n += len(r.holders)
 		if k.follow != nil {
-			k.watch(PauseKey(k.s.name, k.s.max), turnClear)
+			k.watch(PauseKey(k.s.name, k.s.max), turnRerank, k.follow.progressed)
 			n++
 		}
 	case r.paused: // D16: it would hold but for the pause: wait for its DELETE
-		k.watch(PauseKey(k.s.name, k.s.max), turnRerank, clientv3.WithFilterPut())
+		k.watch(PauseKey(k.s.name, k.s.max), turnRerank, nil, clientv3.WithFilterPut())
 		n++
 	default:
-		k.watch(r.pred, turnRerank)
+		k.watch(r.pred, turnRerank, nil)
 		n++
 	}
-	k.watch(p.key, turnKeyDeleted, clientv3.WithFilterPut())
+	k.watch(p.key, turnKeyDeleted, nil, clientv3.WithFilterPut())
 	return n
 }
 
 // watch starts the watch of key in a goroutine (clientv3's Watch waits for the watch's
 // creation: on a silent stream, forever). onEvent is the turn an event after k.rev means;
-// turnClear marks the followed pause key (pauseFollow.follow).
-func (k *watchKit) watch(key string, onEvent turn, opts ...clientv3.OpOption) {
+// progress, if not nil, is the followed pause key's hook (pauseFollow.progressed), and the
+// follow is marked changed when that watch returns.
+func (k *watchKit) watch(key string, onEvent turn, progress func(int64), opts ...clientv3.OpOption) {
 	switch {
 	case k.from != 0:
 		opts = append(opts, resumeFrom(k.from), clientv3.WithCreatedNotify())
@@ -165,14 +166,12 @@ func (k *watchKit) watch(key string, onEvent turn, opts ...clientv3.OpOption) {
 	go func() {
 		defer k.wg.Done()
 		wch := k.s.c.Watch(k.wctx, key, opts...)
-		var t turn
-		if onEvent == turnClear {
-			t = k.follow.follow(wch, k.rev, k.created, k.hd)
-		} else {
-			var at int64
-			if t, at = watchEvents(wch, k.rev, onEvent, k.created, k.hd); t == turnPromoted {
-				k.follow.promotedAt(at)
-			}
+		t, at := k.watchEvents(wch, onEvent, progress)
+		switch {
+		case progress != nil:
+			k.follow.ended()
+		case t == turnPromoted:
+			k.follow.promotedAt(at)
 		}
 		select {
 		case k.out <- t:
@@ -231,28 +230,39 @@ func (p *prober) check() turn {
 	}
 	if q >= probeQuiet && time.Since(p.asked) >= probeQuiet {
 		p.asked = time.Now()
-		rctx, cancel := context.WithTimeout(p.ctx, probeEvery)
-		_ = p.cl.RequestProgress(rctx) // not sent: the next look sends again, or finds silence
-		cancel()
+		askProgress(p.ctx, p.cl, probeEvery) // not sent: the next look sends again, or finds silence
 	}
 	return turnNone
 }
 
-// watchEvents reads one watch until an event after rev (onEvent, and the event's
+// askProgress requests a progress notification on the watch stream that ctx names (its
+// metadata, onStream), giving up after within; whether it was sent is not reported.
+func askProgress(ctx context.Context, cl *clientv3.Client, within time.Duration) {
+	rctx, cancel := context.WithTimeout(ctx, within)
+	_ = cl.RequestProgress(rctx)
+	cancel()
+}
+
+// watchEvents reads one watch until an event after k.rev (onEvent, and the event's
 // revision), or its failure or end (turnRerank, 0). Each created response's header revision goes
-// to created, which must have room for it. Every response is noted in hd.
-func watchEvents(wch clientv3.WatchChan, rev int64, onEvent turn, created chan<- int64, hd *heard) (turn, int64) {
+// to k.created, which must have room for it. Every response is noted in k.hd. progress, if not
+// nil, is called with the revision of each progress notification (the pause follow, D16b).
+func (k *watchKit) watchEvents(wch clientv3.WatchChan, onEvent turn, progress func(int64)) (turn, int64) {
 	for wr := range wch {
-		hd.now()
+		k.hd.now()
 		if wr.Err() != nil {
 			return turnRerank, 0
 		}
 		if wr.Created {
-			created <- wr.Header.Revision
+			k.created <- wr.Header.Revision
+			continue
+		}
+		if progress != nil && wr.IsProgressNotify() {
+			progress(wr.Header.Revision)
 			continue
 		}
 		for _, ev := range wr.Events { // PUTs are filtered where they do not count
-			if ev.Kv.ModRevision > rev { // earlier ones are in the ranking read (D1a)
+			if ev.Kv.ModRevision > k.rev { // earlier ones are in the ranking read (D1a)
 				return onEvent, ev.Kv.ModRevision
 			}
 		}

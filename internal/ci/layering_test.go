@@ -20,12 +20,15 @@ func TestLayering(t *testing.T) {
 	// the config file with it, D9c; the CLI parses the flags and hands Resolve the values);
 	// the listings (who) render sema's, and know no child and no systemd (the CLI passes in
 	// how a scope is named)
-	// the classification of etcd's errors that sema and the connection share is a leaf: it
-	// reaches no package of ours
+	// the classification of etcd's errors that sema and the connection share, and the names
+	// of file kinds that the listings and the connection share, are leaves: they reach no
+	// package of ours
 	etcderr := mod + "/internal/etcderr"
-	for _, dep := range goList(t, "list", "-test", "-deps", etcderr) {
-		if strings.HasPrefix(dep, mod+"/") && !strings.HasPrefix(dep, etcderr) {
-			t.Errorf("%s imports %s: it is a leaf that sema and etcdconn share", etcderr, dep)
+	for leaf, sharers := range map[string]string{etcderr: "sema and etcdconn", mod + "/internal/filekind": "who and etcdconn"} {
+		for _, dep := range goList(t, "list", "-test", "-deps", leaf) {
+			if strings.HasPrefix(dep, mod+"/") && !strings.HasPrefix(dep, leaf) {
+				t.Errorf("%s imports %s: it is a leaf that %s share", leaf, dep, sharers)
+			}
 		}
 	}
 	for pkg, banned := range map[string][]string{sema: {unitrun, cmd, who}, unitrun: {sema, cmd, who}, conn: {sema, unitrun, cmd, who},

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/conch-project/conch/internal/filekind"
 )
 
 // Size bounds on the files read here (a password or TLS file that is
@@ -39,7 +41,7 @@ func ReadBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 		return nil, 0, nil
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("cannot read %s %s: %w (it is a %s)", what, path, ErrNotRegular, fileKind(fi.Mode()))
+		return nil, 0, fmt.Errorf("cannot read %s %s: %w (it is a %s)", what, path, ErrNotRegular, filekind.Of(fi.Mode()))
 	}
 	if err := refusePseudoFile(f, path, what); err != nil { // /proc/kmsg is "regular" (pseudofs.go)
 		return nil, 0, err
@@ -62,22 +64,6 @@ func ReadBounded(path, what string, limit int64) ([]byte, os.FileMode, error) {
 func isNullDevice(fi os.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && fi.Mode()&os.ModeCharDevice != 0 && st.Rdev == 1<<8|3
-}
-
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m&os.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	case m&os.ModeCharDevice != 0:
-		return "character device"
-	case m&os.ModeDevice != 0:
-		return "block device"
-	}
-	return "special file"
 }
 
 // ReadPassword reads the first line of a password file (bounded, never

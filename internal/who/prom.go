@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/conch-project/conch/internal/filekind"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -46,12 +47,12 @@ var semaGauges = []semaGauge{
 		func(s sema.Summary, now time.Time) float64 { return ageSeconds(s.OldestWaiter, now) }},
 }
 
-const foreignKeysHelp = "Keys under conch's prefixes that are in no semaphore (written by hand or by another program), per name segment as stored."
+const foreignKeysHelp = "Keys under conch's prefixes that conch did not write (by hand or by another program): in no semaphore, or bound to no lease (such a key takes its slot until deleted); per name segment as stored."
 
 // renderPrometheus returns the Prometheus text exposition (version 0.0.4)
 // of the listing l at time now: every metric of semaGauges per semaphore
 // (labels name and max), and conch_sema_foreign_keys per name segment that
-// holds keys in no semaphore; empty when there is none of either. The text is written by prometheus/common's
+// holds keys conch did not write (sema.ForeignKeys); empty when there is none of either. The text is written by prometheus/common's
 // encoder, which escapes label values; names read from etcd that are not
 // valid UTF-8 have their bad bytes replaced (U+FFFD), as label values must
 // be UTF-8. Its error is the encoder's (none is expected).
@@ -139,7 +140,11 @@ func sortedKeys(m map[string]int) []string {
 // removed on failure. Other errors are the file system's.
 func WriteFile(path string, b []byte) error {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is a %s, %w; it is left untouched", path, fileKind(fi.Mode()), ErrNotRegular)
+		kind := filekind.Of(fi.Mode())
+		if fi.Mode()&fs.ModeDevice != 0 {
+			kind = "device" // either kind: this refusal never told them apart
+		}
+		return fmt.Errorf("%s is a %s, %w; it is left untouched", path, kind, ErrNotRegular)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -168,20 +173,3 @@ func WriteFile(path string, b []byte) error {
 // ErrNotRegular is WriteFile's refusal of a path that exists and is not a
 // regular file.
 var ErrNotRegular = errors.New("not a regular file")
-
-// fileKind names what a non-regular file is, for the refusal.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m.IsDir():
-		return "directory"
-	}
-	return "special file"
-}

@@ -24,18 +24,18 @@ func TestRenderPrometheusScripted(t *testing.T) {
 	now := time.Date(2026, 6, 12, 10, 0, 0, 0, time.UTC)
 	rec := func(since time.Time) sema.ReadRecord { return sema.ReadRecord{Record: sema.Record{Since: since}} }
 	counted := func(name string, max, rank int, since time.Time) sema.Entry {
-		return sema.Entry{Name: name, Max: max, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: max}, Rank: rank, Held: rank < max, Record: rec(since)}
+		return sema.Entry{Name: name, Max: max, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: max}, Rank: rank, Held: rank < max, Lease: 7, Record: rec(since)}
 	}
 	hostile := []string{`q"uote`, `back\slash`, "new\nline", "ünï😀", "bad\xffutf8"}
 	l := sema.Listing{Entries: []sema.Entry{
 		counted("enc", 2, 0, now.Add(-90*time.Second)),
 		counted("enc", 2, 1, now.Add(-30*time.Second)),
 		counted("enc", 2, 2, now.Add(-20*time.Second)),
-		{Name: "enc", Max: 2, Info: sema.KeyInfo{Kind: sema.KeySpread, Max: 2}, Rank: -1, NodeWait: true, Record: rec(now.Add(-40 * time.Second))},
+		{Name: "enc", Max: 2, Info: sema.KeyInfo{Kind: sema.KeySpread, Max: 2}, Rank: -1, NodeWait: true, Lease: 8, Record: rec(now.Add(-40 * time.Second))},
 		counted("lock", 1, 0, time.Time{}), // a record without since
-		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 0, Held: true, HeldAfter: true,
+		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 0, Held: true, HeldAfter: true, Lease: 9,
 			TTL: sema.LeaseTTL{Known: true, Left: 100, Granted: 3600}}, // kept after its run: its lease runs out by design
-		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 1, Held: true,
+		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 1, Held: true, Lease: 10,
 			TTL: sema.LeaseTTL{Known: true, Left: 2, Granted: 10}}, // its conch died
 	}, Pauses: []sema.Pause{{Name: "lock", Max: 1}, {Name: "idle", Max: 3}}}
 	for _, n := range hostile {
@@ -72,6 +72,9 @@ func TestRenderPrometheusScripted(t *testing.T) {
 			t.Errorf("foreign keys of %q: %v\n%s", n, got, out)
 		}
 	}
+	if mf := fams["conch_sema_foreign_keys"]; mf == nil || len(mf.Metric) != len(hostile) { // conch's keys, on their leases, are not
+		t.Errorf("foreign keys family %v; want one sample per hostile name", mf)
+	}
 	if !strings.Contains(string(out), "# HELP conch_sema_holders ") || !strings.Contains(string(out), "# TYPE conch_sema_holders gauge") {
 		t.Fatalf("no HELP/TYPE lines:\n%s", out)
 	}
@@ -102,6 +105,13 @@ func TestWriteFileOnlyRegular(t *testing.T) {
 		fi, lerr := os.Lstat(path)
 		if !errors.Is(err, ErrNotRegular) || lerr != nil || fi.Mode().Type() != kind {
 			t.Errorf("%s: error %v, now %v (%v); want ErrNotRegular and the %v left as it was", path, err, fi.Mode(), lerr, kind)
+		}
+	}
+	// the refusals as the operator reads them (a device is a device, whichever kind)
+	for path, kind := range map[string]string{fifo: "FIFO", link: "symbolic link", sub: "directory", "/dev/null": "device"} {
+		want := path + " is a " + kind + ", not a regular file; it is left untouched"
+		if err := WriteFile(path, []byte("x 1\n")); err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %q", path, err, want)
 		}
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(left) > 0 {

@@ -1,0 +1,49 @@
+package who
+
+import (
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/who/whotest"
+	"github.com/conch-project/conch/sema"
+)
+
+// On a real etcd: a key written by hand under a semaphore's queue and bound to no lease is not
+// conch's (conch binds every key it writes there to a lease) and is counted in
+// conch_sema_foreign_keys, beside a key in no semaphore; it still takes a slot, as acquisition
+// ranks it. A key of the queue bound to a lease is not counted.
+func TestForeignKeysCountLeaseless(t *testing.T) {
+	c := etcdtest.Start(t).Client(t)
+	ctx := t.Context()
+	g, err := c.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased := sema.Prefix("hand", 2) + sema.FormatLeaseID(int64(g.ID))
+	if _, err := c.Put(ctx, leased, "{}", clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{sema.Prefix("hand", 2) + sema.FormatLeaseID(1), sema.NamePrefix("hand") + "02/x"} {
+		if _, err := c.Put(ctx, k, "{}"); err != nil { // by hand: no lease
+			t.Fatal(err)
+		}
+	}
+	l, err := Read(ctx, c, "hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := renderPrometheus(l, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := whotest.ParseProm(t, string(out))
+	if got := whotest.PromValue(fams, "conch_sema_foreign_keys", "name", "hand"); got != 2 {
+		t.Errorf("conch_sema_foreign_keys{name=\"hand\"} = %v, want 2 (the key bound to no lease, the key in no semaphore)\n%s", got, out)
+	}
+	if got := whotest.PromValue(fams, "conch_sema_holders", "name", "hand", "max", "2"); got != 2 {
+		t.Errorf("conch_sema_holders{name=\"hand\",max=\"2\"} = %v, want 2: the key bound to no lease takes a slot all the same\n%s", got, out)
+	}
+}
