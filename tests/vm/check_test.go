@@ -27,6 +27,12 @@ type checkSpec struct {
 	// a scenario that starts hundreds of jobs at once measures the machine's process starts
 	// before it, not a hand-off. Idle time before it is not counted.
 	Settled int64
+	// Leaderless are spans (CLOCK_MONOTONIC ns) in which a scenario's fault left etcd without
+	// a leader, as the scenario measured them (leaderLoss): no write commits then (a release's
+	// revoke, an enqueue, a promotion), so a free slot cannot be handed on. Idle time inside
+	// them is not counted against Handoff: an idle span is judged on what is left of it.
+	// Overlaps are judged in full, inside them too.
+	Leaderless []span
 }
 
 // span is an interval of the history, in CLOCK_MONOTONIC nanoseconds.
@@ -43,6 +49,7 @@ type report struct {
 	Handoffs      []time.Duration // from the end that freed a slot to the start of a waiting child
 	CrossNode     int             // hand-offs from a child on one node to a child on another
 	RanPastKey    []time.Duration // how long children ran after etcd deleted their key (>0 only)
+	Leaderless    []span          // spec.Leaderless: idle time in them was not counted
 	Violations    []string
 	Base          int64 // the history's first instant (CLOCK_MONOTONIC ns): spans are told from it
 }
@@ -61,6 +68,9 @@ func (r report) String() string {
 	}
 	if len(r.RanPastKey) > 0 {
 		fmt.Fprintf(&b, "ran past their key %v; ", r.RanPastKey)
+	}
+	for _, l := range r.Leaderless {
+		fmt.Fprintf(&b, "etcd leaderless (idle not counted) %v from +%v; ", ms(l.dur()), ms(time.Duration(l.From-r.Base)))
 	}
 	fmt.Fprintf(&b, "%d violations", len(r.Violations))
 	for _, v := range r.Violations {
@@ -92,7 +102,7 @@ type point struct {
 // check judges one semaphore's history: the children's records (chs, all of this semaphore)
 // and etcd's watch history of its prefix (evs, in revision order), up to now.
 func check(chs []childRec, evs []keyEvent, spec checkSpec, now int64) report {
-	r := report{Children: len(chs)}
+	r := report{Children: len(chs), Leaderless: spec.Leaderless}
 	keys := replay(evs, spec.Max)
 	var pts []point
 	for _, c := range chs {
@@ -147,10 +157,37 @@ func (r *report) sweep(pts []point, spec checkSpec) {
 	for _, s := range r.Overlaps {
 		r.Violations = append(r.Violations, fmt.Sprintf("%d+ children ran at once for %v (tolerated: %v)", spec.Max+1, ms(s.dur()), spec.Overlap))
 	}
-	r.Idle = longer(settled(r.Idle, spec.Settled), spec.Handoff)
+	r.Idle = settled(r.Idle, spec.Settled)
+	var judged []span
 	for _, s := range r.Idle {
-		r.Violations = append(r.Violations, fmt.Sprintf("a slot stayed free for %v while someone waited, from +%v (one hand-off: %v)", ms(s.dur()), ms(time.Duration(s.From-r.Base)), spec.Handoff))
+		off := overlap(s, spec.Leaderless)
+		if s.dur()-off <= spec.Handoff {
+			continue
+		}
+		judged = append(judged, s)
+		msg := fmt.Sprintf("a slot stayed free for %v while someone waited, from +%v (one hand-off: %v)", ms(s.dur()), ms(time.Duration(s.From-r.Base)), spec.Handoff)
+		if off > 0 {
+			msg += fmt.Sprintf("; %v of it with etcd leaderless, not counted", ms(off))
+		}
+		r.Violations = append(r.Violations, msg)
 	}
+	r.Idle = judged
+}
+
+// overlap returns how much of s lies inside the spans ls (each instant counted once, however
+// many of ls hold it).
+func overlap(s span, ls []span) time.Duration {
+	ls = slices.SortedFunc(slices.Values(ls), func(a, b span) int { return cmp.Compare(a.From, b.From) })
+	var d time.Duration
+	at := s.From // the instants before at are counted already
+	for _, l := range ls {
+		from, to := max(l.From, at), min(l.To, s.To)
+		if to > from {
+			d += time.Duration(to - from)
+			at = to
+		}
+	}
+	return d
 }
 
 // around describes the first max+2 keys alive when span sp began (by create revision): when
@@ -202,7 +239,6 @@ func track(out *[]span, open *span, cond bool, at int64) *span {
 	return open
 }
 
-// longer keeps the spans longer than d.
 // settled returns the parts of spans ss from the instant from on (all of them when from is 0).
 func settled(ss []span, from int64) []span {
 	var out []span
@@ -215,6 +251,7 @@ func settled(ss []span, from int64) []span {
 	return out
 }
 
+// longer keeps the spans longer than d.
 func longer(ss []span, d time.Duration) []span {
 	var out []span
 	for _, s := range ss {

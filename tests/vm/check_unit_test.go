@@ -68,6 +68,49 @@ func TestCheckerSettled(t *testing.T) {
 	}
 }
 
+// Idle time inside a leaderless span is not counted against Handoff; what is left of an idle
+// span is judged, and the violation says how much was left out. Rows as in hist: the slot is
+// free from 1000 to 3000 ms while the second key waits.
+func TestCheckerLeaderless(t *testing.T) {
+	chs, evs := hist([4]int64{10, 1000, 5, 1010}, [4]int64{3000, 4000, 6, 4010})
+	for _, tc := range []struct {
+		name       string
+		leaderless []span // ms
+		want       string // the idle violation's text; "" for none
+	}{
+		{"idle span inside", []span{{900, 3100}}, ""},
+		{"idle span split by one, short remainders", []span{{1200, 2900}}, ""},
+		{"two that overlap, counted once", []span{{900, 2000}, {1200, 2000}}, "1s of it with etcd leaderless"},
+		{"idle span goes on past it by more than Handoff", []span{{900, 2000}}, "stayed free for 2s while someone waited, from +995ms (one hand-off: 500ms); 1s of it with etcd leaderless, not counted"},
+		{"before the idle span", []span{{0, 999}}, "stayed free for 2s while someone waited, from +995ms (one hand-off: 500ms)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := checkSpec{Max: 1, Handoff: 500 * time.Millisecond, Slop: 100 * time.Millisecond}
+			for _, l := range tc.leaderless {
+				spec.Leaderless = append(spec.Leaderless, span{l.From * msNs, l.To * msNs})
+			}
+			r := check(chs, evs, spec, 1<<39)
+			got := strings.Join(r.Violations, "; ")
+			if tc.want == "" && r.failed() || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("violations %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A leaderless span excuses idle time only: more than Max children at once inside one is
+// still a violation, while the idle slot after them, inside it too, is not.
+func TestCheckerLeaderlessKeepsOverlaps(t *testing.T) {
+	// a and b overlap from 500 to 1000 ms; c's key waits from 6 ms, the slot is free from 2000
+	// to 4000 ms
+	chs, evs := hist([4]int64{10, 1000, 5, 1010}, [4]int64{500, 2000, 6, 2010}, [4]int64{4000, 5000, 7, 5010})
+	spec := checkSpec{Max: 1, Handoff: 500 * time.Millisecond, Slop: time.Second, Leaderless: []span{{0, 4500 * msNs}}}
+	r := check(chs, evs, spec, 1<<39)
+	if len(r.Overlaps) != 1 || len(r.Idle) != 0 || len(r.Violations) != 1 || !strings.Contains(r.Violations[0], "ran at once for 500ms") {
+		t.Errorf("overlaps %v, idle slots %v, violations %q; want the 500 ms overlap only", r.Overlaps, r.Idle, r.Violations)
+	}
+}
+
 // perRelease tells a flat rate from a herd: with 200 waiters, a release that wakes every
 // waiter sends as many events as there are waiters, so the long queue's rate is higher.
 func TestPerReleaseSeesAHerd(t *testing.T) {

@@ -37,9 +37,13 @@ type cluster struct {
 	nodes []*systemdtest.Node
 	etcd  *systemdtest.EtcdCluster
 	cli   *clientv3.Client // the test binary's client of all members
-	hist  string           // the history folder on the host
-	rec   *recorder
-	obs   *observer
+	// members are clients of one member each (member i: members[i]); ids are the members'
+	// IDs, as a Status names the leader.
+	members []*clientv3.Client
+	ids     []uint64
+	hist    string // the history folder on the host
+	rec     *recorder
+	obs     *observer
 }
 
 // newCluster builds conch, etcd and histchild, creates the network, boots the nodes in
@@ -73,11 +77,15 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var clients []*clientv3.Client
 	for i := range clusterSize {
-		clients = append(clients, c.etcd.Client(i))
+		c.members = append(c.members, c.etcd.Client(i))
+		st, err := c.members[i].Status(ctx, c.etcd.Endpoint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ids = append(c.ids, st.Header.MemberId)
 	}
-	c.obs = newObserver(clients, sema.KeyRoot, resp.Header.Revision+1)
+	c.obs = newObserver(c.members, sema.KeyRoot, resp.Header.Revision+1)
 	t.Cleanup(c.obs.close)
 	t.Logf("setup: built in %v, network and %d nodes in %v, etcd cluster in %v", ms(built.Sub(began)),
 		clusterSize, ms(booted.Sub(built)), ms(time.Since(booted)))
