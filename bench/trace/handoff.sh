@@ -5,7 +5,7 @@
 #   bench/trace/handoff.sh [N]
 # The patch adds trace points (CONCH_TRACE=1: "T PID CLOCK_MONOTONIC_NS NAME" on stderr) to
 # conch, sema, unitrun and the guardian, and bench/rvx (LeaseRevoke against Delete latency).
-# Never apply it to a tree you ship. Prints the median time of each point from the holder's
+# Never apply it to a tree you ship. Prints the median, p90 and largest time of each point from the holder's
 # child's last instruction, in ms.
 set -euo pipefail
 n=${1:-15}
@@ -42,5 +42,5 @@ for d in sorted(glob.glob(sys.argv[1] + "/run*")):
             seen.add(k)
             at.setdefault(k, []).append((t - t0) / 1e6)
 for k in sorted(at, key=lambda k: statistics.median(at[k])):
-    print(f"{k:22s} {statistics.median(at[k]):7.2f} ms  (n={len(at[k])})")
+    v = sorted(at[k]); print(f"{k:22s} {statistics.median(v):7.2f} ms  p90 {v[int(len(v)*0.9)]:7.2f} max {v[-1]:7.2f} (n={len(v)})")
 PY
