@@ -11,13 +11,17 @@ import "github.com/conch-project/conch/internal/systemd"
 // (D8b). Without systemd, or with ScopeNever, it is decided at once, so that ScopeAlways fails
 // before the caller has done anything (D8).
 type Planning struct {
-	done chan struct{} // closed when plan and err are set
-	plan *Plan
-	err  error
+	done   chan struct{} // closed when plan and err are set
+	primed chan struct{} // closed when systemd.PrimeMove returned; nil when it was not called
+	plan   *Plan
+	err    error
 }
 
-// StartPlanning starts deciding the Plan for opts and returns at once; Wait returns it. The
-// goroutine it may start ends by itself within DefaultDialTimeout. Close releases the Plan.
+// StartPlanning starts deciding the Plan for opts and returns at once; Wait returns it. Where
+// systemd runs and opts allows a scope it starts two goroutines: one decides the Plan and ends
+// within DefaultDialTimeout; the other readies the kernel for the scope's cgroup move
+// (systemd.PrimeMove, D8d) and ends once the kernel has moved conch where it already is (a
+// grace period of the kernel's, milliseconds). Close joins both and releases the Plan.
 func StartPlanning(opts ScopeOptions) *Planning {
 	p := &Planning{done: make(chan struct{})}
 	if opts.Mode == ScopeNever || !systemd.Booted() {
@@ -25,7 +29,11 @@ func StartPlanning(opts ScopeOptions) *Planning {
 		close(p.done)
 		return p
 	}
-	go func() { _ = systemd.PrimeMove() }() // the scope's start will move a process (D8d)
+	p.primed = make(chan struct{})
+	go func() {
+		defer close(p.primed)
+		_ = systemd.PrimeMove() // only saves time: an error leaves the move to pay its own wait
+	}()
 	go func() {
 		defer close(p.done)
 		p.plan, p.err = DecideScope(opts)
@@ -63,9 +71,12 @@ func (p *Planning) Wait() (*Plan, error) {
 	return p.plan, p.err
 }
 
-// Close waits for the Plan and closes it.
+// Close waits for the Plan and for PrimeMove's goroutine, and closes the Plan.
 func (p *Planning) Close() {
 	<-p.done
+	if p.primed != nil {
+		<-p.primed
+	}
 	if p.plan != nil {
 		p.plan.Close()
 	}

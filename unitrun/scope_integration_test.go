@@ -265,26 +265,37 @@ func TestAvailableInNode(t *testing.T) {
 
 // PrimeMove, as a scope-mode run calls it at its start (D8d), works on the node's pure cgroup2
 // tree as root and moves the caller nowhere: its cgroup after the call is the one before it,
-// its transient service's.
+// its transient service's. In a cgroup namespace of its own, over the node's /sys/fs/cgroup
+// mounted outside it, our cgroup's path names another cgroup there (the node's root): it
+// refuses, and the caller stays in its service.
 func TestPrimeMoveInNode(t *testing.T) {
 	n, ctx, _ := scopeNode(t)
-	res, err := n.Run(ctx, systemdtest.BinMount+"/scopehelper", "prime")
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := events(res.Stdout)
-	if len(evs) != 1 {
-		t.Fatalf("scopehelper prime: %s", res.Stdout)
-	}
-	ev := evs[0]
-	if ev.Prime != "ok" {
-		t.Errorf("PrimeMove in a node: %s", ev.Prime)
-	}
-	if ev.CgroupFrom == "" || ev.CgroupTo != ev.CgroupFrom {
-		t.Errorf("PrimeMove moved the caller: cgroup %q before, %q after", ev.CgroupFrom, ev.CgroupTo)
-	}
-	if !strings.Contains(ev.CgroupFrom, ".service") {
-		t.Errorf("the helper ran outside a service: %q", ev.CgroupFrom)
+	for _, tc := range []struct {
+		name    string
+		argv    []string
+		refusal string // "" for success, else a part of the error
+	}{
+		{"service", []string{systemdtest.BinMount + "/scopehelper", "prime"}, ""},
+		{"cgroup namespace", []string{"unshare", "--cgroup", systemdtest.BinMount + "/scopehelper", "prime"}, "another cgroup"},
+	} {
+		res, err := n.Run(ctx, tc.argv...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, res.Stderr)
+		}
+		evs := events(res.Stdout)
+		if len(evs) != 1 {
+			t.Fatalf("%s: scopehelper prime: %s", tc.name, res.Stdout)
+		}
+		ev := evs[0]
+		switch {
+		case tc.refusal == "" && ev.Prime != "ok":
+			t.Errorf("%s: PrimeMove: %s", tc.name, ev.Prime)
+		case tc.refusal != "" && !strings.Contains(ev.Prime, tc.refusal):
+			t.Errorf("%s: PrimeMove: %q, want a refusal naming %q", tc.name, ev.Prime, tc.refusal)
+		}
+		if ev.CgroupFrom == "" || ev.CgroupTo != ev.CgroupFrom {
+			t.Errorf("%s: PrimeMove moved the caller: cgroup %q before, %q after", tc.name, ev.CgroupFrom, ev.CgroupTo)
+		}
 	}
 }
 
