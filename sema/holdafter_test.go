@@ -152,3 +152,26 @@ func TestMoveKeyTwice(t *testing.T) {
 	}
 	_ = h.Release(t.Context())
 }
+
+// D13e: a refusal names the slots kept after a run (WaitError.HeldAfter), which costs one read;
+// a caller that words no refusal (Options.Terse, conch -q) is spared it.
+func TestRefusalNamesHeldAfterUnlessTerse(t *testing.T) {
+	_, c := startEtcd(t)
+	h := mustAcquire(t, newSem(t, c, "terse", 1, Options{Record: Record{Host: "node-t", PID: 1}}))
+	if _, err := h.HoldAfter(t.Context(), time.Minute, Record{Host: "node-t", PID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, terse := range []bool{false, true} {
+		_, err := newSem(t, c, "terse", 1, Options{Nonblock: true, Terse: terse}).Acquire(t.Context())
+		var we *WaitError
+		if !errors.As(err, &we) || !errors.Is(err, ErrNoSlot) {
+			t.Fatalf("terse %v: %v, want a *WaitError with ErrNoSlot", terse, err)
+		}
+		switch {
+		case !terse && (len(we.HeldAfter) != 1 || we.HeldAfter[0].Node != "node-t"):
+			t.Errorf("refusal names %+v, want the slot node-t keeps", we.HeldAfter)
+		case terse && we.HeldAfter != nil:
+			t.Errorf("terse refusal read the slots kept after a run: %+v", we.HeldAfter)
+		}
+	}
+}

@@ -37,6 +37,10 @@ type Options struct {
 	// Nonblock makes Acquire give up with ErrNoSlot instead of waiting
 	// (--nonblock, flock -n style).
 	Nonblock bool
+	// Terse says the caller words no refusal (conch -q): a wait that ends
+	// without a slot then skips the read that names the slots kept after a
+	// run (WaitError.HeldAfter stays nil, D13e), one request fewer.
+	Terse bool
 	// Spread allows at most one slot per node (--spread, D11): our key is
 	// Prefix(name, max) + Node instead of + our lease ID, still bound to
 	// our lease, so a node that already has a key there (held or waiting)

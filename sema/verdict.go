@@ -100,9 +100,10 @@ func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
 // request within the give-up budget (at most probeTimeout), and returns those kept after a
 // run (D13e): the holders no process will release before their hold ends or --release frees
 // them, which the refusal names. It returns nil when v is explained otherwise (a pause,
-// --spread's node key) or the read fails: the note is extra, never a verdict.
+// --spread's node key), the caller words no refusal (Options.Terse) or the read fails: the
+// note is extra, never a verdict.
 func (s *Semaphore) heldAfterHolders(ctx context.Context, v *WaitError) []HeldAfter {
-	if v.Paused != nil || v.NodeBusy {
+	if v.Paused != nil || v.NodeBusy || s.opts.Terse {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpWithin(ctx, s.probeTimeout()))

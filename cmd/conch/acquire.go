@@ -71,7 +71,7 @@ func (j job) runConfig(stdio unitrun.Spec) slotrun.Config {
 		Env:   withConfig(slotrun.DropCredentials(os.Environ(), j.run.keepCreds), j.run.config),
 		Stdio: stdio, Scope: j.scope.opts,
 		KillAfter: j.run.killAfterGiven, RuntimeMax: j.run.runtimeMax,
-		TTL: j.run.ttl, Nonblock: j.run.nonblock, Spread: j.spread, Node: j.node,
+		TTL: j.run.ttl, Nonblock: j.run.nonblock, Terse: j.run.quiet, Spread: j.spread, Node: j.node,
 		Record: sema.Record{Host: j.hostName(), PID: os.Getpid(), Unit: systemd.OwnUnit()},
 		Wait:   wait, Rules: j.fleet.rules(), ConnectTimeout: j.conn.DialTimeout,
 		Connect: func(ctx context.Context) (*clientv3.Client, error) { return etcdconn.New(ctx, j.conn) },

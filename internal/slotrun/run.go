@@ -26,6 +26,7 @@ type Config struct {
 	KillAfter, RuntimeMax time.Duration
 	TTL                   time.Duration // the lease's TTL asked for (D4)
 	Nonblock              bool          // never wait behind others
+	Terse                 bool          // the caller words no refusal (sema.Options.Terse)
 	Spread                bool          // one slot per node (D11), named Node
 	Node                  string
 	Record                sema.Record   // the holder record's Host and Unit; Scope is set by the run (D6)
@@ -128,6 +129,7 @@ func (r *run) connect() error {
 		FenceMargin:    r.killAt + time.Second, // D7
 		OnRenew:        r.deadline.Set,         // D7b
 		Nonblock:       r.cfg.Nonblock,
+		Terse:          r.cfg.Terse,
 		Record:         rec,
 		OnEvent:        func(e sema.Event) { checkLease(e); r.onEvent(e) },
 	})
