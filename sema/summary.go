@@ -98,7 +98,7 @@ func Summarize(l Listing) []Summary {
 func ForeignKeys(l Listing) map[string]int {
 	out := map[string]int{}
 	for _, e := range l.Entries {
-		if !e.Info.Kind.Counted() || e.Lease == 0 {
+		if e.NotConchs() {
 			out[e.Name]++
 		}
 	}
@@ -108,6 +108,14 @@ func ForeignKeys(l Listing) map[string]int {
 		}
 	}
 	return out
+}
+
+// NotConchs reports whether conch did not write e (D6g): a key in no semaphore (foreign), a
+// key in a queue under a name conch never writes (unexpected), or a key bound to no lease
+// (conch binds every key it writes to one). ForeignKeys counts such keys, and --who's warning
+// names them.
+func (e Entry) NotConchs() bool {
+	return !e.Info.Kind.Counted() || e.Info.Kind == KeyUnexpected || e.Lease == 0
 }
 
 type semKey struct {

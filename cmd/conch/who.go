@@ -140,7 +140,7 @@ func (c *semaCmd) whoWarning(w who.Warning) {
 		c.rep.warnf("WARNING: %s[max=%d] mixes %d lease keys and %d --spread node keys: processes with and without --spread share its slots, and --spread's one slot per node does not hold",
 			name, w.Max, w.LeaseKeys, w.NodeKeys)
 	case who.NotConchs:
-		c.rep.warnf("WARNING: %d key(s) under %s are not conch's (flagged foreign or unexpected): unexpected ones take slots, foreign ones are counted by no conch",
+		c.rep.warnf("WARNING: %d key(s) under %s are not conch's (flagged foreign, unexpected or no-lease): unexpected and no-lease ones take slots (a no-lease one until it is deleted by hand), foreign ones are counted by no conch",
 			w.Count, who.Escape(sema.NamePrefix(w.Name), who.KeyWidth))
 	case who.PauseNamesNothing:
 		c.rep.warnf("WARNING: pause key %s names no semaphore (a bad name or capacity): it pauses nothing", key)

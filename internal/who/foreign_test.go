@@ -47,3 +47,52 @@ func TestForeignKeysCountLeaseless(t *testing.T) {
 		t.Errorf("conch_sema_holders{name=\"hand\",max=\"2\"} = %v, want 2: the key bound to no lease takes a slot all the same\n%s", got, out)
 	}
 }
+
+// One rule for what is not conch's (D6g), on a real etcd: an unexpected key bound to a lease and
+// a key bound to no lease named like a --spread node key are both counted by the metric and
+// named by the warning, and the lease-less one is no sign of jobs run with and without
+// --spread (no MixedKeys warning).
+func TestNotConchsOneRule(t *testing.T) {
+	c := etcdtest.Start(t).Client(t)
+	ctx := t.Context()
+	g, err := c.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	puts := []struct {
+		key   string
+		lease clientv3.LeaseID
+	}{
+		{sema.Prefix("one", 1) + sema.FormatLeaseID(int64(g.ID)), g.ID}, // conch's
+		{sema.Prefix("one", 1) + "a/b", g.ID},                           // unexpected
+		{sema.Prefix("one", 1) + "handmade", 0},                         // a node's name, no lease
+	}
+	for _, p := range puts {
+		var opts []clientv3.OpOption
+		if p.lease != 0 {
+			opts = append(opts, clientv3.WithLease(p.lease))
+		}
+		if _, err := c.Put(ctx, p.key, "{}", opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := Read(ctx, c, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sema.ForeignKeys(l)["one"]; got != 2 {
+		t.Errorf("ForeignKeys = %d, want 2 (the unexpected key, the key bound to no lease)", got)
+	}
+	var notConchs, mixed int
+	for _, w := range EntryWarnings(l.Entries) {
+		switch w.Kind {
+		case NotConchs:
+			notConchs = w.Count
+		case MixedKeys:
+			mixed++
+		}
+	}
+	if notConchs != 2 || mixed != 0 {
+		t.Errorf("warnings: %d keys not conch's (want 2), %d MixedKeys (want 0)", notConchs, mixed)
+	}
+}

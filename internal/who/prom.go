@@ -47,7 +47,7 @@ var semaGauges = []semaGauge{
 		func(s sema.Summary, now time.Time) float64 { return ageSeconds(s.OldestWaiter, now) }},
 }
 
-const foreignKeysHelp = "Keys under conch's prefixes that conch did not write (by hand or by another program): in no semaphore, or bound to no lease (such a key takes its slot until deleted); per name segment as stored."
+const foreignKeysHelp = "Keys under conch's prefixes that conch did not write (by hand or by another program): in no semaphore, in a queue under a name conch never writes, or bound to no lease (the last two take a slot; a key with no lease until deleted); per name segment as stored."
 
 // renderPrometheus returns the Prometheus text exposition (version 0.0.4)
 // of the listing l at time now: every metric of semaGauges per semaphore

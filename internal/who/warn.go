@@ -17,8 +17,9 @@ const (
 	// MixedKeys: Name[Max] holds LeaseKeys lease keys and NodeKeys node
 	// keys (D11): one slot per node does not hold.
 	MixedKeys
-	// NotConchs: Count keys under Name are not conch's (foreign ones,
-	// counted by no acquisition, or unexpected ones, which take slots).
+	// NotConchs: Count keys under Name are not conch's (sema.Entry.NotConchs,
+	// D6g): foreign ones, counted by no acquisition; unexpected ones and ones
+	// bound to no lease, which take slots. They are left out of MixedKeys.
 	NotConchs
 	// PauseNamesNothing: the pause key Pause.Key names no semaphore (a bad
 	// name or capacity): it pauses nothing (D16a).
@@ -58,14 +59,15 @@ func EntryWarnings(all []sema.Entry) []Warning {
 			names = append(names, e.Name)
 			caps[e.Name] = nil
 		}
+		if e.NotConchs() {
+			odd[e.Name]++
+		}
 		switch {
 		case e.NodeWait && e.Info.Kind.Counted(): // no key in the queue yet
 		case e.Info.Kind == sema.KeyForeign:
-			odd[e.Name]++
 			continue // in no capacity's queue
-		case e.Info.Kind == sema.KeyUnexpected:
-			odd[e.Name]++
-		default: // lease and node keys
+		case e.NotConchs(): // unexpected, or bound to no lease: says nothing of how jobs run
+		default: // conch's lease and node keys
 			k := kinds[capKey{e.Name, e.Max}]
 			if e.Info.Kind == sema.KeySpread {
 				k[1]++
