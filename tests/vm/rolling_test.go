@@ -54,7 +54,7 @@ func testRollingReboot(t *testing.T, c *cluster) {
 		t.Logf("scenario 13 round %d: %s asked %v before it went down, was booted again %v later, released %v after its boot",
 			round, c.nodes[down].Name(), ms(wentDown.Sub(asked)), ms(booted.Sub(wentDown)), ms(lastRelease.Sub(booted)))
 	}
-	s.neverBack(0, 8*time.Second)
+	s.neverBack(0, 15*time.Second)
 }
 
 // installRolling copies the contrib units into node i unchanged, with conch at /usr/bin/conch,
@@ -143,10 +143,11 @@ func (s *scenario) bootAgain(i int) {
 }
 
 // neverBack has node i reboot with --hold-after d and not come back: the slot frees d after
-// the run ended, by etcd's clock; then the node is booted again for the next scenarios. The run
-// ends (its child, systemctl reboot, returns) before the node is down, so the check is against
-// the hold's lease as etcd saw it when the node was down: granted d, and the slot freed when
-// what was left of it ran out, neither much earlier nor later.
+// the run ended, by etcd's clock; then the node is booted again for the next scenarios (also
+// when a check fails). The run ends (its child, systemctl reboot, returns) seconds before the
+// node is down, so the check is against the hold's lease as etcd saw it when the node was
+// down: granted d, and the slot freed when what was left of it ran out, neither much earlier
+// nor later. d must outlive the node's shutdown (7-8 s) for that to say anything.
 func (s *scenario) neverBack(i int, d time.Duration) {
 	s.t.Helper()
 	n := s.nodes[i]
@@ -154,7 +155,12 @@ func (s *scenario) neverBack(i int, d time.Duration) {
 	s.startUnit(n, "conch-rolling-reboot.service")
 	s.awaitDown(map[int]bool{i: true})
 	downAt := time.Now()
-	granted, left := s.holdLease()
+	defer s.bootAgain(i)
+	granted, left, err := s.holdLease()
+	if err != nil {
+		s.t.Errorf("the hold's lease when %s was down: %v", n.Name(), err)
+		return
+	}
 	s.waitFor("the slot of a node that never came back to free", func() bool { return s.keys() == 0 })
 	freed := time.Since(downAt)
 	s.t.Logf("scenario 13: %s never came back; its slot freed %v after it went down (--hold-after %v; the hold's lease granted %v, %v left at the time)",
@@ -166,24 +172,22 @@ func (s *scenario) neverBack(i int, d time.Duration) {
 	if freed < left-1500*time.Millisecond || freed > left+3*time.Second {
 		s.t.Errorf("slot freed %v after the node went down, want about the %v its hold's lease had left", freed, left)
 	}
-	s.bootAgain(i)
 }
 
 // holdLease returns the TTL granted to the lease of the semaphore's one key, and what is left of
-// it, as etcd says now.
-func (s *scenario) holdLease() (granted, left time.Duration) {
-	s.t.Helper()
+// it, as etcd says now; an error when there is not exactly one key or its lease is gone.
+func (s *scenario) holdLease() (granted, left time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	resp, err := s.cli.Get(ctx, sema.Prefix(s.name, s.max), clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 1 {
-		s.t.Fatalf("the held-after key: %v (%d keys)", err, len(resp.Kvs))
+		return 0, 0, fmt.Errorf("the held-after key: %v (%d keys)", err, len(resp.Kvs))
 	}
 	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
-	if err != nil || ttl.TTL <= 0 {
-		s.t.Fatalf("the held-after key's lease %x: %v (TTL %d)", resp.Kvs[0].Lease, err, ttl.TTL)
+	if err != nil || ttl.TTL < 0 {
+		return 0, 0, fmt.Errorf("the held-after key's lease %x: %v (TTL %d)", resp.Kvs[0].Lease, err, ttl.TTL)
 	}
-	return time.Duration(ttl.GrantedTTL) * time.Second, time.Duration(ttl.TTL) * time.Second
+	return time.Duration(ttl.GrantedTTL) * time.Second, time.Duration(ttl.TTL) * time.Second, nil
 }
 
 // procAlive reports whether the host process pid exists (0: no).
