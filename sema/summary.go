@@ -37,9 +37,9 @@ type Summary struct {
 // Summarize returns one Summary per (name, max) that has a counted key, a
 // node waiter or a pause, sorted by name then max. Foreign keys, and pause
 // keys whose name does not parse (Pause.Max 0: they pause nothing, D16),
-// are in no semaphore and are left out (ForeignKeys counts them, and the keys
-// bound to no lease, which are counted here too). It does
-// no I/O.
+// are in no semaphore and are left out (ForeignKeys counts them, and also the
+// unexpected keys and those bound to no lease, which are counted here too).
+// It does no I/O.
 func Summarize(l Listing) []Summary {
 	byKey := map[semKey]*Summary{}
 	get := func(name string, max int) *Summary {
@@ -91,10 +91,11 @@ func Summarize(l Listing) []Summary {
 }
 
 // ForeignKeys counts, per name segment as stored, the keys of l that conch did
-// not write: those in no semaphore (foreign keys, unparsable node-wait markers,
-// pause keys that name none), and the keys and node-wait markers bound to no
-// lease (conch binds every one it writes to a lease, D6f), which still take
-// their rank in Summarize. Each key is counted once.
+// not write (Entry.NotConchs, D6g): those in no semaphore (foreign keys,
+// unparsable node-wait markers, pause keys that name none), the keys in a queue
+// under a name conch never writes, and the keys and node-wait markers bound to
+// no lease; the last two still take their rank in Summarize. Each key is
+// counted once.
 func ForeignKeys(l Listing) map[string]int {
 	out := map[string]int{}
 	for _, e := range l.Entries {
