@@ -43,7 +43,9 @@ func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTime
 // Unreachable true (errors.Is ErrUnavailable) when etcd did not answer as the
 // wait ended, the first request's ConnectTimeout included. ErrRefused at once when etcd rejects a
 // request for good (permission denied, bad credentials, a TTL it does not
-// grant): retrying cannot help. In each case our key is deleted before
+// grant): retrying cannot help. A *CapacityError (ErrOtherCapacity) at once when
+// counted keys of the name live under another capacity and Options.AllowOtherCapacity is
+// not set (D17): nothing was written. In each case our key is deleted before
 // Acquire returns (best effort when etcd is down: then it goes at lease
 // expiry; ErrTimeout always means it is gone, D3). A lost lease or a deleted key while
 // queued re-enters at the back of the queue (Reentering event) while ctx
@@ -125,6 +127,8 @@ func (a *acquiring) queueFailed(ctx context.Context, err error) error {
 	switch {
 	case Refused(err):
 		return fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
+	case errors.Is(err, ErrOtherCapacity): // D17: nothing of ours was written
+		return err
 	case errors.Is(err, ErrNoSlot):
 		return s.verdict(ctx, waitEnd{stale: a.stale, nonblock: true, nodeBusy: errors.Is(err, ErrNodeHasKey), paused: pauseOf(err)})
 	case ctx.Err() != nil:

@@ -19,7 +19,7 @@ func TestSnapshotSummary(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	waiter := acquireAsync(ctx, s)
 	waitQueued(t, c, s, 3)
-	sp := newSem(t, c, "sum", 3, Options{Spread: true, Node: "n1"})
+	sp := newSem(t, c, "sum", 3, Options{Spread: true, Node: "n1", AllowOtherCapacity: true}) // D17: two capacities on purpose
 	hs := mustAcquire(t, sp)
 	spWaiter := acquireAsync(ctx, sp)
 	waitFor(t, "the node waiter's marker", func() bool { return countUnder(t, c, NodeWaitRoot) == 1 })

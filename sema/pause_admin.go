@@ -15,10 +15,23 @@ const PauseVersion = 1
 // SetPause pauses the semaphore (name, max) (D16): it writes the pause key,
 // with no lease, holding who (user@node), now and reason, unless a pause is
 // already there. It returns the pause in force and whether this call wrote
-// it (false: already paused, left as it was: idempotent). Errors wrap
-// ErrBadName or ErrBadMax, ErrRefused when etcd rejects the write, else
-// ErrUnavailable.
+// it (false: already paused, left as it was: idempotent). It writes nothing
+// while counted keys of the name live under another capacity (D17), checked
+// in the write's own Txn: a *CapacityError (ErrOtherCapacity). Errors also
+// wrap ErrBadName or ErrBadMax, ErrRefused when etcd rejects the write,
+// else ErrUnavailable.
 func SetPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string) (Pause, bool, error) {
+	return setPause(ctx, c, name, max, who, reason, true)
+}
+
+// SetPauseAnyCapacity is SetPause without D17's check: for a deliberate
+// change of capacity, the pause of a capacity that is not (yet) the live one.
+func SetPauseAnyCapacity(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string) (Pause, bool, error) {
+	return setPause(ctx, c, name, max, who, reason, false)
+}
+
+// setPause is SetPause, with D17's compares when guard is set.
+func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string, guard bool) (Pause, bool, error) {
 	if err := validateSem(name, max); err != nil {
 		return Pause{}, false, err
 	}
@@ -28,20 +41,28 @@ func SetPause(ctx context.Context, c *clientv3.Client, name string, max int, who
 	if err != nil { // cannot happen: strings and a time
 		return Pause{}, false, err
 	}
-	resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key)).Commit()
-	if err != nil {
-		return Pause{}, false, etcdFailure("cannot write "+key, err)
+	for {
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+		if guard {
+			cmps = append(cmps, otherCapacityCmps(name, max)...)
+		}
+		resp, err := c.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return Pause{}, false, etcdFailure("cannot write "+key, err)
+		}
+		if resp.Succeeded {
+			p.Rev = resp.Header.Revision
+			return p, true, nil
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			return decodePause(kvs[0]), false, nil
+		}
+		// D17: keys under the name outside this capacity
+		if err := CheckCapacity(ctx, c, name, max); err != nil {
+			return Pause{}, false, err
+		}
+		guard = false // only foreign keys (D6g), or gone since: no capacity of theirs to refuse for
 	}
-	if resp.Succeeded {
-		p.Rev = resp.Header.Revision
-		return p, true, nil
-	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 { // deleted between the compare and the read: cannot happen in one Txn
-		return Pause{}, false, fmt.Errorf("%w: %s vanished", ErrUnavailable, key)
-	}
-	return decodePause(kvs[0]), false, nil
 }
 
 // Resume deletes the pause of (name, max) (D16), whatever its value. It

@@ -51,6 +51,12 @@ type Options struct {
 	// kernel hostname or --node (D11). Required with Spread; New checks it
 	// with ValidateNode.
 	Node string
+	// AllowOtherCapacity lets Acquire enqueue while keys of the same name
+	// live under another capacity: a separate semaphore beside them, for
+	// a deliberate change of capacity while the old one drains (D17; the
+	// Enqueued event counts those keys). Without it Acquire refuses with
+	// a *CapacityError, checked in the enqueue's own Txn.
+	AllowOtherCapacity bool
 	// Record is the template of the value written under our key; Version
 	// and Since are filled in by Acquire (D6).
 	Record Record

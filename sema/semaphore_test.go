@@ -315,7 +315,7 @@ func TestListCapacities(t *testing.T) { // D6
 	ch := acquireAsync(ctx, newSem(t, c, "who", 2, Options{Record: Record{Host: "n2", PID: 7}}))
 	waitQueued(t, c, s2, 3)
 	var others int64
-	s1 := newSem(t, c, "who", 1, Options{OnEvent: func(e Event) {
+	s1 := newSem(t, c, "who", 1, Options{AllowOtherCapacity: true, OnEvent: func(e Event) { // D17: on purpose
 		if e.Kind == Enqueued {
 			others = e.OtherCapacities
 		}

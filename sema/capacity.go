@@ -1,0 +1,150 @@
+// The one capacity of a name (D17): a run, a pause, a resume or a release
+// that names a capacity other than the live one(s) is refused.
+
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrOtherCapacity: keys of the same name live under another capacity, and
+// the caller did not ask to run beside them (D17). Returned as a
+// *CapacityError, which names them.
+var ErrOtherCapacity = errors.New("the name is live under another capacity")
+
+// CapacityError is ErrOtherCapacity with what was read: the semaphore asked
+// for and the capacities that have counted keys under its name (D17).
+type CapacityError struct {
+	Name string
+	Max  int   // the capacity asked for
+	Live []int // the capacities with counted keys, ascending, Max excluded
+}
+
+// Error names the semaphore and the live capacities.
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("%s[max=%d]: %s is live with %s", e.Name, e.Max, e.Name, CapacityList(e.Live))
+}
+
+// Unwrap makes errors.Is(err, ErrOtherCapacity) hold.
+func (e *CapacityError) Unwrap() error { return ErrOtherCapacity }
+
+// CapacityList spells capacities as messages do: "max=2", "max=2 and max=3",
+// "max=1, max=2 and max=4".
+func CapacityList(caps []int) string {
+	s := make([]string, len(caps))
+	for i, c := range caps {
+		s[i] = "max=" + strconv.Itoa(c)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// maxCapacityReads bounds LiveCapacities' reads: one per capacity found and
+// one per foreign key skipped (D6g). A name with more is not one anybody
+// runs on purpose; the capacities past it go unnamed.
+const maxCapacityReads = 64
+
+// LiveCapacities returns the capacities that have counted keys (KeyKind
+// Counted: holders, waiters, slots kept after a run) under name, ascending,
+// and the revision they were read at. It does one keys-only read of one key
+// per capacity (jumping over each capacity's queue), and one per foreign key
+// skipped, at most maxCapacityReads in all, each at the revision of the
+// first: the queues' lengths cost nothing. Pause and once-per markers live
+// outside the name's prefix and are not counted. Errors wrap ErrBadName,
+// ErrRefused when etcd rejects a read, else ErrUnavailable.
+func LiveCapacities(ctx context.Context, c *clientv3.Client, name string) ([]int, int64, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, 0, err
+	}
+	from, end := NamePrefix(name), clientv3.GetPrefixRangeEnd(NamePrefix(name))
+	var caps []int
+	var rev int64
+	for range maxCapacityReads {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, 0, etcdFailure("cannot list "+NamePrefix(name), err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		if len(resp.Kvs) == 0 {
+			break
+		}
+		key := string(resp.Kvs[0].Key)
+		info := ParseKey(name, key)
+		if !info.Kind.Counted() { // D6g: not a capacity's key; step past it
+			from = key + "\x00"
+			continue
+		}
+		caps = append(caps, info.Max)
+		from = clientv3.GetPrefixRangeEnd(Prefix(name, info.Max))
+	}
+	slices.Sort(caps)
+	return caps, rev, nil
+}
+
+// CheckCapacity returns a *CapacityError when name has counted keys under a
+// capacity other than max (D17), nil when it has none or only max's. It
+// reads as LiveCapacities, whose errors it returns. For the commands that
+// change a semaphore without queueing (a pause, a resume, a release): the
+// keys may change after the read; a run checks in its enqueue's own Txn.
+func CheckCapacity(ctx context.Context, c *clientv3.Client, name string, max int) error {
+	caps, _, err := LiveCapacities(ctx, c, name)
+	if err != nil {
+		return err
+	}
+	if others := otherThan(caps, max); len(others) > 0 {
+		return &CapacityError{Name: name, Max: max, Live: others}
+	}
+	return nil
+}
+
+// otherThan is caps without max.
+func otherThan(caps []int, max int) []int {
+	return slices.DeleteFunc(slices.Clone(caps), func(c int) bool { return c == max })
+}
+
+// otherCapacityCmps are the compares the enqueue Txn (D2) adds so that our
+// key is written only when no key lies under the name outside our own
+// capacity's prefix (D17): the ranges [NamePrefix, prefix) and [end of
+// prefix, end of NamePrefix) are empty. etcd applies a compare on a range to
+// every key in it, and to none when it is empty (then CreateRevision = 0
+// holds). The check and the write are one revision: two runs that race
+// with different capacities cannot both pass.
+func otherCapacityCmps(name string, max int) []clientv3.Cmp {
+	np, p := NamePrefix(name), Prefix(name, max)
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(np), "=", 0).WithRange(p),
+		clientv3.Compare(clientv3.CreateRevision(clientv3.GetPrefixRangeEnd(p)), "=", 0).WithRange(clientv3.GetPrefixRangeEnd(np)),
+	}
+}
+
+// errOtherKeys: the enqueue's compares found keys under the name outside our
+// capacity (otherCapacityCmps); capacityRefusal decides what they are.
+var errOtherKeys = errors.New("keys under the name outside this capacity")
+
+// capacityRefusal decides what the keys that failed the enqueue's compares
+// are: a *CapacityError when they include counted keys of another capacity
+// (D17), nil when they are only foreign keys (D6g: not a capacity), or gone
+// already: the caller then enqueues without the compares. Errors of the
+// read as LiveCapacities'.
+func (s *Semaphore) capacityRefusal(ctx context.Context) error {
+	err := CheckCapacity(ctx, s.c, s.name, s.max)
+	if err != nil && !errors.Is(err, ErrOtherCapacity) && !Refused(err) {
+		return fmt.Errorf("%w: %w", errEtcd, err)
+	}
+	return err
+}

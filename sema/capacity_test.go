@@ -1,0 +1,112 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// D17: Acquire under a capacity other than the live one is refused with a *CapacityError
+// naming the live capacities, and writes nothing; AllowOtherCapacity enqueues beside them.
+func TestAcquireOtherCapacityRefused(t *testing.T) {
+	_, c := startEtcd(t)
+	h := mustAcquire(t, newSem(t, c, "oc", 2, Options{}))
+	_, err := newSem(t, c, "oc", 3, Options{}).Acquire(t.Context())
+	var ce *CapacityError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrOtherCapacity) || !slices.Equal(ce.Live, []int{2}) || ce.Max != 3 {
+		t.Fatalf("Acquire --max 3 beside max=2: %v, want a *CapacityError naming [2]", err)
+	}
+	if n := keyCount(t, c, newSem(t, c, "oc", 3, Options{})); n != 0 {
+		t.Fatalf("%d keys under max=3 after the refusal", n)
+	}
+	o := mustAcquire(t, newSem(t, c, "oc", 3, Options{AllowOtherCapacity: true}))
+	release(t, o)
+	release(t, h)
+	release(t, mustAcquire(t, newSem(t, c, "oc", 3, Options{}))) // drained: max=3 is free to be the one
+}
+
+// D17's check is in the enqueue's Txn: two capacities racing on an empty name never both
+// get keys, whichever comes first.
+func TestCapacityRaceOneWins(t *testing.T) {
+	_, c := startEtcd(t)
+	for i := range 20 {
+		name := fmt.Sprintf("race%d", i)
+		var wg sync.WaitGroup
+		held := make([]*Holder, 2)
+		errs := make([]error, 2)
+		for j, m := range []int{2, 3} {
+			s := newSem(t, c, name, m, Options{})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				held[j], errs[j] = s.Acquire(t.Context())
+			}()
+		}
+		wg.Wait()
+		ok := 0
+		for j := range held {
+			if held[j] != nil {
+				ok++
+				release(t, held[j])
+			} else if !errors.Is(errs[j], ErrOtherCapacity) {
+				t.Fatalf("round %d: %v", i, errs[j])
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("round %d: %d capacities held at once, want exactly 1", i, ok)
+		}
+	}
+}
+
+// A key under the name that is no capacity's (D6g: a non-canonical segment) does not make
+// a run refused: it names no capacity, so the enqueue goes on without the check; and
+// LiveCapacities steps over it.
+func TestCapacityForeignKeyNotRefused(t *testing.T) {
+	_, c := startEtcd(t)
+	if _, err := c.Put(t.Context(), NamePrefix("fk")+"01/x", "junk"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(t.Context(), NamePrefix("fk")+"5/"+FormatLeaseID(1), "x"); err != nil { // a leftover key of max=5
+		t.Fatal(err)
+	}
+	caps, _, err := LiveCapacities(t.Context(), c, "fk")
+	if err != nil || !slices.Equal(caps, []int{5}) {
+		t.Fatalf("LiveCapacities = %v, %v; want [5]", caps, err)
+	}
+	if _, err := c.Delete(t.Context(), NamePrefix("fk")+"5/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	h, err := newSem(t, c, "fk", 1, Options{}).Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire beside a foreign key: %v", err)
+	}
+	release(t, h)
+}
+
+// D17 for SetPause: refused (nothing written) while another capacity is live, in the
+// write's own Txn; SetPauseAnyCapacity writes it.
+func TestSetPauseOtherCapacityRefused(t *testing.T) {
+	_, c := startEtcd(t)
+	h := mustAcquire(t, newSem(t, c, "po", 2, Options{}))
+	defer release(t, h)
+	_, _, err := SetPause(t.Context(), c, "po", 3, "me@n", "")
+	if !errors.Is(err, ErrOtherCapacity) {
+		t.Fatalf("SetPause max=3 beside max=2: %v", err)
+	}
+	if r, _ := c.Get(t.Context(), PauseKey("po", 3)); r.Count != 0 {
+		t.Fatal("the refused pause was written")
+	}
+	if _, wrote, err := SetPauseAnyCapacity(t.Context(), c, "po", 3, "me@n", ""); err != nil || !wrote {
+		t.Fatalf("SetPauseAnyCapacity: %v %v", wrote, err)
+	}
+	if _, wrote, err := SetPause(t.Context(), c, "po", 2, "me@n", ""); err != nil || !wrote {
+		t.Fatalf("SetPause of the live capacity: %v %v", wrote, err)
+	}
+}
