@@ -72,8 +72,9 @@ func (j job) runConfig(stdio unitrun.Spec) slotrun.Config {
 		Stdio: stdio, Scope: j.scope.opts,
 		KillAfter: j.run.killAfterGiven, RuntimeMax: j.run.runtimeMax,
 		TTL: j.run.ttl, Nonblock: j.run.nonblock, Terse: j.run.quiet, Spread: j.spread, Node: j.node,
-		Record: sema.Record{Host: j.hostName(), PID: os.Getpid(), Unit: systemd.OwnUnit()},
-		Wait:   wait, Rules: j.fleet.rules(), ConnectTimeout: j.conn.DialTimeout,
+		AllowOtherCapacity: j.changeMax,
+		Record:             sema.Record{Host: j.hostName(), PID: os.Getpid(), Unit: systemd.OwnUnit()},
+		Wait:               wait, Rules: j.fleet.rules(), ConnectTimeout: j.conn.DialTimeout,
 		Connect: func(ctx context.Context) (*clientv3.Client, error) { return etcdconn.New(ctx, j.conn) },
 	}
 }
@@ -90,7 +91,10 @@ func waitFailed(j job, ns *slotrun.NoSlotError) error {
 	}
 	err := ns.Err
 	var we *sema.WaitError
+	var ce *sema.CapacityError
 	switch {
+	case errors.As(err, &ce): // D17
+		return capacityRefusal(ce, "not started")
 	case errors.Is(err, sema.ErrRefused):
 		return endf(errUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
 	case errors.As(err, &we) && !we.Unreachable && j.run.quiet: // -q: the status says it, so cron mails nothing

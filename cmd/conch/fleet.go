@@ -190,6 +190,9 @@ func (r *reporter) heldAfter(ha sema.HeldAfter, status int) {
 func (c *semaCmd) release(j job) error {
 	node := j.hostName()
 	return c.withClient(j, "--release", func(ctx context.Context, cl *clientv3.Client) error {
+		if err := c.checkCapacity(ctx, cl, j, "--release refused"); err != nil { // D17
+			return err
+		}
 		rel, err := sema.ReleaseHeldReport(ctx, cl, j.name, j.max, node)
 		for _, ha := range rel.Freed {
 			c.rep.line(stateReleased, false, "released the slot node %s held after its run (rev %d, run ended %s)",

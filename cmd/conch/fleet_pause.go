@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os/user"
 
 	"github.com/conch-project/conch/internal/who"
@@ -14,10 +15,20 @@ import (
 // 64 when it refuses (D3).
 func (c *semaCmd) pause(j job) error {
 	return c.withClient(j, "--pause", func(ctx context.Context, cl *clientv3.Client) error {
-		p, wrote, err := sema.SetPause(ctx, cl, j.name, j.max, whoAmI(j), c.Reason)
+		set := sema.SetPause
+		if j.changeMax {
+			set = sema.SetPauseAnyCapacity
+			if err := c.checkCapacity(ctx, cl, j, "--pause"); err != nil { // the warning
+				return err
+			}
+		}
+		p, wrote, err := set(ctx, cl, j.name, j.max, whoAmI(j), c.Reason)
+		var ce *sema.CapacityError
 		switch {
+		case errors.As(err, &ce): // D17, checked in the pause's own Txn
+			return capacityRefusal(ce, "--pause refused")
 		case err == nil && wrote:
-			c.rep.line("", false, "paused: no new holder starts until `conch sema %s --max %d --resume`; running commands go on", j.name, j.max)
+			c.rep.line("", false, "paused: no new holder starts until `conch sema %s --max %d --resume`; running commands go on%s", j.name, j.max, noKeysNote(ctx, cl, j))
 		case err == nil:
 			c.rep.line("", false, "already %s: left as it was", who.PauseText(p))
 		}
@@ -29,6 +40,9 @@ func (c *semaCmd) pause(j job) error {
 // which. Exit 0 either way; 69 or 64 as pause.
 func (c *semaCmd) resume(j job) error {
 	return c.withClient(j, "--resume", func(ctx context.Context, cl *clientv3.Client) error {
+		if err := c.checkCapacity(ctx, cl, j, "--resume refused"); err != nil { // D17
+			return err
+		}
 		p, had, err := sema.Resume(ctx, cl, j.name, j.max)
 		switch {
 		case err == nil && had:

@@ -66,7 +66,7 @@ func (c *semaCmd) checkHeldFlags() error {
 	if c.dashdash {
 		return usagef("--held takes no command: run it before the step, as in: conch sema --held && STEP")
 	}
-	for _, f := range c.runFlags() {
+	for _, f := range append(c.runFlags(), flagGiven{"--change-max", c.ChangeMax}) {
 		if f.set {
 			return usagef("%s does not go with --held", f.flag)
 		}

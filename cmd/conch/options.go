@@ -58,6 +58,7 @@ type semaCmd struct {
 	Release   bool     `long:"release" description:"free the slots this node (--node) holds after a run (--hold-after), at once, and exit 0, whether it freed one or none: for a boot unit; never touches a running command's slot nor another node's"`
 	Pause     bool     `long:"pause" description:"stop every new start of the semaphore, cluster-wide, until --resume: running commands go on, waiters keep their places and wait, --nonblock exits 75 naming the pause; exit 0 (also when already paused)"`
 	Reason    string   `long:"reason" value-name:"TEXT" description:"with --pause: why, shown to waiters, --nonblock and --who"`
+	ChangeMax bool     `long:"change-max" description:"allow a --max other than the one live for <name>: run, --pause, --resume or --release under a separate semaphore beside the live one, with a warning (to change the capacity deliberately while the old one drains); without it such a --max is refused (exit 64)"`
 	Resume    bool     `long:"resume" description:"undo --pause: waiters start again in queue order; exit 0 (also when not paused)"`
 	Deadline  onceText `long:"deadline" value-name:"TIME" description:"give up waiting at TIME (exit 75), however long the wait so far: RFC 3339 (2026-12-24T06:00:00+01:00), or HH:MM[:SS] for the next such local time; excludes --wait and --nonblock (maintenance windows)"`
 	OncePer   duration `long:"once-per" value-name:"D" description:"at most one successful run per period D across the cluster (needs --max 1): a run that finds this period's run done is skipped (exit 0, saying which node ran it and when the next may start); a failed run leaves the period open, so the next one, here or elsewhere, tries again (HA timers)"`
@@ -146,7 +147,7 @@ const semaLong = `Run a command while holding one of N slots of a cluster-wide c
 
 conch enqueues a key bound to its lease under /conch/v1/sema/<name>/<max>/, waits its turn (waking only when a slot can be its own: no thundering herd), runs the command with CONCH_REV (the fencing token), CONCH_SEMA, CONCH_MAX and CONCH_LEASE in its environment, and releases the slot when it ends. If the slot is lost while the command runs, the command is stopped (its stop signal, then SIGKILL after --kill-after) and conch exits 70. A crashed holder's slot frees at lease expiry (--ttl).
 
-The capacity is part of the name: nodes using different --max for the same <name> are different semaphores; --who shows both and warns.`
+The capacity is part of the name, and a name has one live capacity: a run, --pause, --resume or --release with another --max than the live one is refused (exit 64) unless --change-max says the change is deliberate (a separate semaphore beside the old one, warned); --who shows every capacity.`
 
 // semaEpilog follows the generated help verbatim (go-flags reflows
 // descriptions, which would mangle the table and the examples).

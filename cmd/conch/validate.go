@@ -29,6 +29,8 @@ type job struct {
 	run     runValues   // what running a command needs beyond the semaphore's name
 	who     whoValues   // what --who needs beyond the semaphore's name
 	fleet   fleetValues // --hold-after, --once-per, --deadline (fleet.go)
+	// changeMax: --change-max, a capacity other than the live one is run beside it (D17)
+	changeMax bool
 }
 
 // whoValues are the values of --who (checkWho), decided at validation.
@@ -152,7 +154,7 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	if c.Verbose { // which cluster, and why that one
 		fmt.Fprintf(c.stderr, "conch: using %s, dial timeout %v (from %s)\n", conn.Where(), conn.DialTimeout, conn.DialTimeoutFrom)
 	}
-	j.spread = c.Spread
+	j.spread, j.changeMax = c.Spread, c.ChangeMax
 	return j, nil
 }
 
@@ -162,7 +164,7 @@ func (c *semaCmd) checkWho() error {
 		return usagef("--who takes no command")
 	}
 	for flag, set := range map[string]bool{"--wait": c.Wait.set, "--nonblock": c.Nonblock, "--spread": c.Spread,
-		"--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != ""} {
+		"--runtime-max": c.RuntimeMax.set, "-p": len(c.Property) > 0, "--slice": c.Slice != "", "--change-max": c.ChangeMax} {
 		if set { // a flag that would change nothing must not pass unnoticed (D3, D8)
 			return usagef("%s goes with running a command, not with --who", flag)
 		}

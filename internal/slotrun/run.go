@@ -27,6 +27,7 @@ type Config struct {
 	TTL                   time.Duration // the lease's TTL asked for (D4)
 	Nonblock              bool          // never wait behind others
 	Terse                 bool          // the caller words no refusal (sema.Options.Terse)
+	AllowOtherCapacity    bool          // run beside keys of another capacity (sema.Options.AllowOtherCapacity, D17)
 	Spread                bool          // one slot per node (D11), named Node
 	Node                  string
 	Record                sema.Record   // the holder record's Host and Unit; Scope is set by the run (D6)
@@ -122,16 +123,17 @@ func (r *run) connect() error {
 	rec := r.cfg.Record
 	rec.Scope = r.planning.Intent()
 	r.sem, err = sema.New(client, r.cfg.Name, r.cfg.Max, sema.Options{
-		Spread:         r.cfg.Spread,
-		Node:           r.cfg.Node,
-		TTL:            r.cfg.TTL,
-		ConnectTimeout: r.cfg.ConnectTimeout,
-		FenceMargin:    r.killAt + time.Second, // D7
-		OnRenew:        r.deadline.Set,         // D7b
-		Nonblock:       r.cfg.Nonblock,
-		Terse:          r.cfg.Terse,
-		Record:         rec,
-		OnEvent:        func(e sema.Event) { checkLease(e); r.onEvent(e) },
+		Spread:             r.cfg.Spread,
+		Node:               r.cfg.Node,
+		TTL:                r.cfg.TTL,
+		ConnectTimeout:     r.cfg.ConnectTimeout,
+		FenceMargin:        r.killAt + time.Second, // D7
+		OnRenew:            r.deadline.Set,         // D7b
+		Nonblock:           r.cfg.Nonblock,
+		Terse:              r.cfg.Terse,
+		AllowOtherCapacity: r.cfg.AllowOtherCapacity,
+		Record:             rec,
+		OnEvent:            func(e sema.Event) { checkLease(e); r.onEvent(e) },
 	})
 	if err != nil {
 		return err // a name or capacity sema refuses
