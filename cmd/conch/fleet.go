@@ -100,6 +100,13 @@ func (c *semaCmd) checkFleet(j *job, now time.Time) error {
 	case c.HoldAfter.set && c.HoldAfter.d <= 0:
 		return usagef("--hold-after must be more than 0 (whole seconds, rounded up): it is how long the slot stays taken after the command")
 	case given:
+		if _, err := time.Parse(time.RFC3339, strings.TrimSpace(c.Deadline.String())); err != nil { // HH:MM: in TZ's zone
+			loc, err := deadlineZone(c.getenv("TZ"))
+			if err != nil {
+				return usagef("--deadline: %v", err)
+			}
+			now = now.In(loc)
+		}
 		d, err := sema.ParseDeadline(c.Deadline.String(), now)
 		if err != nil {
 			return usagef("--deadline: %v", err)
