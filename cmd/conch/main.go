@@ -33,7 +33,9 @@ func main() {
 	// writes fail with EPIPE instead. Caught, not ignored, so the child
 	// gets the default disposition.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	err := runCLI(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	args := cloneArgs(os.Args[1:])
+	scrubSecrets() // no password in /proc/PID/environ or cmdline (D5a)
+	err := runCLI(args, os.Stdout, os.Stderr, os.Getenv)
 	status, sig := exitStatus(err)
 	if sig != 0 {
 		reraise(sig, signalsGroup(err))

@@ -148,6 +148,9 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 		return j, usageError{err.Error()}
 	}
 	j.conn = conn
+	if strings.Contains(c.Conn.User, ":") && c.getenv("CONCH_USER") != c.Conn.User { // from argv (D9)
+		conn.Warnings = append(conn.Warnings, "--user NAME:PASSWORD puts the password on the command line, where ps shows it to every user of this host until conch starts: use --password-file FILE (or CONCH_PASSWORD_FILE, password-file in conch.conf)")
+	}
 	for _, w := range conn.Warnings { // before anything else, whatever runs next
 		fmt.Fprintf(c.stderr, "conch: WARNING: %s\n", w)
 	}
