@@ -62,7 +62,7 @@ func TestWho(t *testing.T) {
 		t.Fatal("the record leaks the command line (D6)")
 	}
 	// a second capacity under the same name: loud on stderr, --max filters
-	other := e.start("sema", "w", "--max", "1", "--", "sleep", "60")
+	other := e.start("sema", "w", "--max", "1", "--change-max", "--", "sleep", "60") // on purpose (D17)
 	waitFor(t, "other capacity", func() bool { return e.keys(sema.Prefix("w", 1)) == 1 })
 	r = e.run("sema", "w", "--who")
 	if !strings.Contains(r.stderr, "WARNING") || !strings.Contains(r.stderr, "--max 1, --max 2") || len(strings.Split(strings.TrimSpace(r.stdout), "\n")) != 4 {

@@ -89,8 +89,8 @@ func TestWhoWatchFollowsChanges(t *testing.T) {
 			len(d.Records) == 1 && d.Records[0].Paused != nil && d.Records[0].Paused.Reason == "incident" // each record too, as --who --json
 	})
 	e.c.Delete(context.Background(), sema.PauseRoot+"ww/1")
-	s1 := e.start("sema", "ww", "--max", "2", "--spread", "--node", "n1", "--", "sleep", "60")
-	s2 := e.start("sema", "ww", "--max", "2", "--spread", "--node", "n1", "--", "sleep", "60")
+	s1 := e.start("sema", "ww", "--max", "2", "--change-max", "--spread", "--node", "n1", "--", "sleep", "60")
+	s2 := e.start("sema", "ww", "--max", "2", "--change-max", "--spread", "--node", "n1", "--", "sleep", "60")
 	lastBlock(t, w, "the --spread node waiter", func(b string) bool { return strings.Contains(b, "waits-for=/conch/v1/sema/ww/2/n1") })
 	for _, p := range []*proc{s1, s2} {
 		p.cmd.Process.Signal(syscall.SIGTERM)
@@ -352,7 +352,7 @@ func TestWhoWatchHostile(t *testing.T) {
 	if got := whotest.PromValue(fams, "conch_sema_paused", "name", "hx", "max", "1"); got != 1 {
 		t.Fatalf("hx[1] paused = %v\n%s", got, r.stdout)
 	}
-	h := e.start("sema", "hx", "--max", "2", "--", "sleep", "60")
+	h := e.start("sema", "hx", "--max", "2", "--change-max", "--", "sleep", "60") // beside hx/1's keys (D17)
 	lastBlock(t, w, "a real holder after them", func(b string) bool { return strings.Contains(b, "hx[max=2] HELD") })
 	waitFor(t, "--json shows the holder", func() bool {
 		docs := jsonLines(t, wj.stdout.String())
