@@ -66,7 +66,7 @@ func resolveConn(flagged connOptions, getenv func(string) string, configPath str
 	}
 	s, err := etcdconn.Resolve(etcdconn.Sources{
 		Flagged: etcdconn.Flagged{Endpoints: string(flagged.Endpoints), CACert: flagged.CACert, Cert: flagged.Cert,
-			Key: flagged.Key, User: flagged.User, PasswordFile: flagged.PasswordFile, DialTimeout: flagged.DialTimeout},
+			Key: flagged.Key, User: flagged.User, PasswordFile: flagged.PasswordFile, DialTimeout: string(flagged.DialTimeout)},
 		Getenv:        getenv,
 		File:          file,
 		ParseDuration: parseDuration,

@@ -23,6 +23,11 @@ import (
 // stateHeldAfter is CONCH_STATE when the slot is kept after the run (D13).
 const stateHeldAfter = "HELD_AFTER"
 
+// maxReason bounds --pause --reason, in bytes: the reason is printed on every waiter's line,
+// --nonblock's refusal and --who; 1 KiB is several lines of text. (A record of 64 KiB was
+// written, then read back as unreadable.)
+const maxReason = 1024
+
 // fleetValues are the fleet flags' values, decided at validation (fleetExecute) and carried
 // by the job: nothing reads the flags after it.
 type fleetValues struct {
@@ -45,6 +50,9 @@ func (f fleetValues) rules() sema.RunRules {
 func (c *semaCmd) fleetExecute(j *job) (handled bool, err error) {
 	if c.Reason != "" && !c.Pause {
 		return true, usagef("--reason goes with --pause")
+	}
+	if len(c.Reason) > maxReason { // refused before anything is written
+		return true, usagef("--reason is %d bytes: at most %d (a line for waiters and --who; put more in a ticket and name it)", len(c.Reason), maxReason)
 	}
 	for _, a := range []struct {
 		flag string

@@ -22,7 +22,7 @@ type connOptions struct {
 	Key          string         `long:"key" env:"CONCH_KEY" value-name:"FILE" ini-name:"key" default-mask:"-" description:"TLS client key"`
 	User         string         `long:"user" env:"CONCH_USER" value-name:"NAME" ini-name:"user" default-mask:"-" description:"etcd user; the password comes from --password-file or ETCDCTL_PASSWORD (etcdctl's NAME:PASSWORD also works, but puts it on argv)"`
 	PasswordFile string         `long:"password-file" env:"CONCH_PASSWORD_FILE" value-name:"FILE" ini-name:"password-file" default-mask:"-" description:"file holding the etcd password (first line)"`
-	DialTimeout  string         `long:"dial-timeout" env:"CONCH_DIAL_TIMEOUT" value-name:"D" ini-name:"dial-timeout" default-mask:"5s" description:"give up when no endpoint answers within D at start (exit 69)"`
+	DialTimeout  dialTimeout    `long:"dial-timeout" env:"CONCH_DIAL_TIMEOUT" value-name:"D" ini-name:"dial-timeout" default-mask:"5s" description:"give up when no endpoint answers within D at start (exit 69)"`
 }
 
 // semaCmd is `conch sema` (04_sema.md "Synopsis"). The semaphore's own
@@ -57,7 +57,7 @@ type semaCmd struct {
 	HoldAfter duration `long:"hold-after" value-name:"D" description:"keep the slot taken for D after the command ends (however it ends, unless the slot was lost), with no process left: the slot survives conch's exit, a reboot and a power loss, and frees after D or at --release (rolling reboots)"`
 	Release   bool     `long:"release" description:"free the slots this node (--node) holds after a run (--hold-after), at once, and exit 0, whether it freed one or none: for a boot unit; never touches a running command's slot nor another node's"`
 	Pause     bool     `long:"pause" description:"stop every new start of the semaphore, cluster-wide, until --resume: running commands go on, waiters keep their places and wait, --nonblock exits 75 naming the pause; exit 0 (also when already paused)"`
-	Reason    string   `long:"reason" value-name:"TEXT" description:"with --pause: why, shown to waiters, --nonblock and --who"`
+	Reason    string   `long:"reason" value-name:"TEXT" description:"with --pause: why, shown to waiters, --nonblock and --who; at most 1024 bytes"`
 	ChangeMax bool     `long:"change-max" description:"allow a --max other than the one live for <name>: run, --pause, --resume or --release under a separate semaphore beside the live one, with a warning (to change the capacity deliberately while the old one drains); without it such a --max is refused (exit 64)"`
 	Resume    bool     `long:"resume" description:"undo --pause: waiters start again in queue order; exit 0 (also when not paused)"`
 	Deadline  onceText `long:"deadline" value-name:"TIME" description:"give up waiting at TIME (exit 75), however long the wait so far: RFC 3339 (2026-12-24T06:00:00+01:00), or HH:MM[:SS] for the next such local time; excludes --wait and --nonblock (maintenance windows)"`
@@ -110,6 +110,22 @@ func (e *endpointsValue) UnmarshalFlag(s string) error {
 		return errors.New("empty: name at least one endpoint (host:port or URL), or leave --endpoints out for the default " + etcdconn.DefaultEndpoint)
 	}
 	*e = endpointsValue(s)
+	return nil
+}
+
+// dialTimeout is --dial-timeout: a flag (or CONCH_DIAL_TIMEOUT) given empty is refused, not
+// taken for the default, as endpointsValue.
+type dialTimeout string
+
+// UnmarshalFlag implements flags.Unmarshaler.
+func (d *dialTimeout) UnmarshalFlag(s string) error {
+	if strings.TrimSpace(s) == "" {
+		if v, ok := os.LookupEnv("CONCH_DIAL_TIMEOUT"); ok && strings.TrimSpace(v) == "" {
+			return errors.New("CONCH_DIAL_TIMEOUT is set but empty: give a duration (5s), or unset it for the default " + etcdconn.DefaultDialTimeout.String())
+		}
+		return errors.New("empty: give a duration (5s), or leave --dial-timeout out for the default " + etcdconn.DefaultDialTimeout.String())
+	}
+	*d = dialTimeout(s)
 	return nil
 }
 

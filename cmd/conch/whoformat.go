@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/jessevdk/go-flags"
@@ -24,5 +25,22 @@ func (whoFormat) Complete(match string) []flags.Completion {
 	return out
 }
 
-// filePath is a flag naming a file: the shells complete file names.
-type filePath = flags.Filename
+// filePath is a flag naming a file: the shells complete file names. Given empty it is
+// refused: --textfile "" would otherwise read as not given, and the metrics go to stdout
+// while the operator expects a file.
+type filePath string
+
+// UnmarshalFlag implements flags.Unmarshaler: an empty (or blank) path is refused.
+func (p *filePath) UnmarshalFlag(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return errors.New("empty: name the file to write")
+	}
+	*p = filePath(s)
+	return nil
+}
+
+// Complete implements flags.Completer: file names, as flags.Filename.
+func (filePath) Complete(match string) []flags.Completion {
+	var f flags.Filename
+	return f.Complete(match)
+}
