@@ -158,13 +158,22 @@ boot_node() {
 	done
 	pid=$(init_pid "$n")
 	[ -n "$pid" ] || die "$n did not boot: $(tail -5 "$d/nspawn.log")"
-	# Until the node's bus is up, systemctl fails at once: ask again.
-	for _ in $(seq 600); do
-		state=$(timeout 60 nsenter -t "$pid" -a systemctl is-system-running --wait 2>/dev/null) || true
+	# The boot is over when the boot target is reached (every unit of the boot started), not
+	# only when systemd's job queue is empty: a queued standby (conch-worker.service) keeps
+	# it busy, and `is-system-running` says "starting", for as long as it waits for a slot.
+	# Until the node's bus is up, systemctl fails at once: ask again, for 120 s at most.
+	echo "$n: waiting for its systemd to reach default.target (120 s at most)" >&2
+	local state="" since=$SECONDS
+	while ((SECONDS - since < 120)); do
+		state=$(nsenter -t "$pid" -a systemctl is-system-running 2>/dev/null) || true
 		case $state in running | degraded) return 0 ;; esac
-		sleep 0.1
+		if nsenter -t "$pid" -a systemctl is-active -q default.target 2>/dev/null; then
+			[ "$state" = starting ] && echo "$n: default.target reached; still starting: $(nsenter -t "$pid" -a systemctl list-jobs --no-legend --plain 2>/dev/null | awk '{print $2}' | tr '\n' ' ')" >&2
+			return 0
+		fi
+		sleep 0.2
 	done
-	die "$n: systemd is ${state:-not answering}: $(tail -5 "$d/nspawn.log")"
+	die "$n: default.target not reached within 120 s (systemd says: ${state:-not answering}); jobs: $(nsenter -t "$pid" -a systemctl list-jobs --no-legend --plain 2>/dev/null | head -5 | tr '\n' ';') nspawn: $(tail -5 "$d/nspawn.log")"
 }
 
 # kill_node NODE: SIGKILL everything in the node's cgroups (its power goes), remove them.

@@ -6,7 +6,8 @@
 // tests/vm/mkrootfs.sh and cached under /var/cache/conch-test (EnsureRootfs). Boot starts
 // systemd-nspawn from a fresh cgroup of its own (in the name=systemd and the unified
 // hierarchy), sharing the host's network namespace unless Options.NetNS names another, and
-// returns once `systemctl is-system-running --wait` says running or degraded. Everything
+// returns once the boot is over: `systemctl is-system-running` says running or degraded, or
+// default.target is active while a unit outside the boot still starts. Everything
 // Boot creates (processes, cgroups, the overlay mount, temporary directories) is removed in
 // t.Cleanup, also when the test fails; tests/vm/cleanup.sh removes what a killed test binary
 // left behind.
