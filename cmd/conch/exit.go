@@ -66,34 +66,6 @@ var exitRows = []exitRow{
 	{"`--who --watch`", "killed by the signal that ends it (Ctrl-C: SIGINT); 0 when its reader goes away; 69 or 64 if the first read fails; 70 if the listing cannot be written"},
 }
 
-// exitTable is exitRows as --help shows it (the man page renders exitRows, manExitStatus): a
-// status indented by two spaces, its meaning from column 18, wrapped at 80 columns.
-var exitTable = renderExitTable(exitRows)
-
-// renderExitTable lays rows out as exitTable says.
-func renderExitTable(rows []exitRow) string {
-	const indent, width = 18, 80
-	var b strings.Builder
-	b.WriteString("Exit status:")
-	for _, r := range rows {
-		line := "  " + plainText(r.status)
-		line += strings.Repeat(" ", max(2, indent-len(line)))
-		fresh := true // nothing of the meaning on line yet
-		for _, w := range strings.Fields(plainText(r.meaning)) {
-			if !fresh && len(line)+1+len(w) > width {
-				b.WriteString("\n" + line)
-				line, fresh = strings.Repeat(" ", indent), true
-			}
-			if !fresh {
-				line += " "
-			}
-			line, fresh = line+w, false
-		}
-		b.WriteString("\n" + line)
-	}
-	return b.String()
-}
-
 // plainText is Markdown text without its backquotes and backslash escapes.
 func plainText(md string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(md, "`", ""), `\\`, `\`)

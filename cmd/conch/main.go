@@ -98,11 +98,15 @@ func (s *semaCmd) parseAndRun(before []string) error {
 	switch {
 	case completed:
 		return nil
-	case errors.As(err, &ferr) && ferr.Type == flags.ErrHelp:
-		fmt.Fprintln(s.stdout, ferr.Message)
-		fmt.Fprintln(s.stdout)
-		fmt.Fprint(s.stdout, semaEpilog)
+	case errors.As(err, &ferr) && ferr.Type == flags.ErrHelp && p.Active != nil && p.Active.Name == "sema":
+		writeSemaHelp(s.stdout, newParser(&globalOptions{}, &semaCmd{})) // the short form; the rest is man conch
 		return nil
+	case errors.As(err, &ferr) && ferr.Type == flags.ErrHelp:
+		fmt.Fprintln(s.stdout, ferr.Message) // conch --help: the commands; each has its own --help
+		return nil
+	case err != nil && errors.As(err, &ferr) && ferr.Type == flags.ErrUnknownFlag && hinted(p, ferr, before):
+		hint, _ := unknownFlagHint(p, ferr, before)
+		return usagef("%s\nTry 'conch sema --help'.", hint)
 	case err != nil && errors.As(err, &ferr) && ferr.Type == flags.ErrUnknownFlag && !s.dashdash:
 		// `conch sema x --max 1 ls -l`: the child's flags were read as conch's
 		return usagef("%v: the command and its arguments go after --, as in: conch sema NAME --max N -- CMD ARGS...\nTry 'conch sema --help'.", plainFlagError(err))

@@ -165,9 +165,9 @@ conch enqueues a key bound to its lease under /conch/v1/sema/<name>/<max>/, wait
 
 The capacity is part of the name, and a name has one live capacity: a run, --pause, --resume or --release with another --max than the live one is refused (exit 64) unless --change-max says the change is deliberate (a separate semaphore beside the old one, warned); --who shows every capacity.`
 
-// semaEpilog follows the generated help verbatim (go-flags reflows
-// descriptions, which would mangle the table and the examples).
-var semaEpilog = `Synopsis:
+// semaSynopsis is the synopsis of `conch sema --help` (writeSemaHelp) and of README (as
+// TestHelpSynopsisMatchesReadme checks); the examples are the man page's (man/tail.roff).
+var semaSynopsis = `Synopsis:
   conch sema <name> --max N [--ttl 10s] [--wait D | --nonblock] [-E N]
              [--kill-after ` + unitrun.DefaultKillAfter.String() + `] [--runtime-max D] [--spread [--node NAME]] -- <cmd...>
   conch sema <name> --max N [--hold-after D] [--once-per D] [--deadline TIME]
@@ -179,43 +179,6 @@ var semaEpilog = `Synopsis:
   conch sema [<name>] [--max N] --who --watch [--json]
   conch sema --who [--max N] [--json]      (every semaphore)
   conch sema [<name> --max N] --held       (inside a command run by conch)
-
-` + exitTable + `
-
-Examples:
-  # classic lock around a mutating script
-  conch sema certs-renew --max 1 --nonblock -- ./renew.sh || echo "already running elsewhere"
-
-  # at most 2 nodes run heavy tasks concurrently
-  conch sema heavy-jobs --max 2 -- /usr/local/bin/run-job.sh
-
-  # at most 3 replicas, never two on one node
-  conch sema replicas --max 3 --spread -- /usr/local/bin/replica.sh
-
-  # rolling reboot: the slot stays taken across the reboot, until the boot
-  # unit's --release (or 30 minutes at most)
-  conch sema rolling-reboot --max 1 --nonblock --hold-after 30m -- systemctl reboot
-  conch sema rolling-reboot --max 1 --release
-
-  # one successful run per hour of the same timer on several nodes
-  conch sema ha-job --max 1 --once-per 50m --wait 20m -- /usr/local/sbin/ha-job
-
-  # freeze and thaw every new start, fleet-wide
-  conch sema heavy-jobs --max 2 --pause --reason "incident 4711"
-  conch sema heavy-jobs --max 2 --resume
-
-  # inspect
-  conch sema heavy-jobs --max 2 --who
-  conch sema --who --json       # every semaphore, one JSON document
-
-  # the queue live, a block at each change, until Ctrl-C
-  conch sema heavy-jobs --who --watch
-
-  # metrics for node_exporter's textfile collector
-  conch sema --who --format prometheus --textfile /var/lib/prometheus/node-exporter/conch.prom
-
-  # inside the job: the irreversible step only while the slot is held
-  conch sema deploy --max 1 -- sh -c './prepare.sh && conch sema --held && ./switch-traffic.sh'
 `
 
 // Usage implements go-flags' Usage interface: the command's synopsis line.
