@@ -61,7 +61,7 @@ var exitRows = []exitRow{
 	{"124", "the child ran past `--runtime-max` and was stopped"},
 	{"126 / 127", "the command cannot be executed / is not found"},
 	{"killed by signal n", `conch got SIGTERM, SIGINT, SIGHUP or SIGQUIT: it stopped the child (or left the queue), released the slot and re-raised the signal; or, in a terminal, the child died of Ctrl-C's SIGINT or Ctrl-\\'s SIGQUIT: conch released and died of it too, with its process group; a calling bash script stops after Ctrl-C (after Ctrl-\\ it goes on: bash's rule)`},
-	{"`--who`", "0 if any holder, 1 if empty, 69 if etcd is unreachable, 64 if it refuses the read, 70 if the listing cannot be written (`/dev/full`, a closed pipe)"},
+	{"`--who`", "0 if any holder, 1 if empty, 69 if etcd is unreachable, 64 if it refuses the read, 70 if the listing cannot be written (`/dev/full`); quiet, with the status it would have had, when its reader goes away (`| head`)"},
 	{"`--held`", "0 if the slot is held, 70 if not (with the reason), 64 outside a command run by conch, 69 if etcd is unreachable"},
 	{"`--who --watch`", "killed by the signal that ends it (Ctrl-C: SIGINT); 0 when its reader goes away; 69 or 64 if the first read fails; 70 if the listing cannot be written"},
 }

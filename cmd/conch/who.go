@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -46,7 +47,14 @@ func (c *semaCmd) who(j job) error {
 		c.whoWarning(w)
 	}
 	l = who.Filter(l, j.max)
-	if err := c.printWho(what, l, j.who); err != nil {
+	if err := c.printWho(what, l, j.who); errors.Is(err, syscall.EPIPE) {
+		// the reader went away (`--who | head -3`): it has what it wanted; quiet, with the
+		// listing's own status, as --watch ends quietly when its reader goes
+		if who.Held(l.Entries) {
+			return nil
+		}
+		return silent(errEmpty)
+	} else if err != nil {
 		return err
 	}
 	if who.Held(l.Entries) {
@@ -74,7 +82,8 @@ func whoOptions(v whoValues) who.Options {
 }
 
 // printWho writes the listing to stdout in the form v.format says, or with v.textfile to
-// that file; on failure it returns the errWhoOutput that says why.
+// that file; on failure it returns the errWhoOutput that says why, or the write's error
+// wrapping syscall.EPIPE when stdout's reader went away.
 func (c *semaCmd) printWho(what string, l sema.Listing, v whoValues) error {
 	out, err := who.Render(l, whoOptions(v), time.Now())
 	if err != nil {
@@ -86,7 +95,9 @@ func (c *semaCmd) printWho(what string, l sema.Listing, v whoValues) error {
 		}
 		return nil
 	}
-	if _, err := c.stdout.Write(out); err != nil {
+	if _, err := c.stdout.Write(out); errors.Is(err, syscall.EPIPE) {
+		return err
+	} else if err != nil {
 		return endf(errWhoOutput, "", "%s: cannot write the listing: %v", what, err)
 	}
 	return nil
