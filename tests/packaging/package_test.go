@@ -267,6 +267,32 @@ func TestRPMMetadataAndFiles(t *testing.T) {
 	}
 }
 
+// The .rpm's payload has relative member names, as rpmbuild writes them (nfpm writes
+// absolute ones, so `rpm2cpio | cpio -id` wrote into / itself), and rpm still verifies its
+// digests: `rpm2cpio | cpio -t` lists ./usr/bin/conch.
+func TestRPMPayloadRelative(t *testing.T) {
+	needPackages(t)
+	needTool(t, "rpm2cpio", "rpm2cpio")
+	needTool(t, "cpio", "cpio")
+	ctx := testContext(t, time.Minute)
+	list, _, err := run(ctx, nil, "sh", "-c", `rpm2cpio "$0" | cpio -t --quiet`, built.rpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := strings.Fields(list)
+	if !slices.Contains(members, "./usr/bin/conch") {
+		t.Errorf("the payload lacks ./usr/bin/conch:\n%s", list)
+	}
+	for _, m := range members {
+		if !strings.HasPrefix(m, "./") {
+			t.Errorf("payload member %q is not relative", m)
+		}
+	}
+	if out, _, err := run(ctx, nil, "rpm", "-K", "-v", built.rpm); err != nil || strings.Contains(out, "BAD") {
+		t.Errorf("rpm -K: %v\n%s", err, out)
+	}
+}
+
 // man -l renders the packaged page without a single groff warning, at two widths.
 func TestManPageRenders(t *testing.T) {
 	needPackages(t)
