@@ -24,7 +24,7 @@ run_rpmlint() {
 	local rpm out
 	rpm=$(newest "$dist"/conch-*.x86_64.rpm)
 	# rpmlint unpacks the .rpm with `rpm2cpio | cpio -id`: its payload has relative names
-	# (package.sh), so no wrapper is needed
+	# (nfpm v2.48.0 writes ./usr/bin/conch, as rpmbuild does), so no wrapper is needed
 	echo "== rpmlint $(basename "$rpm")"
 	out=$(rpmlint -r packaging/rpm/conch.rpmlintrc "$rpm" 2>&1) || true
 	echo "$out"

@@ -54,9 +54,5 @@ mkdir -p "$out"
 export CONCH_VERSION="$version" CONCH_STAGE="$stage"
 go tool nfpm package --config nfpm.yaml --packager deb --target "$out/conch_${version}_amd64.deb" >&2
 go tool nfpm package --config "$stage/nfpm-rpm.yaml" --packager rpm --target "$out/conch-${version}.x86_64.rpm" >&2
-# nfpm (through google/rpmpack, up to nfpm v2.48.0) writes absolute member names into the
-# .rpm's payload, where rpmbuild writes ./usr/bin/conch: `rpm2cpio | cpio -id` would write
-# into / itself. rpmfix makes them relative and updates the payload's digests.
-go run ./packaging/rpmfix "$out/conch-${version}.x86_64.rpm"
 echo "$out/conch_${version}_amd64.deb"
 echo "$out/conch-${version}.x86_64.rpm"

@@ -267,8 +267,8 @@ func TestRPMMetadataAndFiles(t *testing.T) {
 	}
 }
 
-// The .rpm's payload has relative member names, as rpmbuild writes them (nfpm writes
-// absolute ones, so `rpm2cpio | cpio -id` wrote into / itself), and rpm still verifies its
+// The .rpm's payload has relative member names, as rpmbuild writes them (nfpm before v2.48.0
+// wrote absolute ones, so `rpm2cpio | cpio -id` wrote into / itself), and rpm verifies its
 // digests: `rpm2cpio | cpio -t` lists ./usr/bin/conch.
 func TestRPMPayloadRelative(t *testing.T) {
 	needPackages(t)
