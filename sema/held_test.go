@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -57,4 +57,3 @@ func checkReason(t *testing.T, c *clientv3.Client, s Slot, reason error) {
 		t.Fatalf("CheckHeld(%+v) = %v, want %v", s, err, reason)
 	}
 }
-
