@@ -55,7 +55,7 @@ func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who
 			return p, true, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			return decodePause(kvs[0]), false, nil
+			return DecodePause(kvs[0]), false, nil
 		}
 		// D17: keys under the name outside this capacity
 		if err := CheckCapacity(ctx, c, name, max); err != nil {
@@ -81,7 +81,7 @@ func Resume(ctx context.Context, c *clientv3.Client, name string, max int) (Paus
 	if len(resp.PrevKvs) == 0 {
 		return Pause{}, false, nil
 	}
-	return decodePause(resp.PrevKvs[0]), true, nil
+	return DecodePause(resp.PrevKvs[0]), true, nil
 }
 
 // validateSem checks a semaphore's name and capacity (D4): errors wrap
