@@ -58,7 +58,7 @@ func (c *semaCmd) fleetExecute(j *job) (handled bool, err error) {
 		flag string
 		set  bool
 		run  func(job) error
-	}{{"--release", c.Release, c.release}, {"--pause", c.Pause, c.pause}, {"--resume", c.Resume, c.resume}} {
+	}{{"--release", c.Release, c.release}, {"--pause", c.Pause, c.pause}, {"--resume", c.Resume, c.resume}, {"--reset-period", c.ResetPeriod, c.resetPeriod}} {
 		if !a.set {
 			continue
 		}
@@ -171,7 +171,7 @@ type flagGiven struct {
 // runFlags are the flags that the commands standing alone (--held, --release, --pause,
 // --resume) refuse beside them, in the order a refusal names them.
 func (c *semaCmd) runFlags() []flagGiven {
-	return []flagGiven{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--reason", c.Reason != ""},
+	return []flagGiven{{"--who", c.Who}, {"--release", c.Release}, {"--pause", c.Pause}, {"--resume", c.Resume}, {"--reset-period", c.ResetPeriod}, {"--reason", c.Reason != ""},
 		{"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""}, {"--hold-after", c.HoldAfter.set}, {"--wait", c.Wait.set},
 		{"--nonblock", c.Nonblock}, {"--spread", c.Spread}, {"--runtime-max", c.RuntimeMax.set},
 		{"-p", len(c.Property) > 0}, {"--slice", c.Slice != ""}, {"--json", c.JSON},

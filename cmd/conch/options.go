@@ -54,14 +54,15 @@ type semaCmd struct {
 	Config     confPath  `long:"config" value-name:"FILE" env:"CONCH_CONFIG" default-mask:"/etc/conch/conch.conf" description:"INI file with an [etcd] section for the connection settings (the default is read if it exists; a file named here must exist)"`
 
 	// Fleet jobs: rolling reboots, HA timers, freezes, windows (fleet*.go).
-	HoldAfter duration `long:"hold-after" value-name:"D" description:"keep the slot taken for D after the command ends (however it ends, unless the slot was lost), with no process left: the slot survives conch's exit, a reboot and a power loss, and frees after D or at --release (rolling reboots)"`
-	Release   bool     `long:"release" description:"free the slots this node (--node) holds after a run (--hold-after), at once, and exit 0, whether it freed one or none: for a boot unit; never touches a running command's slot nor another node's"`
-	Pause     bool     `long:"pause" description:"stop every new start of the semaphore, cluster-wide, until --resume: running commands go on, waiters keep their places and wait, --nonblock exits 75 naming the pause; exit 0 (also when already paused)"`
-	Reason    string   `long:"reason" value-name:"TEXT" description:"with --pause: why, shown to waiters, --nonblock and --who; at most 1024 bytes"`
-	ChangeMax bool     `long:"change-max" description:"allow a --max other than the one live for <name>: run, --pause, --resume or --release under a separate semaphore beside the live one, with a warning (to change the capacity deliberately while the old one drains); without it such a --max is refused (exit 64)"`
-	Resume    bool     `long:"resume" description:"undo --pause: waiters start again in queue order; exit 0 (also when not paused)"`
-	Deadline  onceText `long:"deadline" value-name:"TIME" description:"give up waiting at TIME (exit 75), however long the wait so far: RFC 3339 (2026-12-24T06:00:00+01:00), or HH:MM[:SS] for the next such local time; excludes --wait and --nonblock (maintenance windows)"`
-	OncePer   duration `long:"once-per" value-name:"D" description:"at most one successful run per period D across the cluster (needs --max 1): a run that finds this period's run done is skipped (exit 0, saying which node ran it and when the next may start); a failed run leaves the period open, so the next one, here or elsewhere, tries again (HA timers)"`
+	HoldAfter   duration `long:"hold-after" value-name:"D" description:"keep the slot taken for D after the command ends (however it ends, unless the slot was lost), with no process left: the slot survives conch's exit, a reboot and a power loss, and frees after D or at --release (rolling reboots)"`
+	Release     bool     `long:"release" description:"free the slots this node (--node) holds after a run (--hold-after), at once, and exit 0, whether it freed one or none: for a boot unit; never touches a running command's slot nor another node's"`
+	Pause       bool     `long:"pause" description:"stop every new start of the semaphore, cluster-wide, until --resume: running commands go on, waiters keep their places and wait, --nonblock exits 75 naming the pause; exit 0 (also when already paused)"`
+	Reason      string   `long:"reason" value-name:"TEXT" description:"with --pause: why, shown to waiters, --nonblock and --who; at most 1024 bytes"`
+	ChangeMax   bool     `long:"change-max" description:"allow a --max other than the one live for <name>: run, --pause, --resume or --release under a separate semaphore beside the live one, with a warning (to change the capacity deliberately while the old one drains); without it such a --max is refused (exit 64)"`
+	ResetPeriod bool     `long:"reset-period" description:"open this period of --once-per again: delete the marker of the last successful run, so the next run runs; exit 0 (also when the period was open)"`
+	Resume      bool     `long:"resume" description:"undo --pause: waiters start again in queue order; exit 0 (also when not paused)"`
+	Deadline    onceText `long:"deadline" value-name:"TIME" description:"give up waiting at TIME (exit 75), however long the wait so far: RFC 3339 (2026-12-24T06:00:00+01:00), or HH:MM[:SS] for the next such local time; excludes --wait and --nonblock (maintenance windows)"`
+	OncePer     duration `long:"once-per" value-name:"D" description:"at most one successful run per period D across the cluster (needs --max 1): a run that finds this period's run done is skipped (exit 0, saying which node ran it and when the next may start); a failed run leaves the period open, so the next one, here or elsewhere, tries again (HA timers)"`
 
 	Conn connOptions `group:"etcd connection"`
 

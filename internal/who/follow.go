@@ -10,7 +10,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/watchstream"
-	"github.com/conch-project/conch/sema"
 )
 
 // Timing of followListing. The trade-off: a change shows within about
@@ -68,6 +67,9 @@ type Note struct {
 type followHandler struct {
 	Listing func(Listing) error
 	Note    func(Note)
+	// FirstRead, if set, bounds the first read in all (its two tries): the caller's dial
+	// timeout, so that a watch whose etcd does not answer says so within it
+	FirstRead time.Duration
 }
 
 // followListing calls h.Listing with snapshot(ctx, c, name) and again after each
@@ -86,7 +88,13 @@ type followHandler struct {
 // sema.ErrUnavailable as snapshot's.
 func followListing(ctx context.Context, c *clientv3.Client, name string, h followHandler) error {
 	f := &follower{c: c, name: name, h: h}
-	rev, err := f.read(ctx)
+	first := ctx
+	if h.FirstRead > 0 {
+		var cancel context.CancelFunc
+		first, cancel = context.WithTimeout(ctx, h.FirstRead)
+		defer cancel()
+	}
+	rev, err := f.read(first)
 	if err != nil {
 		return err
 	}
@@ -127,10 +135,7 @@ func (f *follower) note(n Note) {
 
 // roots are the prefixes snapshot reads for f.name.
 func (f *follower) roots() []string {
-	if f.name == "" {
-		return []string{sema.KeyRoot, sema.NodeWaitRoot, sema.PauseRoot}
-	}
-	return []string{sema.NamePrefix(f.name), sema.NodeWaitRoot + f.name + "/", sema.PauseRoot + f.name + "/"}
+	return listingRoots(f.name)
 }
 
 // read takes a snapshot and hands it to the handler. A first try not

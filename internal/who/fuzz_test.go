@@ -38,7 +38,7 @@ func FuzzWhoRender(f *testing.F) {
 			e.Held = e.Rank < e.Max
 		}
 		entries := []Entry{e, e}
-		b, err := renderJSON(entries, nil, nil)
+		b, err := renderJSON(entries, nil, nil, nil)
 		if err != nil {
 			t.Fatalf("renderJSON: %v", err)
 		}

@@ -85,7 +85,7 @@ func toPaused(p sema.Pause) *Paused {
 // only strings, numbers and booleans; encoding/json escapes control
 // characters and replaces invalid UTF-8) is for the caller to fail loudly
 // on, rather than print nothing.
-func renderJSON(entries []Entry, pauses []sema.Pause, unit UnitFunc) ([]byte, error) {
+func renderJSON(entries []Entry, pauses []sema.Pause, once []sema.Marker, unit UnitFunc) ([]byte, error) {
 	byCap := map[capKey]*Paused{}
 	recs := make([]Record, 0, len(entries)+len(pauses))
 	for _, p := range pauses {
@@ -97,6 +97,9 @@ func renderJSON(entries []Entry, pauses []sema.Pause, unit UnitFunc) ([]byte, er
 		}
 		recs = append(recs, Record{Name: p.Name, Max: p.Max, State: "PAUSED", Rank: -1, Key: p.Key,
 			Kind: "pause", Rev: p.Rev, Flags: flags, Paused: wp})
+	}
+	for _, m := range once {
+		recs = append(recs, onceRecord(m))
 	}
 	for _, e := range entries {
 		r := toRecord(e, unit)

@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/conch-project/conch/internal/filekind"
+	"github.com/conch-project/conch/sema"
 )
 
 // semaGauge is one per-semaphore metric of the Prometheus form, labelled
@@ -46,6 +48,23 @@ var semaGauges = []semaGauge{
 		func(s summary, now time.Time) float64 { return ageSeconds(s.OldestWaiter, now) }},
 }
 
+const onceHelp = "Unix time at which the last successful run of --once-per ended, while its period's marker lives (one period after it); absent when no run succeeded in the last period."
+
+// onceFamily is conch_sema_once_last_success_timestamp_seconds, one sample per readable
+// period marker of a semaphore (D15); nil when there is none.
+func onceFamily(once []sema.Marker) *dto.MetricFamily {
+	mf := gaugeFamily("conch_sema_once_last_success_timestamp_seconds", onceHelp)
+	for _, m := range once {
+		if m.Err == nil && m.Max != 0 {
+			mf.Metric = append(mf.Metric, gauge(float64(m.End.Unix()), "name", labelValue(m.Name), "max", strconv.Itoa(m.Max)))
+		}
+	}
+	if len(mf.Metric) == 0 {
+		return nil
+	}
+	return mf
+}
+
 const foreignKeysHelp = "Keys under conch's prefixes that conch did not write (by hand or by another program): in no semaphore, in a queue under a name conch never writes, or bound to no lease (the last two take a slot; a key with no lease until deleted); per name segment as stored."
 
 // renderPrometheus returns the Prometheus text exposition (version 0.0.4)
@@ -68,11 +87,18 @@ func renderPrometheus(l Listing, now time.Time) ([]byte, error) {
 		}
 		fams = append(fams, mf)
 	}
+	if once := onceFamily(l.Once); once != nil {
+		fams = append(fams, once)
+	}
 	foreign := foreignKeys(l)
 	if len(foreign) > 0 {
 		mf := gaugeFamily("conch_sema_foreign_keys", foreignKeysHelp)
-		for _, n := range sortedKeys(foreign) {
-			mf.Metric = append(mf.Metric, gauge(float64(foreign[n]), "name", labelValue(n)))
+		byLabel := map[string]int{} // one series per label value, whatever the names spelled the same
+		for n, count := range foreign {
+			byLabel[labelValue(n)] += count
+		}
+		for _, n := range sortedKeys(byLabel) {
+			mf.Metric = append(mf.Metric, gauge(float64(byLabel[n]), "name", n))
 		}
 		fams = append(fams, mf)
 	}
@@ -85,9 +111,26 @@ func renderPrometheus(l Listing, now time.Time) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// labelValue is s as a label value must be: UTF-8, its invalid bytes
-// replaced by U+FFFD (the encoder escapes the rest).
-func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+// labelValue is s as a label value must be: UTF-8, each invalid byte spelled \xNN (as Go's
+// %q does; the encoder escapes the rest), so that two names differing only in invalid bytes
+// stay two label values (U+FFFD for every such byte made them one: duplicate series, which
+// Prometheus refuses).
+func labelValue(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
 
 // gaugeFamily is an empty gauge family named name, with its help text. (Its fields are
 // pointers: new takes their values, so no protobuf helper is needed.)

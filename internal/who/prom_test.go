@@ -68,7 +68,7 @@ func TestRenderPrometheusScripted(t *testing.T) {
 		}
 	}
 	for _, n := range hostile {
-		if got := whotest.PromValue(fams, "conch_sema_foreign_keys", "name", strings.ToValidUTF8(n, "\uFFFD")); got != 1 {
+		if got := whotest.PromValue(fams, "conch_sema_foreign_keys", "name", labelValue(n)); got != 1 {
 			t.Errorf("foreign keys of %q: %v\n%s", n, got, out)
 		}
 	}

@@ -61,6 +61,9 @@ type Record struct {
 	HeldAfter *HeldAfter `json:"held_after"`
 	// Paused: the semaphore (name, max) is paused (D16); null otherwise (pause.go)
 	Paused *Paused `json:"paused"`
+	// Once: a record of kind "once", state ONCE, is the period marker of --once-per (D15):
+	// the run that closed this period; null on other records (once.go)
+	Once *Once `json:"once,omitempty"`
 }
 
 // state is HELD, WAIT or FOREIGN (a key no acquisition counts).

@@ -17,20 +17,19 @@ type Listing struct {
 	Rev     int64
 	Entries []Entry
 	Pauses  []sema.Pause
+	// Once are the period markers of --once-per (D15): the run that closed each period
+	Once []sema.Marker
 }
 
 // snapshot reads, in one Txn, the keys of the semaphore name (every
-// semaphore when name is ""), their node-wait markers (D11) and their
-// pause keys (D16), and returns them as one Listing: it is the one read
+// semaphore when name is ""), their node-wait markers (D11), their
+// pause keys (D16) and their period markers (D15), and returns them as one Listing: it is the one read
 // behind every form of the listing (text, JSON, metrics, watch). It does
 // not check name. It blocks until etcd answers or ctx ends. Errors wrap
 // sema.ErrRefused when etcd rejects the read (permissions, credentials), else
 // sema.ErrUnavailable.
 func snapshot(ctx context.Context, c *clientv3.Client, name string) (Listing, error) {
-	roots := []string{sema.KeyRoot, sema.NodeWaitRoot, sema.PauseRoot}
-	if name != "" {
-		roots = []string{sema.NamePrefix(name), sema.NodeWaitRoot + name + "/", sema.PauseRoot + name + "/"}
-	}
+	roots := listingRoots(name)
 	ops := make([]clientv3.Op, 0, len(roots))
 	for _, r := range roots {
 		ops = append(ops, clientv3.OpGet(r, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
@@ -48,5 +47,18 @@ func snapshot(ctx context.Context, c *clientv3.Client, name string) (Listing, er
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
 		l.Pauses = append(l.Pauses, sema.DecodePause(kv)) // never fails: garbage is kept, with Err (D16)
 	}
+	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		l.Once = append(l.Once, sema.DecodeMarker(kv)) // never fails, as a pause (D15)
+	}
 	return l, nil
+}
+
+// listingRoots are the prefixes snapshot reads (and --watch watches) for the semaphore name,
+// every semaphore when name is "": its keys, its node-wait markers (D11), its pause keys
+// (D16) and its period markers (D15), in that order.
+func listingRoots(name string) []string {
+	if name == "" {
+		return []string{sema.KeyRoot, sema.NodeWaitRoot, sema.PauseRoot, sema.OnceRoot}
+	}
+	return []string{sema.NamePrefix(name), sema.NodeWaitRoot + name + "/", sema.PauseRoot + name + "/", sema.OnceRoot + name + "/"}
 }

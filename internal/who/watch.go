@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -93,9 +95,16 @@ func Watch(ctx context.Context, c *clientv3.Client, name string, o WatchOptions)
 	defer cancel(nil)
 	defer watchClosed(ctx, o.Out, cancel)()
 	w := &watcher{o: o, client: c, ctx: ctx}
+	join := w.refresh(ctx, cancel)
 	err := w.follow(ctx, name)
-	if errors.Is(context.Cause(ctx), ErrOutputClosed) {
+	cancel(nil)
+	join()
+	var oe outputError
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrOutputClosed):
 		return ErrOutputClosed
+	case errors.As(cause, &oe): // the refresh could not write
+		return oe
 	}
 	return err
 }
@@ -106,7 +115,7 @@ func Watch(ctx context.Context, c *clientv3.Client, name string, o WatchOptions)
 func (w *watcher) follow(ctx context.Context, name string) error {
 	backoff := readRetryMin
 	for try := 1; ; try++ {
-		err := followListing(ctx, w.client, name, followHandler{Listing: w.show, Note: w.o.Note})
+		err := followListing(ctx, w.client, name, followHandler{Listing: w.show, Note: w.o.Note, FirstRead: w.o.ReadTimeout})
 		if w.shown || try == readTries || !transient(err) {
 			return err
 		}
@@ -128,15 +137,57 @@ type watcher struct {
 	shown  bool             // a listing reached show: followListing's first read is done
 	last   []byte           // the last listing shown, without its time stamp
 	paused map[string]int64 // pause key -> create revision, of the pause keys already warned of
+	// mu serialises show between followListing and the refresh (refresh): latest is the
+	// last listing read, shown again each refreshEvery with its TTLs read anew
+	mu     sync.Mutex
+	latest Listing
+}
+
+// refreshEvery is how often --watch reads the holders' lease TTLs again and shows the listing
+// if they changed, even when etcd is quiet: a holder whose conch is dead shows `expiring`
+// and its TTL running down within about this long, not only when its key goes.
+const refreshEvery = time.Second
+
+// refresh shows w.latest again every refreshEvery (show reads the TTLs anew; an unchanged
+// listing is not written), once a first listing was shown, until ctx ends or a show fails:
+// it cancels ctx with that error. The caller joins it with the returned func.
+func (w *watcher) refresh(ctx context.Context, cancel context.CancelCauseFunc) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(refreshEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			w.mu.Lock()
+			shown, l := w.shown, w.latest
+			w.mu.Unlock()
+			if !shown {
+				continue
+			}
+			if err := w.show(l); err != nil {
+				cancel(err)
+				return
+			}
+		}
+	}()
+	return func() { <-done }
 }
 
 // show renders one listing and writes it unless it is the same as the
 // last one shown. The first listing's entry warnings go to o.Warn.
 func (w *watcher) show(l Listing) error {
-	w.shown = true
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.shown, w.latest = true, l
 	tctx, cancel := context.WithTimeout(w.ctx, w.o.ReadTimeout)
 	markPausedHeads(tctx, w.client, l)
 	leaseTTLs(tctx, w.client, l.Entries)
+	markerTTLs(tctx, w.client, l.Once)
 	cancel()
 	if !w.warned {
 		w.warn(EntryWarnings(l.Entries))
@@ -202,6 +253,9 @@ func (w *watcher) body(l Listing) ([]byte, error) {
 			byCap[capKey{p.Name, p.Max}] = wp
 			doc.Paused = append(doc.Paused, WatchPause{Name: p.Name, Max: p.Max, Key: p.Key, Paused: *wp})
 		}
+		for _, m := range l.Once { // the period markers (D15), as in Render's JSON
+			doc.Records = append(doc.Records, onceRecord(m))
+		}
 		for _, e := range l.Entries { // each record carries its capacity's pause, as in Render's JSON
 			r := toRecord(e, w.o.Unit)
 			r.Paused = byCap[capKey{e.Name, e.Max}]
@@ -209,10 +263,10 @@ func (w *watcher) body(l Listing) ([]byte, error) {
 		}
 		return json.Marshal(doc)
 	}
-	if len(l.Entries) == 0 && len(l.Pauses) == 0 {
+	if len(l.Entries) == 0 && len(l.Pauses) == 0 && len(l.Once) == 0 {
 		return []byte("(no holders or waiters)\n"), nil
 	}
-	return append(pauseBanner(l.Pauses), renderText(l.Entries, w.o.Unit)...), nil
+	return slices.Concat(pauseBanner(l.Pauses), onceBanner(l.Once, time.Now()), renderText(l.Entries, w.o.Unit)), nil
 }
 
 // stamp adds when and at which revision: a "--- TIME rev=N" line before

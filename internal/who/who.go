@@ -34,18 +34,18 @@ type Options struct {
 }
 
 // Render renders the listing l in the form o.Format says, at time now
-// (the metrics' ages): the text and JSON forms with the pauses (D16: a
-// PAUSED line first, a "paused" object), the metrics with
-// conch_sema_paused. It does no I/O; its error is the encoder's (none is
+// (the metrics' ages, the end of a period): the text and JSON forms with the pauses (D16: a
+// PAUSED line first, a "paused" object) and the period markers (D15: a ONCE line, a record
+// of kind "once"), the metrics with conch_sema_paused and conch_sema_once_last_success. It does no I/O; its error is the encoder's (none is
 // expected), and an unknown Format is rendered as Text.
 func Render(l Listing, o Options, now time.Time) ([]byte, error) {
 	switch o.Format {
 	case JSON:
-		return renderJSON(l.Entries, l.Pauses, o.Unit)
+		return renderJSON(l.Entries, l.Pauses, l.Once, o.Unit)
 	case Prometheus:
 		return renderPrometheus(l, now)
 	}
-	return append(pauseBanner(l.Pauses), renderText(l.Entries, o.Unit)...), nil
+	return slices.Concat(pauseBanner(l.Pauses), onceBanner(l.Once, now), renderText(l.Entries, o.Unit)), nil
 }
 
 // Read's retries of a read etcd could not serve for the moment (transient):
@@ -73,6 +73,7 @@ func Read(ctx context.Context, c *clientv3.Client, name string) (Listing, error)
 		if err == nil {
 			markPausedHeads(ctx, c, l)
 			leaseTTLs(ctx, c, l.Entries)
+			markerTTLs(ctx, c, l.Once)
 			return l, nil
 		}
 		if try == readTries || !transient(err) {
@@ -113,6 +114,7 @@ func Filter(l Listing, max int) Listing {
 		return e.Info.Kind.Counted() && e.Max != max
 	})
 	l.Pauses = slices.DeleteFunc(slices.Clone(l.Pauses), func(p sema.Pause) bool { return p.Max != 0 && p.Max != max })
+	l.Once = slices.DeleteFunc(slices.Clone(l.Once), func(m sema.Marker) bool { return m.Max != 0 && m.Max != max })
 	return l
 }
 
