@@ -62,3 +62,21 @@ func TestOnceMarkerRendered(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// unit= names the unit that runs conch (its service), as README says, and scope= the
+// transient scope its command runs in; before, unit= named the scope and the service was
+// nowhere.
+func TestUnitAndScopeNamed(t *testing.T) {
+	e := Entry{Name: "batch-worker", Max: 2, Rank: 0, Held: true, Rev: 51, Key: sema.Prefix("batch-worker", 2) + sema.FormatLeaseID(7),
+		Lease: 7, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2},
+		Record: sema.ReadRecord{Record: sema.Record{Host: "n1", PID: 9, Unit: "conch-worker.service", Scope: true}}}
+	scope := func(name string, rev int64) string { return "conch-sema-" + name + "-51.scope" }
+	text, _ := Render(Listing{Entries: []Entry{e}}, Options{Unit: scope}, time.Now())
+	if !strings.Contains(string(text), " unit=conch-worker.service scope=conch-sema-batch-worker-51.scope") {
+		t.Fatalf("text: %s", text)
+	}
+	js, _ := Render(Listing{Entries: []Entry{e}}, Options{Format: JSON, Unit: scope}, time.Now())
+	if !strings.Contains(string(js), `"unit": "conch-worker.service"`) || !strings.Contains(string(js), `"scope": "conch-sema-batch-worker-51.scope"`) {
+		t.Fatalf("json: %s", js)
+	}
+}

@@ -81,7 +81,7 @@ func toPaused(p sema.Pause) *Paused {
 // empty, ending in a newline. Each record of a paused (name, max) carries
 // "paused", and each pause is a record of its own, state PAUSED and kind
 // "pause", so a pause of an empty semaphore shows too (D16). unit names
-// holders' scopes (recordUnit). Its error (none is expected: Record holds
+// holders' scopes (recordScope). Its error (none is expected: Record holds
 // only strings, numbers and booleans; encoding/json escapes control
 // characters and replaces invalid UTF-8) is for the caller to fail loudly
 // on, rather than print nothing.

@@ -44,7 +44,8 @@ type Record struct {
 	HeldSince *string  `json:"held_since"` // HELD: when it got the slot; null while waiting
 	Rev       int64    `json:"rev"`
 	Lease     *string  `json:"lease"` // etcd's lease of the key, sema.FormatLeaseID; null: none
-	Unit      string   `json:"unit"`  // "" when conch ran outside any unit
+	Unit      string   `json:"unit"`  // the unit conch runs in (its service); "" when outside any unit
+	Scope     string   `json:"scope"` // a holder's command's transient scope; "" when it has none
 	Version   *int     `json:"record_version"`
 	Flags     []string `json:"flags"` // Entry.Flags; [] for a sound key
 	// TTL is a holder's lease's time to live in seconds (-1: the lease is
@@ -79,12 +80,12 @@ func state(e Entry) string {
 	return "WAIT"
 }
 
-// toRecord is e as a JSON record; unit names a holder's scope (recordUnit).
+// toRecord is e as a JSON record; unit names a holder's scope (recordScope).
 func toRecord(e Entry, unit UnitFunc) Record {
 	r := e.Record
 	w := Record{Name: e.Name, Max: e.Max, State: state(e), Rank: e.Rank, Key: e.Key,
 		Kind: e.Info.Kind.String(), Spread: e.Info.Kind == sema.KeySpread, Rev: e.Rev,
-		Unit: recordUnit(e, unit), Flags: e.Flags()}
+		Unit: e.Record.Unit, Scope: recordScope(e, unit), Flags: e.Flags()}
 	if w.Flags == nil {
 		w.Flags = []string{}
 	}
@@ -142,15 +143,15 @@ func has(list []string, s string) bool {
 // revision (the unit's name follows from them, D8).
 type UnitFunc func(name string, rev int64) string
 
-// recordUnit is the unit D6 reports for a key: the command's scope when a holder runs it in
-// one (named by unit; with unit nil, the record's own unit), else the unit the holder's
-// process itself runs in, if any (a waiter's command has no scope yet). A foreign key, whose
-// name may not be a semaphore name, has no scope.
-func recordUnit(e Entry, unit UnitFunc) string {
+// recordScope is the transient scope a holder runs its command in (D6, D8), named by unit;
+// "" when it has none: a waiter (its command has no scope yet), a holder running its command
+// directly, unit nil, or a foreign key, whose name may not be a semaphore name. The unit that
+// runs conch itself (the record's Unit, a service) is reported beside it, as unit=.
+func recordScope(e Entry, unit UnitFunc) string {
 	if unit != nil && e.Record.Scope && e.Held && sema.ValidateName(e.Name) == nil {
 		return unit(e.Name, e.Rev)
 	}
-	return e.Record.Unit
+	return ""
 }
 
 // capKey keys the text form's holders=n/max: holders per (name, max).
@@ -166,7 +167,7 @@ type capKey struct {
 //
 // The semaphore is named as name[max=N] wherever a line names one;
 // holders=n/N counts its holders (D6c). Then come, for a holder ttl=LEFT/GRANTED (its lease's time to live, "gone"
-// once expired), unit= when known, waits-for= for a one-slot-per-node process
+// once expired), unit= (the unit conch runs in) and scope= (its command's) when known, waits-for= for a one-slot-per-node process
 // waiting for its node's key, else key= when the key is not a plain lease
 // key, and flags= (Entry.Flags, "expiring" among them) when anything
 // is odd. Unknown fields print "?".
@@ -204,6 +205,9 @@ func renderText(entries []Entry, unit UnitFunc) []byte {
 		}
 		if r.Unit != "" {
 			b.WriteString(" unit=" + Escape(r.Unit, unitWidth))
+		}
+		if r.Scope != "" {
+			b.WriteString(" scope=" + Escape(r.Scope, unitWidth))
 		}
 		if r.WaitsFor != nil {
 			b.WriteString(" waits-for=" + Escape(*r.WaitsFor, KeyWidth))

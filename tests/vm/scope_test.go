@@ -124,8 +124,9 @@ func testScopeListed(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("--who --json: %v", err)
 	}
-	if !strings.Contains(string(who.Stdout), `"unit": "`+strings.ReplaceAll(scope, `\`, `\\`)+`"`) {
-		t.Errorf("--who --json does not name the scope %s as the unit:\n%s", scope, who.Stdout)
+	if !strings.Contains(string(who.Stdout), `"scope": "`+strings.ReplaceAll(scope, `\`, `\\`)+`"`) ||
+		!strings.Contains(string(who.Stdout), `"unit": "listed.service"`) {
+		t.Errorf("--who --json does not name the service listed.service as the unit and the scope %s as the scope:\n%s", scope, who.Stdout)
 	}
 
 	// A command's very first instruction: cat reading its own cgroup, run by conch.
