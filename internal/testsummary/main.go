@@ -93,8 +93,16 @@ func (s *summary) handle(e event) {
 			return
 		}
 		s.testEnded(e, key)
+		if e.Action == "pass" && time.Duration(e.Elapsed*float64(time.Second)) >= slowTest { // progress inside a long package
+			fmt.Fprintf(s.out, "   .. %s %s passed (%.1fs)\n", e.Package, e.Test, e.Elapsed)
+		}
 	}
 }
+
+// slowTest is how long a test (or subtest) must have taken for its pass to get a progress
+// line: the systemd node tests (tests/vm) run for minutes with no package ending, their
+// scenarios take 5-60 s each, while unit tests stay quiet.
+const slowTest = 5 * time.Second
 
 // packageFailed records a failed package. A panic or -timeout ends the package with tests
 // that never reported: they failed, and their output says why.

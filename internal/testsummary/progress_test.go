@@ -29,3 +29,21 @@ func TestSummaryProgressBetweenPackages(t *testing.T) {
 		t.Errorf("summary:\n%s", out.String())
 	}
 }
+
+// A test or subtest that took 5 s or more gets a progress line when it passes, so a package
+// that runs for minutes (tests/vm) shows it is moving; quick tests stay quiet. Before, tests/vm
+// ran about 5 minutes with no output.
+func TestSummaryProgressInsideAPackage(t *testing.T) {
+	events := `{"Action":"start","Package":"vm"}
+{"Action":"run","Package":"vm","Test":"TestMultiNode"}
+{"Action":"run","Package":"vm","Test":"TestMultiNode/1-Capacity"}
+{"Action":"pass","Package":"vm","Test":"TestMultiNode/1-Capacity","Elapsed":12.5}
+{"Action":"run","Package":"vm","Test":"TestQuick"}
+{"Action":"pass","Package":"vm","Test":"TestQuick","Elapsed":0.2}
+`
+	var out bytes.Buffer
+	summarize(strings.NewReader(events), &out, false)
+	if !strings.Contains(out.String(), "   .. vm TestMultiNode/1-Capacity passed (12.5s)\n") || strings.Contains(out.String(), "TestQuick") {
+		t.Errorf("summary:\n%s", out.String())
+	}
+}
