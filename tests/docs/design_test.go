@@ -175,8 +175,8 @@ var (
 	definedTest = regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)[A-Z][A-Za-z0-9_]*)\(`)
 )
 
-// Every file and test the design record and README name exists in the tree, so "where it
-// lives" leads somewhere after files move.
+// Every file and test README, the manual and the design record name exists in the tree, so
+// "where it lives" leads somewhere after files move.
 func TestNamedFilesAndTestsExist(t *testing.T) {
 	defined := map[string]bool{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -197,7 +197,7 @@ func TestNamedFilesAndTestsExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range []string{designRecord, "README.md"} {
+	for _, doc := range userDocs(t) {
 		text, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
@@ -236,4 +236,20 @@ func definedPrefix(defined map[string]bool, name string) bool {
 		}
 	}
 	return false
+}
+
+// userDocs returns the paths, from the root, of what a user reads: README.md and every page
+// under docs/ (the manual, the design record, the benchmarks).
+func userDocs(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) < 10 {
+		t.Fatalf("found %d pages under docs/ (%v); is the walk looking at the tree?", len(pages), err)
+	}
+	docs := []string{"README.md"}
+	for _, p := range pages {
+		rel, _ := filepath.Rel(root, p)
+		docs = append(docs, rel)
+	}
+	return docs
 }
