@@ -253,3 +253,22 @@ func userDocs(t *testing.T) []string {
 	}
 	return docs
 }
+
+// Every page under docs/ is in both packages, beside README.md, whose links lead there: the
+// .deb takes them with a glob, the .rpm (where nfpm takes no glob for documentation) with one
+// entry per page in nfpm.yaml, which must not miss a new page.
+func TestManualPagesPackaged(t *testing.T) {
+	spec, err := os.ReadFile(filepath.Join(root, "nfpm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(spec, []byte("  - src: docs/*.md\n    dst: /usr/share/doc/conch/docs\n    packager: deb\n")) {
+		t.Error("nfpm.yaml: no entry puts docs/*.md into the .deb")
+	}
+	for _, doc := range userDocs(t)[1:] {
+		entry := "  - src: " + doc + "\n    dst: /usr/share/doc/conch/" + doc + "\n    type: doc\n    packager: rpm\n"
+		if !bytes.Contains(spec, []byte(entry)) {
+			t.Errorf("nfpm.yaml: no .rpm entry for %s; add:\n%s", doc, entry)
+		}
+	}
+}
