@@ -20,8 +20,9 @@ const designRecord = "docs/design.md"
 var (
 	// citation is how the tree cites a rule: D and a number, an amendment letter maybe.
 	citation = regexp.MustCompile(`\bD[0-9]+[a-z]?\b`)
-	// ruleHeading is a rule's section in the design record: "## D7a. Title".
-	ruleHeading = regexp.MustCompile(`(?m)^## (D[0-9]+[a-z]?)\. \S`)
+	// ruleHeading is a rule's section in the design record, "## D7. Title", or an
+	// amendment's subsection within it, "### D7a. Title".
+	ruleHeading = regexp.MustCompile(`(?m)^###? (D[0-9]+[a-z]?)\. \S`)
 )
 
 // skipped are the paths whose contents are not prose or code: build output, git's own files
@@ -271,4 +272,86 @@ func TestManualPagesPackaged(t *testing.T) {
 			t.Errorf("nfpm.yaml: no .rpm entry for %s; add:\n%s", doc, entry)
 		}
 	}
+}
+
+// The record holds each rule as it stands: an amendment (D7b) is a subsection ("### D7b.")
+// inside its rule's section, after the rule's heading and before the next rule's, and a rule
+// with amendments says what it is today with them taken into account ("**As it stands.**").
+func TestAmendmentsFoldedIntoTheirRule(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join(root, designRecord))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := regexp.MustCompile(`(?m)^## (D[0-9]+)\. `)
+	amendment := regexp.MustCompile(`(?m)^(#+) (D[0-9]+)([a-z])\. `)
+	starts := map[string]int{} // a rule's heading -> its offset
+	var offsets []int
+	for _, m := range rule.FindAllSubmatchIndex(text, -1) {
+		starts[string(text[m[2]:m[3]])] = m[0]
+		offsets = append(offsets, m[0])
+	}
+	// a rule's section ends where the next "## " heading starts
+	end := func(start int) int {
+		if i := bytes.Index(text[start+1:], []byte("\n## ")); i >= 0 {
+			return start + 1 + i
+		}
+		return len(text)
+	}
+	amended := map[string]bool{}
+	for _, m := range amendment.FindAllSubmatchIndex(text, -1) {
+		label := string(text[m[4]:m[5]]) + string(text[m[6]:m[7]])
+		base := string(text[m[4]:m[5]])
+		start, ok := starts[base]
+		switch {
+		case string(text[m[2]:m[3]]) != "###":
+			t.Errorf("%s: %s is a section of its own; make it a subsection (\"### %s. ...\") inside %s's section", designRecord, label, label, base)
+		case !ok || m[0] < start || m[0] > end(start):
+			t.Errorf("%s: %s is not inside %s's section: move it there, after %s's last amendment", designRecord, label, base, base)
+		}
+		amended[base] = true
+	}
+	for base := range amended {
+		if start, ok := starts[base]; ok && !bytes.Contains(text[start:end(start)], []byte("**As it stands.**")) {
+			t.Errorf("%s: %s has amendments but no \"**As it stands.**\" paragraph saying the rule today", designRecord, base)
+		}
+	}
+	if len(amended) < 10 {
+		t.Fatalf("found amendments to %d rules; is the parse right?", len(amended))
+	}
+}
+
+// The record's index lists every rule and amendment, and every link in it leads to a heading
+// of the record.
+func TestDesignIndexComplete(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join(root, designRecord))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, index, ok := strings.Cut(string(text), "\n## Index\n")
+	if !ok {
+		t.Fatalf("%s has no \"## Index\" section", designRecord)
+	}
+	index, _, _ = strings.Cut(index, "\n## ")
+	slugs := map[string]bool{}
+	for _, h := range regexp.MustCompile(`(?m)^#{2,3} (.*)$`).FindAllStringSubmatch(string(text), -1) {
+		slugs[headingSlug(h[1])] = true
+	}
+	for _, m := range regexp.MustCompile(`\]\(#([^)]*)\)`).FindAllStringSubmatch(index, -1) {
+		if !slugs[m[1]] {
+			t.Errorf("%s's index links #%s, which is no heading", designRecord, m[1])
+		}
+	}
+	for id := range rules(t) {
+		if !strings.Contains(index, "["+id+"](#") {
+			t.Errorf("%s's index does not list %s", designRecord, id)
+		}
+	}
+}
+
+// headingSlug is the anchor GitHub gives a Markdown heading: lower case, only letters,
+// digits, spaces, '-' and '_' kept, spaces made '-'.
+func headingSlug(h string) string {
+	h = strings.ToLower(h)
+	h = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(h, "")
+	return strings.ReplaceAll(h, " ", "-")
 }
