@@ -17,7 +17,6 @@ import (
 
 	"github.com/conch-project/conch/internal/ci"
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/internal/systemdtest"
 )
 
 // rulesFile is the alert rules the manual recommends (docs/watching.md), from the root.
@@ -93,13 +92,7 @@ type queue struct {
 
 func newQueue(t *testing.T, tool string) *queue {
 	t.Helper()
-	dir := t.TempDir()
-	conch := filepath.Join(dir, "conch")
-	build := exec.Command("go", "build", "-o", conch, "./cmd/conch")
-	build.Dir = systemdtest.ModuleRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/conch: %v\n%s", err, out)
-	}
+	conch := conchBinary(t)
 	srv := etcdtest.Start(t)
 	q := &queue{tool: tool, conch: conch, srv: srv,
 		env: append(os.Environ(), "CONCH_ENDPOINTS="+srv.Endpoint, "CONCH_CONFIG=/dev/null", "CONCH_NODE=node1")}
