@@ -285,10 +285,8 @@ func TestAmendmentsFoldedIntoTheirRule(t *testing.T) {
 	rule := regexp.MustCompile(`(?m)^## (D[0-9]+)\. `)
 	amendment := regexp.MustCompile(`(?m)^(#+) (D[0-9]+)([a-z])\. `)
 	starts := map[string]int{} // a rule's heading -> its offset
-	var offsets []int
 	for _, m := range rule.FindAllSubmatchIndex(text, -1) {
 		starts[string(text[m[2]:m[3]])] = m[0]
-		offsets = append(offsets, m[0])
 	}
 	// a rule's section ends where the next "## " heading starts
 	end := func(start int) int {
