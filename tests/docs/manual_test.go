@@ -312,3 +312,30 @@ func TestReadmeFrontDoor(t *testing.T) {
 		t.Errorf(".ci/run does not run README's test command %q on a line of its own", cmds[len(cmds)-1])
 	}
 }
+
+// Every long flag `conch sema --help` lists is described in the command reference or, for
+// the connection's, in the configuration page: the manual misses none.
+func TestReferenceCoversHelp(t *testing.T) {
+	out, err := exec.Command(conchBinary(t), "sema", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("conch sema --help: %v\n%s", err, out)
+	}
+	var pages []byte
+	for _, p := range []string{"docs/reference.md", "docs/configuration.md"} {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, b...)
+	}
+	flags := 0
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-[A-Za-z], )?(--[a-z][a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
+		flags++
+		if !regexp.MustCompile("(?:`|, |\\[)" + regexp.QuoteMeta(m[1]) + "[ =`,\\]]").Match(pages) {
+			t.Errorf("--help lists %s, which docs/reference.md and docs/configuration.md do not describe (as `%s`)", m[1], m[1])
+		}
+	}
+	if flags < 30 {
+		t.Fatalf("found %d flags in --help; is the parse right?", flags)
+	}
+}
