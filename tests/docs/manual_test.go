@@ -339,3 +339,48 @@ func TestReferenceCoversHelp(t *testing.T) {
 		t.Fatalf("found %d flags in --help; is the parse right?", flags)
 	}
 }
+
+// markdownLink is a link of a Markdown page: its target, and the anchor in it if any.
+var markdownLink = regexp.MustCompile(`\]\(([^)#\s]*)(?:#([^)\s]*))?\)`)
+
+// Every link of README and docs/ to a file of the tree leads to one that exists, and every
+// link to a heading (page.md#anchor, or #anchor on the page) to a heading of that page.
+func TestManualLinksResolve(t *testing.T) {
+	links := 0
+	for _, page := range userDocs(t) {
+		text, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range markdownLink.FindAllStringSubmatch(string(text), -1) {
+			target, anchor := m[1], m[2]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			file := page
+			if target != "" {
+				file = filepath.Join(filepath.Dir(page), target)
+			}
+			body, err := os.ReadFile(filepath.Join(root, file))
+			if err != nil {
+				t.Errorf("%s links %s, which does not exist", page, m[0])
+				continue
+			}
+			if anchor == "" {
+				continue
+			}
+			found := false
+			for _, h := range regexp.MustCompile(`(?m)^#{1,6} (.*)$`).FindAllStringSubmatch(string(body), -1) {
+				found = found || headingSlug(h[1]) == anchor
+			}
+			if !found {
+				t.Errorf("%s links %s, but %s has no such heading", page, m[0], file)
+			}
+		}
+	}
+	if links < 50 {
+		t.Fatalf("found %d links; is the scan right?", links)
+	}
+	t.Logf("%d links to the tree checked", links)
+}
