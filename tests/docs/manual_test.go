@@ -122,8 +122,8 @@ var (
 	nfpmDst = regexp.MustCompile(`(?m)^\s+dst: (\S+)`)
 )
 
-// Every path the manual names under /usr or /etc/conch/conch.conf is one the packages
-// install (a file, or a folder of them; `{a,b}` expanded as the shell does).
+// Every path the manual and the man page name under /usr or /etc/conch/conch.conf is one the
+// packages install (a file, or a folder of them; `{a,b}` expanded as the shell does).
 func TestManualInstalledPathsExist(t *testing.T) {
 	spec, err := os.ReadFile(filepath.Join(root, "nfpm.yaml"))
 	if err != nil {
@@ -138,11 +138,12 @@ func TestManualInstalledPathsExist(t *testing.T) {
 		return slices.ContainsFunc(dsts, func(d string) bool { return d == p || strings.HasPrefix(d, p+"/") })
 	}
 	checked := 0
-	for _, page := range manualPages(t) {
+	for _, page := range append(manualPages(t), "cmd/conch/man/tail.roff") {
 		text, err := os.ReadFile(filepath.Join(root, page))
 		if err != nil {
 			t.Fatal(err)
 		}
+		text = bytes.ReplaceAll(text, []byte(`\-`), []byte("-")) // roff's hyphen
 		for i, line := range strings.Split(string(text), "\n") {
 			for _, m := range installedPath.FindAllString(line, -1) {
 				m = strings.TrimRight(m, ".,")
