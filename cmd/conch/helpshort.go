@@ -27,6 +27,14 @@ func writeSemaHelp(w io.Writer, p *flags.Parser) {
 	fmt.Fprintf(w, "Usage: conch sema %s\n\n%s\n\n", (&semaCmd{}).Usage(), wrapText(first, helpWidth, ""))
 	fmt.Fprint(w, semaSynopsis)
 	writeGroupHelp(w, sema.Group, "Options")
+	fmt.Fprintf(w, "\nGlobal options:\n%s\n", optionHelp(&flags.Option{ShortName: 'h', LongName: "help", Description: "this help"}))
+	for _, g := range p.Groups() {
+		for _, o := range g.Options() {
+			if !o.Hidden {
+				fmt.Fprintln(w, optionHelp(o))
+			}
+		}
+	}
 	fmt.Fprint(w, `
 Exit status: the child's own; 75 (or -E N) no slot; 64 a usage error or a refusal (nothing
 written); 69 etcd unreachable or no scope; 70 the slot was lost; 124 --runtime-max; 126/127
