@@ -45,7 +45,7 @@ func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTime
 // request for good (permission denied, bad credentials, a TTL it does not
 // grant): retrying cannot help. A *CapacityError (ErrOtherCapacity) at once when
 // counted keys of the name live under another capacity and Options.AllowOtherCapacity is
-// not set (D17): nothing was written. In each case our key is deleted before
+// not set (D17): our key, written at that revision, is taken back. In each case our key is deleted before
 // Acquire returns (best effort when etcd is down: then it goes at lease
 // expiry; ErrTimeout always means it is gone, D3). A lost lease or a deleted key while
 // queued re-enters at the back of the queue (Reentering event) while ctx

@@ -100,7 +100,7 @@ func LiveCapacities(ctx context.Context, c *clientv3.Client, name string) ([]int
 // capacity other than max (D17), nil when it has none or only max's. It
 // reads as LiveCapacities, whose errors it returns. For the commands that
 // change a semaphore without queueing (a pause, a resume, a release): the
-// keys may change after the read; a run checks in its enqueue's own Txn.
+// keys may change after the read; a run checks at its enqueue's own revision.
 func CheckCapacity(ctx context.Context, c *clientv3.Client, name string, max int) error {
 	caps, _, err := LiveCapacities(ctx, c, name)
 	if err != nil {
@@ -117,13 +117,12 @@ func otherThan(caps []int, max int) []int {
 	return slices.DeleteFunc(slices.Clone(caps), func(c int) bool { return c == max })
 }
 
-// otherCapacityCmps are the compares the enqueue Txn (D2) adds so that our
-// key is written only when no key lies under the name outside our own
-// capacity's prefix (D17): the ranges [NamePrefix, prefix) and [end of
-// prefix, end of NamePrefix) are empty. etcd applies a compare on a range to
-// every key in it, and to none when it is empty (then CreateRevision = 0
-// holds). The check and the write are one revision: two runs that race
-// with different capacities cannot both pass.
+// otherCapacityCmps are the compares SetPause's Txn adds so that the pause key is written
+// only when no key lies under the name outside (name, max)'s prefix (D17): the ranges
+// [NamePrefix, prefix) and [end of prefix, end of NamePrefix) are empty. etcd applies a
+// compare on a range to every key in it, and to none when it is empty (then CreateRevision
+// = 0 holds). (The enqueue does not use them: they cost each enqueue a range read on the
+// server; it reads the count under the name at its own revision instead, writeKey.)
 func otherCapacityCmps(name string, max int) []clientv3.Cmp {
 	np, p := NamePrefix(name), Prefix(name, max)
 	return []clientv3.Cmp{
@@ -132,15 +131,11 @@ func otherCapacityCmps(name string, max int) []clientv3.Cmp {
 	}
 }
 
-// errOtherKeys: the enqueue's compares found keys under the name outside our
-// capacity (otherCapacityCmps); capacityRefusal decides what they are.
-var errOtherKeys = errors.New("keys under the name outside this capacity")
-
-// capacityRefusal decides what the keys that failed the enqueue's compares
-// are: a *CapacityError when they include counted keys of another capacity
-// (D17), nil when they are only foreign keys (D6g: not a capacity), or gone
-// already: the caller then enqueues without the compares. Errors of the
-// read as LiveCapacities'.
+// capacityRefusal decides what the keys the enqueue counted under the name
+// outside our capacity are: a *CapacityError when they include counted keys
+// of another capacity (D17), nil when they are only foreign keys (D6g: not a
+// capacity) or gone already. Errors of the read as LiveCapacities', wrapping
+// errEtcd unless etcd refused it.
 func (s *Semaphore) capacityRefusal(ctx context.Context) error {
 	err := CheckCapacity(ctx, s.c, s.name, s.max)
 	if err != nil && !errors.Is(err, ErrOtherCapacity) && !Refused(err) {

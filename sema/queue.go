@@ -93,21 +93,22 @@ func (s *Semaphore) promotedHolder(ctx context.Context, l *lease, c heldKey) (*H
 // or waiting: "no slot free" for us (D11). With Nonblock writeKey then returns
 // ErrNoSlot wrapping ErrNodeHasKey; otherwise it waits for that key's DELETE
 // (Waiting event with NodeBusy) and tries again, at the back of the queue.
-// Unless Options.AllowOtherCapacity, the key is written only while no counted
-// key of another capacity lives under the name (D17): else a *CapacityError
-// (ErrOtherCapacity). Errors: those of enqueue, ErrKeyDeleted when a key of our fresh lease was
+// Unless Options.AllowOtherCapacity, a key written while counted keys of
+// another capacity live under the name (the enqueue's count, same revision)
+// makes a *CapacityError (ErrOtherCapacity), and the caller's revoke takes
+// the key back (D17). Errors: those of enqueue, ErrKeyDeleted when a key of our fresh lease was
 // there without Spread (someone wrote it), the lease's error, ctx's error.
 func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, rec *Record) (int64, ranking, error) {
-	guard := !s.opts.AllowOtherCapacity // D17
 	for c := enqCtx; ; c = ctx {
 		rec.Since = time.Now().UTC().Truncate(time.Second)
-		myRev, r, err := s.enqueue(c, key, l, rec.encode(), guard)
-		if errors.Is(err, errOtherKeys) {
+		myRev, r, err := s.enqueue(c, key, l, rec.encode())
+		if err == nil && r.others > 0 && !s.opts.AllowOtherCapacity {
+			// D17: keys under the name outside our capacity at our key's own revision. A
+			// run racing us with another capacity sees ours in its Txn in turn, so at most
+			// the first of two passes; the caller revokes our lease (our key goes) on error.
 			if err := s.capacityRefusal(c); err != nil {
 				return 0, r, err
 			}
-			guard = false // only foreign keys (D6g): they are no capacity; see capacityRefusal
-			continue
 		}
 		if !errors.Is(err, errKeyExists) {
 			return myRev, r, err

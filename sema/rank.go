@@ -48,36 +48,23 @@ var (
 // under the whole name and the pause key (D16). It returns O(max) keys, never
 // the whole queue. With Spread it also keeps the node-wait marker
 // (nodeWaitOps), whose ops come after the pause read.
-//
-// With guard, the Txn also requires that no key lies under the name outside
-// our capacity (otherCapacityCmps, D17); when that fails, enqueue returns
-// errOtherKeys and writes nothing. The else branch tells the two failures
-// apart in the same Txn: a nested Txn that runs the node-wait ops only when
-// our key is there.
-func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value string, guard bool) (myRev int64, r ranking, err error) {
+func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value string) (myRev int64, r ranking, err error) {
 	waitThen, waitElse := s.nodeWaitOps(l, value) // --spread: list a waiter for its node's key
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
-	if guard {
-		cmps = append(cmps, otherCapacityCmps(s.name, s.max)...)
-	}
-	els := []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), ">", 0)}, waitElse, nil)}
-	resp, err := s.c.Txn(ctx).If(cmps...).Then(append([]clientv3.Op{
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+	).Then(append([]clientv3.Op{
 		clientv3.OpPut(key, value, clientv3.WithLease(l.id)),
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max))),
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(2)),
 		clientv3.OpGet(NamePrefix(s.name), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		s.pauseOp(), // D16: Responses[enqPause], see withPause
-	}, waitThen...)...).Else(els...).Commit()
+	}, waitThen...)...).Else(waitElse...).Commit()
 	if err != nil {
 		return 0, r, fmt.Errorf("%w: cannot enqueue %s: %w", errEtcd, key, err)
 	}
-	switch {
-	case resp.Succeeded:
-	case resp.Responses[0].GetResponseTxn().GetSucceeded(): // with Spread: this node has a key; else someone wrote our fresh lease's key
+	if !resp.Succeeded { // with Spread: this node has a key; else someone wrote our fresh lease's key
 		return 0, ranking{rev: resp.Header.Revision}, fmt.Errorf("%w: %s", errKeyExists, key)
-	default: // D17: keys under the name outside our capacity
-		return 0, ranking{rev: resp.Header.Revision}, fmt.Errorf("%w: %s", errOtherKeys, s.name)
 	}
 	myRev = resp.Header.Revision
 	count := resp.Responses[1].GetResponseRange().Count

@@ -55,7 +55,7 @@ type Options struct {
 	// live under another capacity: a separate semaphore beside them, for
 	// a deliberate change of capacity while the old one drains (D17; the
 	// Enqueued event counts those keys). Without it Acquire refuses with
-	// a *CapacityError, checked in the enqueue's own Txn.
+	// a *CapacityError, checked at the enqueue's own revision (its key goes).
 	AllowOtherCapacity bool
 	// Record is the template of the value written under our key; Version
 	// and Since are filled in by Acquire (D6).

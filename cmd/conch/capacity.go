@@ -17,7 +17,7 @@ import (
 // two ways on (the live --max, or --change-max). Usage status (64): nothing was written.
 func capacityRefusal(ce *sema.CapacityError, what string) error {
 	live := ce.Live[len(ce.Live)-1]
-	return endf(errUsage, "", "%s: %s is live with %s, not max=%d, and a different --max is a separate semaphore whose slots do not count against the live ones; nothing was written. "+
+	return endf(errUsage, "", "%s: %s is live with %s, not max=%d, and a different --max is a separate semaphore whose slots do not count against the live ones; nothing was started or kept. "+
 		"Use --max %d, or add --change-max to change the capacity deliberately (a separate semaphore beside the old one while it drains)",
 		what, ce.Name, sema.CapacityList(ce.Live), ce.Max, live)
 }
@@ -26,7 +26,7 @@ func capacityRefusal(ce *sema.CapacityError, what string) error {
 // name has no keys under another capacity than j.max or --change-max was given (with a
 // warning then), else capacityRefusal's error; errors of the read as sema.CheckCapacity's.
 // The keys may change after the read: that window costs nothing, neither command adds a
-// key. (A run and --pause check in the Txn of their own write.)
+// key. (A run checks at its enqueue's revision, --pause in the Txn of its write.)
 func (c *semaCmd) checkCapacity(ctx context.Context, cl *clientv3.Client, j job, what string) error {
 	err := sema.CheckCapacity(ctx, cl, j.name, j.max)
 	var ce *sema.CapacityError
