@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +32,12 @@ func TestNotAnEtcd(t *testing.T) {
 	e := newEnv(t)
 	addr := h2cNotFound(t)
 	e.vars = append(e.vars, "CONCH_ENDPOINTS="+addr, "CONCH_DIAL_TIMEOUT=5s") // the last of a name wins
+	pw := e.path("password")                                                  // not NAME:PASSWORD on argv, which is warned of
+	if err := os.WriteFile(pw, []byte("p\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{{"sema", "web", "--max", "1", "--", "true"}, {"sema", "web", "--who"},
-		{"sema", "web", "--max", "1", "--user", "u:p", "--", "true"}} { // with a user, the login is the first call
+		{"sema", "web", "--max", "1", "--user", "u", "--password-file", pw, "--", "true"}} { // with a user, the login is the first call
 		r := e.run(args...)
 		if r.status != exitUnavailable || !strings.Contains(r.stderr, "not an etcd: it answered HTTP 404 (Not Found)") ||
 			strings.Contains(r.stderr, "page not found") || len(args) != 3 && (!strings.Contains(r.stderr, "(from CONCH_ENDPOINTS) answers, but") || strings.Contains(r.stderr, "no answer")) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
