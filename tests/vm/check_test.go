@@ -56,8 +56,8 @@ type report struct {
 	Violations []string
 	// At is when each of Violations happened (CLOCK_MONOTONIC ns), index for index: the
 	// nemesis prints the history around it.
-	At []int64
-	Base          int64 // the history's first instant (CLOCK_MONOTONIC ns): spans are told from it
+	At   []int64
+	Base int64 // the history's first instant (CLOCK_MONOTONIC ns): spans are told from it
 }
 
 // violate records a violation that happened at the CLOCK_MONOTONIC instant at.

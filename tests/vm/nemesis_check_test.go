@@ -90,8 +90,8 @@ var documentedExits = []int{0, 69, 70, 75}
 // verdict is the checker's judgement of one semaphore.
 type verdict struct {
 	Report     report
-	PerNodeMax int      // --spread: the most children at once on one node
-	Successes  int      // --once-per: successful runs
+	PerNodeMax int // --spread: the most children at once on one node
+	Successes  int // --once-per: successful runs
 	Exits      map[string]int
 	Violations []string // each with its time line
 	Known      map[string]int
