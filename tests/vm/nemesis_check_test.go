@@ -325,21 +325,28 @@ func (h nemHistory) leaderStalled(j jobRec) bool {
 }
 
 // free attributes every span in which a slot was free while a key waited (check's Free) to
-// the faults in force at its start or during it (or that ended less than a TTL and a
-// hand-off before it), and keeps the worst per fault kind; "none" when no fault was near.
+// the faults in force when it began (or healed less than a TTL and a hand-off before), else
+// to those that began during it, else to "none", and keeps the worst per fault kind.
 func (h nemHistory) free(v *verdict) {
 	window := int64(h.Phase.TTL + handoff)
 	for _, s := range v.Report.Free {
-		kinds := map[string]bool{}
+		var before, during []string
 		for _, f := range h.Faults {
-			if f.From <= s.To && f.end()+window >= s.From {
-				kinds[f.Kind] = true
+			switch {
+			case f.From <= s.From && f.end()+window >= s.From:
+				before = append(before, f.Kind)
+			case f.From > s.From && f.From <= s.To:
+				during = append(during, f.Kind)
 			}
 		}
+		kinds := before
 		if len(kinds) == 0 {
-			kinds["none"] = true
+			kinds = during
 		}
-		for k := range kinds {
+		if len(kinds) == 0 {
+			kinds = []string{"none"}
+		}
+		for _, k := range kinds {
 			v.WorstFree[k] = max(v.WorstFree[k], ms(s.dur()))
 		}
 	}

@@ -197,3 +197,27 @@ func sum(m map[string]int) int {
 	}
 	return n
 }
+
+// A slot free while a key waits is put down to the fault in force when it began, else to one
+// that began during it, else to none.
+func TestNemesisCheckerWorstHandoff(t *testing.T) {
+	s := newSynth(nemPhase{Name: "x", Max: 1, TTL: 3 * time.Second})
+	s.child(0, 100, 1000, 90, 1010, "done")
+	s.child(1, 1100, 2000, 95, 2010, "done") // free 100 ms
+	s.child(2, 6000, 7000, 99, 7010, "done") // free 4 s, from 2000 ms
+	s.child(0, 7020, 8000, 98, 8010, "done") // free 20 ms
+	s.fault(fCut, 2, "", 1500, 5000)
+	s.fault(fKillConch, 1, "unit", 3000, 0)
+	v := judge(s.h, false)
+	// the 4 s span began before the kill: the cut's; the 20 ms one came less than a TTL and
+	// a hand-off after the kill (and the cut's heal)
+	want := map[string]time.Duration{"partition-both": 4 * time.Second, "none": 100 * time.Millisecond, fKillConch: 20 * time.Millisecond}
+	for k, d := range want {
+		if v.WorstFree[k] != d {
+			t.Errorf("worst hand-off %v, want %s %v", v.WorstFree, k, d)
+		}
+	}
+	if v.failed() {
+		t.Errorf("violations %q, want none", v.Violations)
+	}
+}

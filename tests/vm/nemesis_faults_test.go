@@ -33,11 +33,9 @@ const (
 )
 
 // faultKinds is the default set: every kind the current code is held to. A wipe of a member's
-// data is not among them: conch fences on etcd's loss of state only once that is built (D18).
+// data is not among them: it needs conch to fence when etcd loses its state (a lease "not
+// found" before its deadline, a cluster ID that changed), which is not built yet.
 var faultKinds = []string{fPower, fCut, fOneWay, fPair, fFreeze, fStopHolder, fStopWaiter, fStopGuardian, fKillConch, fKillEtcd, fStallEtcd}
-
-// nodeFaults are the kinds that take a node (or its member) for their time: one at a time per node.
-var nodeFaults = []string{fPower, fCut, fOneWay, fPair, fFreeze, fKillEtcd, fStallEtcd}
 
 // faultEv is one fault as applied.
 type faultEv struct {
