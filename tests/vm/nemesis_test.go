@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,8 @@ import (
 //
 // CONCH_NEMESIS_SEED replays one seed (a number; "random" draws one and prints it),
 // CONCH_NEMESIS_MINUTES sets each seed's length (the faults' time, phases included; decimals
-// allowed), CONCH_NEMESIS_STRICT=1 makes the known outcomes violations.
+// allowed), CONCH_NEMESIS_STRICT=1 makes the known outcomes violations, CONCH_NEMESIS_FAULTS
+// (kinds, comma-separated) draws from those kinds only.
 
 var (
 	// nemesisSeeds are CI's seeds: fixed, so a failure in CI replays by hand.
@@ -90,12 +92,21 @@ func TestNemesis(t *testing.T) {
 		}
 		minutes = m
 	}
+	kinds := faultKinds
+	if s := os.Getenv("CONCH_NEMESIS_FAULTS"); s != "" {
+		kinds = strings.Split(s, ",")
+		for _, k := range kinds {
+			if !slices.Contains(faultKinds, k) {
+				t.Fatalf("CONCH_NEMESIS_FAULTS: no fault kind %q; the kinds: %s", k, strings.Join(faultKinds, ","))
+			}
+		}
+	}
 	c := newCluster(t)
 	obs := newObserver(c.members, "/conch/v1/", c.revision(t)+1)
 	t.Cleanup(obs.close)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			runNemesis(t, c, obs, seed, time.Duration(minutes*float64(time.Minute)), strict)
+			runNemesis(t, c, obs, seed, kinds, time.Duration(minutes*float64(time.Minute)), strict)
 		})
 	}
 }
@@ -114,10 +125,10 @@ func (c *cluster) revision(t *testing.T) int64 {
 
 // runNemesis runs one seed: each phase's workload under the nemesis, then the drain, then the
 // judgement of every phase; it prints the summary.
-func runNemesis(t *testing.T, c *cluster, obs *observer, seed uint64, length time.Duration, strict bool) {
-	t.Logf("nemesis: seed %d, %v (replay: make nemesis SEED=%d MINUTES=%g)", seed, length, seed, length.Minutes())
+func runNemesis(t *testing.T, c *cluster, obs *observer, seed uint64, kinds []string, length time.Duration, strict bool) {
+	t.Logf("nemesis: seed %d, %v, faults %s, strict %v (replay: make nemesis SEED=%d MINUTES=%g)", seed, length, strings.Join(kinds, ","), strict, seed, length.Minutes())
 	base := monoNow()
-	nm := newNemesis(c, seed, faultKinds, nemTTL)
+	nm := newNemesis(c, seed, kinds, nemTTL)
 	var runs []*nemRun
 	for k, ph := range nemesisPhases(seed) {
 		d := time.Duration(float64(length) * ph.share)
