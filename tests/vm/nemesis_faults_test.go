@@ -61,6 +61,7 @@ type nemesis struct {
 
 	mu      sync.Mutex
 	busy    map[int]bool // nodes under a node fault
+	down    map[int]bool // nodes powered off, or not yet booted again with their member
 	pids    map[int]bool // conchs under a process fault
 	log     []faultEv
 	skipped map[string]int // drawn, but no target was free
@@ -69,7 +70,7 @@ type nemesis struct {
 
 func newNemesis(c *cluster, seed uint64, kinds []string, ttl time.Duration) *nemesis {
 	return &nemesis{c: c, rng: rand.New(rand.NewPCG(seed, 0x6e656d)), kinds: kinds, ttl: ttl,
-		busy: map[int]bool{}, pids: map[int]bool{}, skipped: map[string]int{}}
+		busy: map[int]bool{}, down: map[int]bool{}, pids: map[int]bool{}, skipped: map[string]int{}}
 }
 
 // run applies faults until ctx ends, then heals what is still applied and returns once every
@@ -137,6 +138,19 @@ func (nm *nemesis) reserveNode(i int) bool {
 	}
 	nm.busy[i] = true
 	return true
+}
+
+// isDown reports whether node i is powered off or still booting again: no job can start there.
+func (nm *nemesis) isDown(i int) bool {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	return nm.down[i]
+}
+
+func (nm *nemesis) setDown(i int, down bool) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	nm.down[i] = down
 }
 
 func (nm *nemesis) freeNode(i int) {
@@ -252,8 +266,12 @@ func (nm *nemesis) nodeFault(ctx context.Context, p plan) {
 	var heal func() error
 	switch p.kind {
 	case fPower:
-		apply = n.PowerOff
+		apply = func() error {
+			nm.setDown(i, true)
+			return n.PowerOff()
+		}
 		heal = func() error {
+			defer nm.setDown(i, false)
 			if err := n.Reboot(); err != nil {
 				return err
 			}

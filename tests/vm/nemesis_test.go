@@ -132,7 +132,7 @@ func runNemesis(t *testing.T, c *cluster, obs *observer, seed uint64, kinds []st
 	var runs []*nemRun
 	for k, ph := range nemesisPhases(seed) {
 		d := time.Duration(float64(length) * ph.share)
-		r := &nemRun{c: c, t: t, phase: ph.p, flags: ph.flags, seed: seed*10 + uint64(k)}
+		r := &nemRun{c: c, t: t, phase: ph.p, flags: ph.flags, seed: seed*10 + uint64(k), down: nm.isDown}
 		runs = append(runs, r)
 		t.Logf("phase %v for %v", ph.p, ms(d))
 		ctx, cancel := context.WithTimeout(t.Context(), d)
@@ -232,6 +232,7 @@ type nemRun struct {
 	phase nemPhase
 	flags []string
 	seed  uint64
+	down  func(node int) bool // the node is powered off or booting again
 
 	mu   sync.Mutex
 	jobs []jobRec
@@ -270,7 +271,7 @@ func (r *nemRun) worker(ctx context.Context, i int, rng *rand.Rand) {
 		if ctx.Err() != nil {
 			return
 		}
-		if n.Init() == 0 { // powered off: wait for the boot
+		if r.down(i) { // powered off: wait for the boot (its systemd would refuse the job)
 			continue
 		}
 		argv := append([]string{conch}, append(args, "--", histchild, "-dir", histMount, "-hold", childHold.String())...)
@@ -282,7 +283,7 @@ func (r *nemRun) worker(ctx context.Context, i int, rng *rand.Rand) {
 		p, err := n.StartWith(jctx, systemdtest.RunOptions{Env: []string{eps}}, argv...)
 		if err != nil { // the node went down between the check and the start: no job
 			cancel()
-			if n.Init() != 0 {
+			if !r.down(i) {
 				j.End, j.NoStatus = monoNow(), "not started: "+err.Error()
 				r.add(j)
 			}
