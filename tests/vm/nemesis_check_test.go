@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -280,6 +281,9 @@ func (h nemHistory) exits(v *verdict, known func(string, int64, string)) {
 			v.violate(h, j.End, fmt.Sprintf("conch %s on %s exited %s%s, not a documented status; stderr:\n%s",
 				j.Unit, h.Nodes[j.Node], status, errNote(j.NoStatus), indent(j.Stderr)))
 		}
+		if j.NoStatus == "" && j.Code == 0 && !strings.Contains(j.Stderr, "skipped: ") {
+			h.ranItsChild(v, j)
+		}
 		if n := strings.Count(j.Stderr, "lost our place in the queue"); n > 0 {
 			if h.jobHit(j, fPower, fFreeze, fCut, fOneWay, fStopHolder, fStopWaiter, fStopGuardian, fKillConch) || h.leaderStalled(j) {
 				v.Excused["a waiter's place lost while its own node, links or conch were faulted, or etcd's leader stalled"] += n
@@ -289,6 +293,26 @@ func (h nemHistory) exits(v *verdict, known func(string, int64, string)) {
 				fmt.Sprintf("conch %s on %s lost its place %d times, from +%v to +%v:\n%s", j.Unit, h.Nodes[j.Node], n, h.rel(j.Start), h.rel(j.End), indent(j.Stderr)))
 		}
 	}
+}
+
+var heldRev = regexp.MustCompile(`slot held, rev=([0-9]+)`)
+
+// ranItsChild holds a conch that exited 0 without a skip to its word (D3: the child's own
+// status): the child of the last slot it said it held (-v) started and ended by itself.
+func (h nemHistory) ranItsChild(v *verdict, j jobRec) {
+	m := heldRev.FindAllStringSubmatch(j.Stderr, -1)
+	if len(m) == 0 {
+		v.violate(h, j.End, fmt.Sprintf("conch %s on %s exited 0 but never said it held a slot; stderr:\n%s", j.Unit, h.Nodes[j.Node], indent(j.Stderr)))
+		return
+	}
+	rev := m[len(m)-1][1]
+	for _, c := range h.Children {
+		if c.Rev == rev && c.Node == h.Nodes[j.Node] && c.How == "done" {
+			return
+		}
+	}
+	v.violate(h, j.End, fmt.Sprintf("conch %s on %s exited 0, but no child of its slot (rev %s) ran to its end; stderr:\n%s",
+		j.Unit, h.Nodes[j.Node], rev, indent(j.Stderr)))
 }
 
 // jobHit reports whether a fault of one of kinds hit job j during its life: its node, or its

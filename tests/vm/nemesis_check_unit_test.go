@@ -152,7 +152,8 @@ func TestNemesisCheckerWindows(t *testing.T) {
 }
 
 // Exit statuses outside the documented ones are violations unless the conch was SIGKILLed or
-// its node lost power; a lost place with no fault of the waiter's own is known (strict: a
+// its node lost power; a conch that exits 0 must have run the child of the slot it held; a
+// lost place with no fault of the waiter's own is known (strict: a
 // violation), with one that is its own conch's stop allowed.
 func TestNemesisCheckerExits(t *testing.T) {
 	const lost = "conch: x[max=2]: lost our place in the queue (lease lost): re-entering at the back"
@@ -166,14 +167,18 @@ func TestNemesisCheckerExits(t *testing.T) {
 		known     int
 	}{
 		{"documented", 75, "", "", true, "", 0},
+		{"ran its child", 0, "conch: x[max=2]: slot held, rev=10 (fencing token)", "", true, "", 0},
+		{"exit 0, no child", 0, "conch: x[max=2]: slot held, rev=11 (fencing token)", "", true, "no child of its slot (rev 11) ran to its end", 0},
+		{"exit 0, never held", 0, "", "", true, "never said it held a slot", 0},
 		{"usage error", 64, "conch: bad flag", "", false, "exited 64, not a documented status", 0},
 		{"killed conch", 255, "", fKillConch, true, "", 0},
-		{"lost place", 0, lost, "", false, "", 1},
-		{"lost place, strict", 0, lost, "", true, "waiter lost its place with no fault of its own", 0},
-		{"lost place, its conch stopped", 0, lost, fStopWaiter, true, "", 0},
+		{"lost place", 75, lost, "", false, "", 1},
+		{"lost place, strict", 75, lost, "", true, "waiter lost its place with no fault of its own", 0},
+		{"lost place, its conch stopped", 75, lost, fStopWaiter, true, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSynth(nemPhase{Name: "x", Max: 2, TTL: 3 * time.Second})
+			s.child(1, 200, 800, 150, 810, "done") // rev 10, on n2
 			s.job(1, "conch-run-1-ab.service", 100, 900, tc.code, tc.stderr)
 			if tc.fault != "" {
 				s.fault(tc.fault, 1, "conch-run-1-ab.service", 200, 400)

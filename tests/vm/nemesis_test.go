@@ -263,7 +263,8 @@ func (r *nemRun) wait(within time.Duration) {
 // worker runs jobs on node i one after the other, with a pause of 0-300 ms between them.
 func (r *nemRun) worker(ctx context.Context, i int, rng *rand.Rand) {
 	n := r.c.nodes[i]
-	args := append([]string{"sema", r.phase.Name, "--max", strconv.Itoa(r.phase.Max), "--ttl", nemTTL.String(),
+	// -v: conch says each slot it holds, with its revision, which ties its exit to its child.
+	args := append([]string{"sema", r.phase.Name, "-v", "--max", strconv.Itoa(r.phase.Max), "--ttl", nemTTL.String(),
 		"--kill-after", nemKillAfter.String(), "--wait", nemWait.String()}, r.flags...)
 	for ctx.Err() == nil {
 		hold(ctx, time.Duration(rng.Int64N(int64(300*time.Millisecond))))
