@@ -156,12 +156,18 @@ func runNemesis(t *testing.T, c *cluster, obs *observer, seed uint64, kinds []st
 		}
 	}
 	failed := false
+	jobs, children, worst, largest := 0, 0, map[string]time.Duration{}, []string{}
 	for _, r := range runs {
 		h := nemHistory{Phase: r.phase, Nodes: c.names(), Children: c.rec.children(r.phase.Name),
 			Keys: obs.history(sema.Prefix(r.phase.Name, r.phase.Max)), Marker: obs.history(sema.OnceKey(r.phase.Name, r.phase.Max)),
 			Jobs: r.records(), Faults: faults, Base: base, Now: now}
 		v := judge(h, strict)
 		t.Logf("seed %d, %s", seed, v.summary(r.phase, len(h.Jobs)))
+		jobs, children = jobs+len(h.Jobs), children+v.Report.Children
+		largest = append(largest, fmt.Sprintf("%d of %d in %s", v.Report.MaxConcurrent, r.phase.Max, r.phase.Name))
+		for k, d := range v.WorstFree {
+			worst[k] = max(worst[k], d)
+		}
 		for what, ex := range v.KnownEx {
 			t.Logf("known: %s, for example:\n%s", what, ex)
 		}
@@ -170,6 +176,8 @@ func runNemesis(t *testing.T, c *cluster, obs *observer, seed uint64, kinds []st
 		}
 		failed = failed || v.failed()
 	}
+	t.Logf("summary of seed %d (%v): faults %v; %d conch runs, %d children; largest concurrency %s; worst hand-off by fault kind %s",
+		seed, length, countList(faultCounts(faults)), jobs, children, strings.Join(largest, ", "), durList(worst))
 	if left != "" {
 		t.Errorf("seed %d: left after the heal and %v: %s", seed, nemDrain, left)
 	}
