@@ -172,6 +172,7 @@ func TestNemesisCheckerExits(t *testing.T) {
 		{"exit 0, never held", 0, "", "", true, "never said it held a slot", 0},
 		{"usage error", 64, "conch: bad flag", "", false, "exited 64, not a documented status", 0},
 		{"killed conch", 255, "", fKillConch, true, "", 0},
+		{"powered off, systemd-run says 0", 0, "Failed to query unit state: Connection reset by peer", fPower, true, "", 0},
 		{"lost place", 75, lost, "", false, "", 1},
 		{"lost place, strict", 75, lost, "", true, "waiter lost its place with no fault of its own", 0},
 		{"lost place, its conch stopped", 75, lost, fStopWaiter, true, "", 0},
