@@ -238,11 +238,6 @@ func (h nemHistory) oncePer(v *verdict, chs []childRec, known func(string, int64
 			known("once-per double run: marker not written after an etcd fault at the run's end", b.Start, msg)
 		}
 	}
-	for _, j := range h.Jobs {
-		if strings.Contains(j.Stderr, "marker could not be written") {
-			v.Excused["conch warned that a run's marker could not be written"]++
-		}
-	}
 }
 
 // writerHit reports whether a fault hit run c's own node (power, freeze, partition of it) or a
@@ -264,7 +259,8 @@ func (h nemHistory) writerHit(c childRec) bool {
 	return false
 }
 
-// exits judges every conch's exit status, and counts the waiters that lost their place.
+// exits judges every conch's exit status, and counts the waiters that lost their place and the
+// runs whose --once-per marker could not be written (conch warns).
 func (h nemHistory) exits(v *verdict, known func(string, int64, string)) {
 	for _, j := range h.Jobs {
 		status := strconv.Itoa(j.Code)
@@ -285,6 +281,14 @@ func (h nemHistory) exits(v *verdict, known func(string, int64, string)) {
 		}
 		if j.NoStatus == "" && j.Code == 0 && !strings.Contains(j.Stderr, "skipped: ") {
 			h.ranItsChild(v, j)
+		}
+		if strings.Contains(j.Stderr, "marker could not be written") {
+			if h.jobHit(j, fPower, fFreeze, fCut, fOneWay, fStopHolder, fStopWaiter, fStopGuardian) {
+				v.Excused["a run's marker not written while its own node, links or conch were faulted (conch warned)"]++
+			} else {
+				known("once-per marker not written after an etcd fault at the run's end (conch warned)", h.firstFault(j),
+					fmt.Sprintf("conch %s on %s, from +%v to +%v:\n%s", j.Unit, h.Nodes[j.Node], h.rel(j.Start), h.rel(j.End), indent(j.Stderr)))
+			}
 		}
 		if n := strings.Count(j.Stderr, "lost our place in the queue"); n > 0 {
 			if h.jobHit(j, fPower, fFreeze, fCut, fOneWay, fStopHolder, fStopWaiter, fStopGuardian, fKillConch) || h.leaderStalled(j) {

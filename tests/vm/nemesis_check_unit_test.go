@@ -157,6 +157,7 @@ func TestNemesisCheckerWindows(t *testing.T) {
 // violation), with one that is its own conch's stop allowed.
 func TestNemesisCheckerExits(t *testing.T) {
 	const lost = "conch: x[max=2]: lost our place in the queue (lease lost): re-entering at the back"
+	const marker = "conch: x[max=2]: slot held, rev=10 (fencing token)\nconch: WARNING: the run succeeded, but this period's marker could not be written (deadline): the next run may start at once"
 	for _, tc := range []struct {
 		name      string
 		code      int
@@ -173,6 +174,9 @@ func TestNemesisCheckerExits(t *testing.T) {
 		{"usage error", 64, "conch: bad flag", "", false, "exited 64, not a documented status", 0},
 		{"killed conch", 255, "", fKillConch, true, "", 0},
 		{"powered off, systemd-run says 0", 0, "Failed to query unit state: Connection reset by peer", fPower, true, "", 0},
+		{"marker not written", 0, marker, "", false, "", 1},
+		{"marker not written, strict", 0, marker, "", true, "once-per marker not written", 0},
+		{"marker not written, its node cut", 0, marker, fCut, true, "", 0},
 		{"lost place", 75, lost, "", false, "", 1},
 		{"lost place, strict", 75, lost, "", true, "waiter lost its place with no fault of its own", 0},
 		{"lost place, its conch stopped", 75, lost, fStopWaiter, true, "", 0},
@@ -182,7 +186,11 @@ func TestNemesisCheckerExits(t *testing.T) {
 			s.child(1, 200, 800, 150, 810, "done") // rev 10, on n2
 			s.job(1, "conch-run-1-ab.service", 100, 900, tc.code, tc.stderr)
 			if tc.fault != "" {
-				s.fault(tc.fault, 1, "conch-run-1-ab.service", 200, 400)
+				unit := "conch-run-1-ab.service"
+				if tc.fault == fCut || tc.fault == fPower { // node faults have no unit
+					unit = ""
+				}
+				s.fault(tc.fault, 1, unit, 200, 400)
 			}
 			v := judge(s.h, tc.strict)
 			got := strings.Join(v.Violations, "\n")

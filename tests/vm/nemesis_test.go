@@ -37,6 +37,10 @@ var (
 	// nemesisMinutes is CI's length per seed: three seeds and the cluster's setup in about
 	// 3 minutes.
 	nemesisMinutes = 0.6
+	// nemesisStrict makes CI fail on the known outcomes (waiters' places lost with no fault of
+	// their own, --once-per markers lost to etcd faults at a run's end): true once conch's
+	// fixes for them are in. CONCH_NEMESIS_STRICT=1 makes any run strict.
+	nemesisStrict = false
 )
 
 // The workload's timers: a short TTL so that leases expire, fences fire and places move
@@ -74,7 +78,7 @@ func nemesisPhases(seed uint64) []struct {
 
 // TestNemesis runs the randomized fault suite on one cluster, a subtest per seed.
 func TestNemesis(t *testing.T) {
-	seeds, minutes, strict := nemesisSeeds, nemesisMinutes, os.Getenv("CONCH_NEMESIS_STRICT") == "1"
+	seeds, minutes, strict := nemesisSeeds, nemesisMinutes, nemesisStrict || os.Getenv("CONCH_NEMESIS_STRICT") == "1"
 	if s := os.Getenv("CONCH_NEMESIS_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
 		if s == "random" {
