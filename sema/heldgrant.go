@@ -7,9 +7,9 @@ package sema
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -38,6 +38,9 @@ type Take struct {
 	Holders []Holding // TakeFull: the holders, oldest first (at most max)
 	Waiters int64     // TakeFull: keys queued behind the holders
 	Pause   *Pause    // TakePaused: the pause in force
+	// Contended is set with TakeFull when a slot was free at each read but others took
+	// it first every time (takeTries rounds): Holders is then empty.
+	Contended bool
 }
 
 // Holding is one holder of a slot, as TakeHeld read it: its node, since when it holds, and
@@ -53,9 +56,9 @@ type Holding struct {
 	Via       string // Record.Via: who granted a slot held after no run of conch's ("" for a run)
 }
 
-// takeTries bounds TakeHeld's read-then-write rounds: each that fails did so because
-// the queue changed between its read and its write, i.e. because another client won.
-const takeTries = 8
+// takeTries bounds TakeHeld's write rounds: each that fails does so because the queue
+// changed between its read and its write, i.e. because another client took a slot first.
+const takeTries = 16
 
 // TakeHeld takes a slot of (name, max) for node, already held after a run (D13, D19), with
 // no process behind it: a fresh lease of TTL hold (whole seconds, rounded up; etcd may
@@ -66,12 +69,13 @@ const takeTries = 8
 // Rules, in order, from one read of the queue and the pause key: a node that already has a
 // slot held after a run (its record's host) gets TakeAlreadyHeld, nothing written and its
 // hold not extended; a paused semaphore gets TakePaused (D16); max keys or more (holders
-// and waiters, conch runs included: one queue) get TakeFull; else the lease is granted and
-// the key written by one Txn conditional on no key of the queue having been written since
-// the read and on the pause key's absence. So two calls for one node, or two processes,
-// never give the node two slots nor the semaphore max+1 holders: a lost race reads again
-// (at most takeTries rounds; a round lost that often is ErrUnavailable). A lease granted
-// for a write that did not happen is revoked.
+// and waiters, conch runs included: one queue) get TakeFull; else the key is written by
+// one Txn conditional on no key of the queue having been written since that read and on
+// the pause key's absence, whose other branch reads the queue again. So two calls for one
+// node, or two processes, never give the node two slots nor the semaphore max+1 holders.
+// A write that loses to other writers takeTries times in a row (slots taken as fast as
+// they free) gets TakeFull with Contended set. A lease granted for a write that did not
+// happen is revoked.
 //
 // It blocks for its requests, bounded by ctx. Errors wrap ErrBadName, ErrBadMax or
 // ErrBadNode for bad arguments (D4, D11a), ErrRefused when etcd rejects a request for
@@ -83,50 +87,113 @@ func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, nod
 	if err := ValidateNode(node); err != nil {
 		return Take{}, err
 	}
-	prefix := Prefix(name, max)
+	tk := taker{c: c, name: name, max: max, node: node, prefix: Prefix(name, max)}
+	resp, err := c.Txn(ctx).Then(tk.reads()...).Commit()
+	if err != nil {
+		return Take{}, etcdFailure("cannot read "+tk.prefix, err)
+	}
+	t := tk.decide(resp.Responses)
+	if t.Result != 0 {
+		return t, nil
+	}
+	g, err := c.Grant(ctx, int64(RoundTTL(hold)/time.Second))
+	if err != nil {
+		return Take{}, etcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
+	}
+	rev := resp.Header.Revision
 	for range takeTries {
-		t, rev, err := readTake(ctx, c, name, max, node)
-		if err != nil || t.Result != 0 {
-			return t, err
-		}
-		t, won, err := writeTake(ctx, c, name, max, node, hold, rec, rev)
-		if err != nil || won {
-			return t, err
+		var won bool
+		t, won, rev, err = tk.write(ctx, g, rec, rev)
+		if err != nil || won || t.Result != 0 {
+			break
 		}
 	}
-	return Take{}, fmt.Errorf("%w: the queue of %s changed at each of %d tries", ErrUnavailable, prefix, takeTries)
+	if t.Result == 0 && err == nil { // lost every round
+		t = Take{Result: TakeFull, Contended: true}
+	}
+	if t.Result != TakeGranted {
+		tk.revoke(ctx, g.ID, &err)
+	}
+	if err != nil {
+		return Take{}, err
+	}
+	return t, nil
 }
 
-// readTake reads the first max keys of the queue, its count and the pause in one Txn and
-// decides from them (TakeHeld's rules): a Take with Result 0 means a slot is free, to be
-// written with the read's revision rev as its condition.
-func readTake(ctx context.Context, c *clientv3.Client, name string, max int, node string) (Take, int64, error) {
-	prefix := Prefix(name, max)
-	resp, err := c.Txn(ctx).Then(
-		clientv3.OpGet(prefix, clientv3.WithPrefix(), byCreateAsc, clientv3.WithLimit(int64(max))),
-		clientv3.OpGet(PauseKey(name, max)),
-	).Commit()
-	if err != nil {
-		return Take{}, 0, etcdFailure("cannot read "+prefix, err)
+// taker is one TakeHeld call's fixed arguments.
+type taker struct {
+	c      *clientv3.Client
+	name   string
+	max    int
+	node   string
+	prefix string
+}
+
+// reads are the queue's first max keys (with the count of all) and the pause key.
+func (tk taker) reads() []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpGet(tk.prefix, clientv3.WithPrefix(), byCreateAsc, clientv3.WithLimit(int64(tk.max))),
+		clientv3.OpGet(PauseKey(tk.name, tk.max)),
 	}
-	first := resp.Responses[0].GetResponseRange()
+}
+
+// decide applies TakeHeld's rules to the answers of reads: a Take with Result 0 means a
+// slot is free.
+func (tk taker) decide(rs []*etcdserverpb.ResponseOp) Take {
+	first := rs[0].GetResponseRange()
 	var holders []Holding
 	for _, kv := range first.Kvs {
 		h, r := holdingOf(kv)
-		if h.HeldAfter && h.Node == node && !r.Newer {
-			slot := heldAfterOf(h.Key, h.Rev, kv.Lease, r)
-			return Take{Result: TakeAlreadyHeld, Slot: slot}, 0, nil
+		if h.HeldAfter && h.Node == tk.node && !r.Newer {
+			return Take{Result: TakeAlreadyHeld, Slot: heldAfterOf(h.Key, h.Rev, kv.Lease, r)}
 		}
 		holders = append(holders, h)
 	}
-	if p := resp.Responses[1].GetResponseRange().Kvs; len(p) > 0 {
+	if p := rs[1].GetResponseRange().Kvs; len(p) > 0 {
 		pause := decodePause(p[0])
-		return Take{Result: TakePaused, Pause: &pause}, 0, nil
+		return Take{Result: TakePaused, Pause: &pause}
 	}
-	if first.Count >= int64(max) {
-		return Take{Result: TakeFull, Holders: holders, Waiters: first.Count - int64(len(holders))}, 0, nil
+	if first.Count >= int64(tk.max) {
+		return Take{Result: TakeFull, Holders: holders, Waiters: first.Count - int64(len(holders))}
 	}
-	return Take{}, resp.Header.Revision, nil
+	return Take{}
+}
+
+// write puts the node's key on lease g if no key of the queue was written after revision
+// rev and the semaphore is not paused (one Txn), else reads the queue again in the same
+// Txn and decides from it: won, or the new decision (Result 0: a slot is still free, try
+// again at next).
+func (tk taker) write(ctx context.Context, g *clientv3.LeaseGrantResponse, rec Record, rev int64) (t Take, won bool, next int64, err error) {
+	now := time.Now().UTC().Truncate(time.Second)
+	ttl := time.Duration(g.TTL) * time.Second
+	until := now.Add(ttl)
+	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = RecordVersion, tk.node, StateHeldAfter, now, &now, &until
+	key := leaseKey(tk.prefix, g.ID)
+	resp, err := tk.c.Txn(ctx).If(
+		// for every key of the queue: written at or before our read (a new key, or a
+		// rewrite, fails it; a deletion only frees a slot)
+		clientv3.Compare(clientv3.ModRevision(tk.prefix).WithPrefix(), "<", rev+1),
+		clientv3.Compare(clientv3.CreateRevision(PauseKey(tk.name, tk.max)), "=", 0),
+	).Then(clientv3.OpPut(key, rec.encode(), clientv3.WithLease(g.ID))).Else(tk.reads()...).Commit()
+	if err != nil {
+		return Take{}, false, 0, etcdFailure("cannot write a slot of "+tk.prefix+" for "+tk.node, err)
+	}
+	if resp.Succeeded {
+		slot := HeldAfter{Key: key, Rev: resp.Header.Revision, Lease: g.ID, TTL: ttl, Node: tk.node, Ended: now, Until: until}
+		return Take{Result: TakeGranted, Slot: slot}, true, 0, nil
+	}
+	return tk.decide(resp.Responses), false, resp.Header.Revision, nil
+}
+
+// revoke revokes the lease of a write that did not happen (it has no key), within a fresh
+// bounded context; its failure is joined to *err only when there is no other error (the
+// lease then expires on its own).
+func (tk taker) revoke(ctx context.Context, id clientv3.LeaseID, err *error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if _, rerr := tk.c.Revoke(rctx, id); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) && *err == nil {
+		*err = etcdFailure("cannot revoke an unused lease of "+tk.prefix, rerr)
+	}
 }
 
 // holdingOf reads one holder key.
@@ -141,41 +208,4 @@ func holdingOf(kv *mvccpb.KeyValue) (Holding, ReadRecord) {
 		h.Until = *r.HeldUntil
 	}
 	return h, r
-}
-
-// writeTake grants the hold's lease and writes the node's key on it, if no key of the queue
-// was written after revision rev and the semaphore is not paused (one Txn). won is false
-// when that condition failed (the lease is then revoked): read again.
-func writeTake(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold time.Duration, rec Record, rev int64) (t Take, won bool, err error) {
-	prefix := Prefix(name, max)
-	g, err := c.Grant(ctx, int64(RoundTTL(hold)/time.Second))
-	if err != nil {
-		return Take{}, false, etcdFailure("cannot grant the hold's lease for "+prefix, err)
-	}
-	now := time.Now().UTC().Truncate(time.Second)
-	ttl := time.Duration(g.TTL) * time.Second
-	until := now.Add(ttl)
-	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = RecordVersion, node, StateHeldAfter, now, &now, &until
-	key := leaseKey(prefix, g.ID)
-	resp, err := c.Txn(ctx).If(
-		// for every key of the queue: written at or before our read (a new key, or a
-		// rewrite, fails it; a deletion only frees a slot)
-		clientv3.Compare(clientv3.ModRevision(prefix).WithPrefix(), "<", rev+1),
-		clientv3.Compare(clientv3.CreateRevision(PauseKey(name, max)), "=", 0),
-	).Then(clientv3.OpPut(key, rec.encode(), clientv3.WithLease(g.ID))).Commit()
-	if err == nil && resp.Succeeded {
-		slot := HeldAfter{Key: key, Rev: resp.Header.Revision, Lease: g.ID, TTL: ttl, Node: node, Ended: now, Until: until}
-		return Take{Result: TakeGranted, Slot: slot}, true, nil
-	}
-	// the lease has no key (or, when the Txn's answer was lost, perhaps one: a later read
-	// finds it as the node's slot unless this revoke removes it, which only frees it)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	if _, rerr := c.Revoke(rctx, g.ID); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) && err == nil {
-		err = rerr
-	}
-	if err != nil {
-		return Take{}, false, etcdFailure("cannot write a slot of "+prefix+" for "+node, err)
-	}
-	return Take{}, false, nil
 }

@@ -72,6 +72,9 @@ func backendRefusal(group string, max int, err error) *Refusal {
 // holdersText names who holds the slots of a full group: id (or node), since, until, and
 // the count of waiters (held-after records are hostile input: quoted).
 func holdersText(t sema.Take) string {
+	if t.Contended {
+		return "slots were free, but other nodes took each first; try again"
+	}
 	var parts []string
 	for _, h := range t.Holders {
 		p := fmt.Sprintf("%s since %s", quote(h.Node), timeText(h.Since))
