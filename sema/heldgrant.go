@@ -38,6 +38,9 @@ type Take struct {
 	Holders []Holding // TakeFull: the holders, oldest first (at most max)
 	Waiters int64     // TakeFull: keys queued behind the holders
 	Pause   *Pause    // TakePaused: the pause in force
+	// Ahead is, for a refusal by TakeHeldQueued, the number of keys ahead of the node's
+	// place in the queue (D19a).
+	Ahead int
 	// Contended is set with TakeFull when a slot was free at each read but others took
 	// it first every time (takeTries rounds): Holders is then empty.
 	Contended bool
@@ -54,6 +57,7 @@ type Holding struct {
 	Until     time.Time
 	HeldAfter bool
 	Via       string // Record.Via: who granted a slot held after no run of conch's ("" for a run)
+	Queued    bool   // a place kept for a node that polls (D19a), reserved for it
 }
 
 // takeTries bounds TakeHeld's write rounds: each that fails does so because the queue
@@ -200,7 +204,7 @@ func (tk taker) revoke(ctx context.Context, id clientv3.LeaseID, err *error) {
 func holdingOf(kv *mvccpb.KeyValue) (Holding, ReadRecord) {
 	r := DecodeRecord(kv.Value)
 	h := Holding{Key: string(kv.Key), Rev: kv.CreateRevision, Node: r.Host, Since: r.Since,
-		HeldAfter: heldAfterRecord(r), Via: r.Via}
+		HeldAfter: heldAfterRecord(r), Via: r.Via, Queued: r.Err == nil && r.State == StateQueued}
 	if r.HeldSince != nil {
 		h.Since = *r.HeldSince
 	}

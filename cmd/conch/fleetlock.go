@@ -102,6 +102,9 @@ func (f *fleetlockCmd) Execute(args []string) error {
 	if f.Hold.d < time.Second {
 		return usagef("--hold %v: must be at least 1s", f.Hold.d)
 	}
+	if f.Queue.set && f.Queue.d < time.Second {
+		return usagef("--queue %v: must be at least 1s (longer than two of the clients' poll intervals)", f.Queue.d)
+	}
 	j := fleetlockJob{listen: f.Listen, groups: groups, hold: f.Hold.d, queue: f.Queue.d}
 	if err := f.checkTLS(); err != nil {
 		return err
@@ -187,7 +190,7 @@ func (f *fleetlockCmd) serve(j fleetlockJob, rep *reporter) error {
 		}
 	}
 	ev := &fleetEvents{getenv: f.s.getenv, stderr: f.s, quiet: f.Quiet, notify: systemd.NotifierFor(f.s.getenv)}
-	srv, err := fleetlock.New(fleetlock.Config{Client: client, Groups: j.groups, Hold: j.hold,
+	srv, err := fleetlock.New(fleetlock.Config{Client: client, Groups: j.groups, Hold: j.hold, Queue: j.queue,
 		Record: sema.Record{PID: os.Getpid()}, OnEvent: ev.event})
 	if err != nil {
 		return usagef("%v", err)

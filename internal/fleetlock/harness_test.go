@@ -30,7 +30,13 @@ type served struct {
 // serve starts a Server for groups on c, stopped at cleanup.
 func serve(t *testing.T, c *clientv3.Client, groups map[string]int, hold time.Duration) *served {
 	t.Helper()
-	s, err := New(Config{Client: c, Groups: groups, Hold: hold, Record: sema.Record{PID: os.Getpid()}, Timeout: 3 * time.Second})
+	return serveQueue(t, c, groups, hold, 0)
+}
+
+// serveQueue is serve with --queue (0: none).
+func serveQueue(t *testing.T, c *clientv3.Client, groups map[string]int, hold, queue time.Duration) *served {
+	t.Helper()
+	s, err := New(Config{Client: c, Groups: groups, Hold: hold, Queue: queue, Record: sema.Record{PID: os.Getpid()}, Timeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

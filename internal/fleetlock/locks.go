@@ -22,7 +22,13 @@ const (
 // checks and writes (D19). A slot the id already holds is granted again, untouched: its
 // hold is not restarted (the hold bounds the reboot from the first grant).
 func (s *Server) lock(ctx context.Context, group string, max int, id string) (string, *Refusal) {
-	t, err := sema.TakeHeld(ctx, s.cfg.Client, group, max, id, s.cfg.Hold, s.cfg.Record)
+	var t sema.Take
+	var err error
+	if s.cfg.Queue > 0 {
+		t, err = sema.TakeHeldQueued(ctx, s.cfg.Client, group, max, id, s.cfg.Hold, s.cfg.Queue, s.cfg.Record)
+	} else {
+		t, err = sema.TakeHeld(ctx, s.cfg.Client, group, max, id, s.cfg.Hold, s.cfg.Record)
+	}
 	if err != nil {
 		return "", backendRefusal(group, max, err)
 	}
@@ -33,15 +39,18 @@ func (s *Server) lock(ctx context.Context, group string, max int, id string) (st
 	case sema.TakeAlreadyHeld:
 		return resultAlreadyHeld, nil
 	case sema.TakePaused:
-		return "", refuse(KindPaused, "group %s[max=%d] is %s", group, max, t.Pause.String())
+		return "", refuse(KindPaused, "group %s[max=%d] is %s%s", group, max, t.Pause.String(), s.placeText(t))
 	}
-	return "", refuse(KindSemaphoreFull, "group %s[max=%d]: every slot is taken: %s", group, max, holdersText(t))
+	return "", refuse(KindSemaphoreFull, "group %s[max=%d]: every slot is taken: %s%s", group, max, holdersText(t), s.placeText(t))
 }
 
 // unlock is steady-state for id in group: D14's release of the id's slots held after a run
 // (never a running job's key, never another node's), granted whether it freed one or none.
 func (s *Server) unlock(ctx context.Context, group string, max int, id string) (string, *Refusal) {
 	rel, err := sema.ReleaseHeldReport(ctx, s.cfg.Client, group, max, id)
+	if err == nil && s.cfg.Queue > 0 { // a node that is up no longer waits (D19a)
+		_, err = sema.DropQueued(ctx, s.cfg.Client, group, max, id)
+	}
 	for _, ha := range rel.Freed {
 		s.event(Event{Group: group, Max: max, ID: id, Slot: ha})
 	}
@@ -52,6 +61,14 @@ func (s *Server) unlock(ctx context.Context, group string, max int, id string) (
 		return resultNotHeld, nil
 	}
 	return resultReleased, nil
+}
+
+// placeText says, with a queue, where the refused node's place is.
+func (s *Server) placeText(t sema.Take) string {
+	if s.cfg.Queue <= 0 || t.Contended {
+		return ""
+	}
+	return fmt.Sprintf("; this node's place is kept for %v after each request, %d ahead", s.cfg.Queue, t.Ahead)
 }
 
 func (s *Server) event(e Event) {
@@ -83,6 +100,8 @@ func holdersText(t sema.Take) string {
 			p += fmt.Sprintf(" until %s (reboot)", timeText(h.Until))
 		case h.HeldAfter:
 			p += fmt.Sprintf(" until %s (kept after a run)", timeText(h.Until))
+		case h.Queued:
+			p += " (its turn: kept until it asks again)"
 		default:
 			p += " (a running job)"
 		}

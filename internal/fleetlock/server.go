@@ -22,6 +22,10 @@ type Config struct {
 	// Hold is the TTL of a granted slot's lease, which nobody keeps alive: a node that
 	// never comes back stalls its group this long (whole seconds, rounded up).
 	Hold time.Duration
+	// Queue, when not 0, keeps a refused node's place in the queue for Queue after its
+	// last request (first come, first served across polling nodes, D19a); 0: whoever asks
+	// first after a release gets the slot.
+	Queue time.Duration
 	// Record is written in each granted slot's record (PID, Unit: the server's); Host,
 	// State and times are filled in, Via is ViaFleetLock.
 	Record sema.Record
@@ -69,6 +73,9 @@ func New(cfg Config) (*Server, error) {
 		if n < 1 || n > sema.MaxCapacity {
 			return nil, fmt.Errorf("group %q: capacity %d: must be 1..%d", g, n, sema.MaxCapacity)
 		}
+	}
+	if cfg.Queue != 0 && cfg.Queue < time.Second {
+		return nil, fmt.Errorf("queue %v: must be at least 1s", cfg.Queue)
 	}
 	if cfg.Hold < time.Second {
 		return nil, fmt.Errorf("hold %v: must be at least 1s", cfg.Hold)
