@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -76,7 +77,6 @@ type fleetlockJob struct {
 	groups map[string]int
 	hold   time.Duration
 	queue  time.Duration
-	tls    bool
 	conn   etcdconn.Settings
 }
 
@@ -189,7 +189,7 @@ func (f *fleetlockCmd) serve(j fleetlockJob, rep *reporter) error {
 			return usagef("%v", err)
 		}
 	}
-	ev := &fleetEvents{getenv: f.s.getenv, stderr: f.s, quiet: f.Quiet, notify: systemd.NotifierFor(f.s.getenv)}
+	ev := &fleetEvents{getenv: f.s.getenv, stderr: f.s.stderr, quiet: f.Quiet, notify: systemd.NotifierFor(f.s.getenv), kick: make(chan struct{}, 1)}
 	srv, err := fleetlock.New(fleetlock.Config{Client: client, Groups: j.groups, Hold: j.hold, Queue: j.queue,
 		Record: sema.Record{PID: os.Getpid()}, OnEvent: ev.event})
 	if err != nil {
@@ -217,8 +217,14 @@ func (f *fleetlockCmd) serve(j fleetlockJob, rep *reporter) error {
 	ev.where = scheme + "://" + ln.Addr().String()
 	rep.line("", false, "serving FleetLock on %s: %s; a slot is held at most %v", ev.where, groupsText(srv), j.hold)
 	ev.status(ctx, "READY=1\n")
-	go ev.statusLoop(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // ends with ctx, joined before the stop is said
+		defer wg.Done()
+		ev.statusLoop(ctx)
+	}()
 	err = srv.Serve(ctx, ln, tlsConf)
+	wg.Wait()
 	ev.notifyRaw("STOPPING=1")
 	if err != nil {
 		return endf(errUnavailable, "", "fleetlock: serving on %s failed: %v", j.listen, err)
@@ -243,24 +249,18 @@ func groupsText(srv *fleetlock.Server) string {
 type fleetEvents struct {
 	mu     sync.Mutex
 	getenv func(string) string
-	stderr *semaCmd
+	stderr io.Writer
 	quiet  bool
 	notify systemd.NotifyFunc
 	srv    *fleetlock.Server
 	where  string
-	kick   chan struct{}
-	once   sync.Once
-}
-
-func (e *fleetEvents) kicks() chan struct{} {
-	e.once.Do(func() { e.kick = make(chan struct{}, 1) })
-	return e.kick
+	kick   chan struct{} // an event happened: refresh STATUS= (buffered, 1)
 }
 
 // event is fleetlock's OnEvent: one line per grant or release, naming the id.
 func (e *fleetEvents) event(ev fleetlock.Event) {
 	e.mu.Lock()
-	r := newReporter(e.stderr.stderr, e.getenv, false, ev.Group, ev.Max)
+	r := newReporter(e.stderr, e.getenv, false, ev.Group, ev.Max)
 	r.warnOnly = e.quiet
 	fields := map[string]string{"CONCH_NODE": ev.ID, "CONCH_VIA": sema.ViaFleetLock, "CONCH_REV": fmt.Sprint(ev.Slot.Rev)}
 	if ev.Granted {
@@ -271,7 +271,7 @@ func (e *fleetEvents) event(ev fleetlock.Event) {
 	}
 	e.mu.Unlock()
 	select {
-	case e.kicks() <- struct{}{}:
+	case e.kick <- struct{}{}:
 	default:
 	}
 }
@@ -292,7 +292,7 @@ func (e *fleetEvents) statusLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-e.kicks():
+		case <-e.kick:
 		}
 		e.status(ctx, "")
 	}
