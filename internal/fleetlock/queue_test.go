@@ -6,10 +6,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // With --queue, grants follow the order of the nodes' first refused requests, whoever
@@ -87,13 +86,15 @@ func containsAll(s string, parts ...string) bool {
 
 // fairness runs 10 zincati-like clients on a capacity-1 group for d: each polls every
 // period (+0-10 % jitter, as zincati), reboots for down once granted, reports steady-state
-// and asks again at once. It returns every wait, the max holders seen, and the grants.
-func fairness(t *testing.T, queue, period, down, d time.Duration) ([]time.Duration, int) {
+// and asks again at once. It returns every wait, the grants, and the most grants to other
+// nodes seen during one node's wait (overtakes).
+func fairness(t *testing.T, queue, period, down, d time.Duration) ([]time.Duration, int, int64) {
 	_, c := startEtcd(t)
 	s := serveQueue(t, c, map[string]int{"default": 1}, time.Hour, queue)
 	stop := maxHolders(t, c, "default", 1)
 	var mu sync.Mutex
 	var waits []time.Duration
+	var granted, overtakes atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range 10 {
@@ -103,7 +104,7 @@ func fairness(t *testing.T, queue, period, down, d time.Duration) ([]time.Durati
 			f := newClient(s.base, zincati, fmt.Sprintf("node-%d", i), "default")
 			jitter := func() time.Duration { return period + time.Duration(rand.Int64N(int64(period)/10+1)) }
 			for time.Since(start) < d {
-				asked := time.Now()
+				asked, before := time.Now(), granted.Load()
 				for {
 					r, err := f.lock()
 					if err != nil || !r.ok() && r.status != 423 {
@@ -117,6 +118,8 @@ func fairness(t *testing.T, queue, period, down, d time.Duration) ([]time.Durati
 				}
 				mu.Lock()
 				waits = append(waits, time.Since(asked))
+				overtakes.Store(max(overtakes.Load(), granted.Load()-before))
+				granted.Add(1)
 				mu.Unlock()
 				time.Sleep(down) // the reboot: work, not a synchronisation
 				if err := unlockUntilOK(f, period); err != nil {
@@ -130,30 +133,29 @@ func fairness(t *testing.T, queue, period, down, d time.Duration) ([]time.Durati
 	if most := stop(); most > 1 {
 		t.Errorf("%d holders at once in default[max=1]", most)
 	}
-	return waits, len(waits)
+	return waits, len(waits), overtakes.Load()
 }
 
 // The --queue figures (D19a): 10 clients polling a capacity-1 group, the longest wait of
 // any node and the grants in all, with and without the queue. Without, whoever polls
 // first after a release wins, so a node can lose many rounds in a row; with it, a node
 // waits for the nodes ahead of it only, at the cost of the slot idling until the head's
-// next poll. With the queue, no wait may exceed a full round of the other 9 nodes (each
-// at most a reboot, a poll interval and a margin).
+// next poll. The assertion does not depend on the machine's speed: with the queue, no
+// node sees more than the 9 others granted during one of its waits (one more for a grant
+// whose answer crossed its first request).
 func TestQueueFairness(t *testing.T) {
 	const period, down = 100 * time.Millisecond, 50 * time.Millisecond
 	d := soak(t)
-	without, n0 := fairness(t, 0, period, down, d)
-	with, n1 := fairness(t, 10*period, period, down, d)
+	without, n0, o0 := fairness(t, 0, period, down, d)
+	with, n1, o1 := fairness(t, 10*period, period, down, d)
 	p := func(ws []time.Duration, q float64) time.Duration {
 		sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
 		return ws[int(q*float64(len(ws)-1))].Round(time.Millisecond)
 	}
 	t.Logf("10 clients, capacity 1, poll %v +0-10%%, reboot %v, for %v:", period, down, d)
-	t.Logf("  without --queue: %d grants, wait median %v, p99 %v, longest %v", n0, p(without, 0.5), p(without, 0.99), p(without, 1))
-	t.Logf("  with --queue:    %d grants, wait median %v, p99 %v, longest %v", n1, p(with, 0.5), p(with, 0.99), p(with, 1))
-	bound := 9 * (down + 2*period + 100*time.Millisecond)
-	if longest(with) > bound {
-		t.Errorf("with --queue a node waited %v, more than a round of the 9 others (%v)", longest(with), bound)
+	t.Logf("  without --queue: %d grants, wait median %v, p99 %v, longest %v; most others granted during one wait: %d", n0, p(without, 0.5), p(without, 0.99), p(without, 1), o0)
+	t.Logf("  with --queue:    %d grants, wait median %v, p99 %v, longest %v; most others granted during one wait: %d", n1, p(with, 0.5), p(with, 0.99), p(with, 1), o1)
+	if o1 > 10 {
+		t.Errorf("with --queue a node saw %d grants to others during one wait: more than the 9 others", o1)
 	}
-	_ = sema.StateQueued
 }
