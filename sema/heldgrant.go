@@ -154,7 +154,7 @@ func (tk taker) decide(rs []*etcdserverpb.ResponseOp) Take {
 		holders = append(holders, h)
 	}
 	if p := rs[1].GetResponseRange().Kvs; len(p) > 0 {
-		pause := decodePause(p[0])
+		pause := DecodePause(p[0])
 		return Take{Result: TakePaused, Pause: &pause}
 	}
 	if first.Count >= int64(tk.max) {

@@ -75,7 +75,7 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec R
 	}
 	var pause *Pause
 	if p := resp.Responses[1].GetResponseRange().Kvs; len(p) > 0 {
-		dp := decodePause(p[0])
+		dp := DecodePause(p[0])
 		pause = &dp
 	}
 	refused := func(ahead int) Take {

@@ -62,7 +62,7 @@ func (c *counters) render() string {
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	var all sema.Listing
+	var all who.Listing
 	for _, g := range s.Groups() {
 		l, err := who.Read(ctx, s.cfg.Client, g)
 		if err != nil {
