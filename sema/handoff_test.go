@@ -15,6 +15,7 @@ import (
 // ErrKeyDeleted (D7). The race is set up directly: the key is deleted before
 // newHolder is asked to rewrite it.
 func TestHeldRewriteFindsKeyGone(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "rw", 1, Options{})
 	l, err := grantLease(t.Context(), c, 5*time.Second)
@@ -51,6 +52,7 @@ func TestHeldRewriteFindsKeyGone(t *testing.T) {
 // (the rewrite is off the hand-off path), and the rewrite still happens and
 // wakes the next waiter, in both hold modes.
 func TestPromotedRewritesAndWakesNext(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	for _, legacy := range []bool{false, true} {
 		newS := func() *Semaphore { s := newSem(t, c, "pw", 1, Options{}); s.legacyHold = legacy; return s }

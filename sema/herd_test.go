@@ -14,6 +14,9 @@ import (
 // unsynced group (etcd_debugging_mvcc_slow_watcher_total is 0 at every
 // hand-off), since none starts at a revision the store has passed.
 func TestHerdFreeLongQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	for _, mode := range []string{"d1", "d1a"} {
 		t.Run(mode, func(t *testing.T) { herdFree(t, mode == "d1") })
 	}

@@ -97,6 +97,7 @@ func TestHeadFollowsPauseNoRead(t *testing.T) {
 // when it comes just before an ordinary release. The head stays queued, paused, and takes
 // the slot on resume.
 func TestPauseStopsFollowingHead(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()

@@ -100,6 +100,9 @@ func TestD1YoungerHolderReleasesFirst(t *testing.T) {
 
 // 30 short jobs through --max 3 all succeed, and no key is left.
 func TestManyShortJobs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	var wg sync.WaitGroup
 	results := make([]result, 30)
@@ -129,6 +132,9 @@ func TestManyShortJobs(t *testing.T) {
 
 // A waiter killed with SIGKILL does not block the queue past its lease TTL.
 func TestKilledWaiterFreesQueueAtTTL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	pre := sema.Prefix("kw", 1)
 	holder := e.start("sema", "kw", "--max", "1", "--", "sh", "-c", e.gated("h"))

@@ -140,6 +140,9 @@ func TestExitCannotExec(t *testing.T) {
 // D3 row 69: etcd unreachable at start gives 69 within --dial-timeout,
 // whatever --wait says.
 func TestExitUnavailable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	e := newEnv(t)
 	dead := etcdtest.UnusedEndpoint(t)
 	for _, args := range [][]string{

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -11,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/conch-project/conch/internal/ci"
 	"github.com/conch-project/conch/internal/who/whotest"
 	"github.com/conch-project/conch/sema"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // heldAfterKeys returns the keys of (name, max) whose record says they are
@@ -139,9 +141,10 @@ func TestReleaseRacesHoldAfter(t *testing.T) {
 	e := newEnv(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var releases int
+	var releases []result // the racing --release runs' results, read after wg.Wait
+	var raceErr error     // why the racing loop stopped early; checked on the test's goroutine
 	wg.Add(1)
-	go func() {
+	go func() { // no t.Fatal here: a failure is handed back in raceErr
 		defer wg.Done()
 		for {
 			select {
@@ -149,8 +152,18 @@ func TestReleaseRacesHoldAfter(t *testing.T) {
 				return
 			default:
 			}
-			e.start("sema", "hr", "--max", "1", "--node", "n1", "--release").wait(t)
-			releases++
+			p, err := e.tryStart("sema", "hr", "--max", "1", "--node", "n1", "--release")
+			if err != nil {
+				raceErr = err
+				return
+			}
+			select {
+			case <-p.done:
+				releases = append(releases, p.res)
+			case <-time.After(testTimeout):
+				raceErr = fmt.Errorf("--release did not exit within %v", testTimeout)
+				return
+			}
 		}
 	}()
 	for i := range 6 {
@@ -163,7 +176,15 @@ func TestReleaseRacesHoldAfter(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("6 --hold-after runs, %d --release runs beside them", releases)
+	if raceErr != nil {
+		t.Fatal(raceErr)
+	}
+	t.Logf("6 --hold-after runs, %d --release runs beside them", len(releases))
+	for i, r := range releases { // each released a hold or found none: never an error
+		if r.status != 0 || !strings.Contains(r.stderr, "released the slot node n1 held after its run") && !strings.Contains(r.stderr, "nothing to release") {
+			t.Errorf("--release %d racing the runs: %v, want 0 saying what it released or that there was nothing", i, r)
+		}
+	}
 	e.run("sema", "hr", "--max", "1", "--node", "n1", "--release")
 	if n := e.keys(sema.Prefix("hr", 1)); n != 0 {
 		t.Fatalf("%d keys after the last --release", n)
@@ -215,6 +236,9 @@ func TestHoldAfterHuge(t *testing.T) {
 // lease-mismatch: its name keeps the run's lease), in
 // JSON, text or metrics (a live holder's would be).
 func TestHoldAfterNotExpiring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	e := newEnv(t)
 	if r := e.run("sema", "hx", "--max", "1", "--node", "n1", "--hold-after", "20s", "--", "true"); r.status != 0 {
 		t.Fatalf("--hold-after run: %v", r)
@@ -245,6 +269,9 @@ func TestHoldAfterNotExpiring(t *testing.T) {
 // slot (etcd expired the lease and the key with it): it says so in a warning line without -v,
 // naming the lease's expiry, and exits with the command's status; nothing is kept.
 func TestHoldAfterLeaseExpiredWhileStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	done := e.path("done")
 	p := e.start("sema", "hx", "--max", "1", "--ttl", "2", "--kill-after", "0.2", "--scope=never", "--hold-after", "1h",
@@ -343,6 +370,9 @@ func TestNodeCheckedWhereUsed(t *testing.T) {
 // single member SIGSTOPped as the command ends) does not make --hold-after give up: the hold
 // is made once etcd answers again, and the slot is kept.
 func TestHoldAfterRidesOutEtcdStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	p := e.start("sema", "hst", "--max", "1", "--ttl", "30", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
@@ -373,6 +403,9 @@ func TestHoldAfterRidesOutEtcdStall(t *testing.T) {
 // ends), the hold cannot be made nor the slot released: conch says both in one warning line
 // of its own (every line it writes starts "conch:"), and exits with the command's status.
 func TestHoldAfterEtcdSilentOneLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	p := e.start("sema", "hsl", "--max", "1", "--ttl", "3", "--kill-after", "0.5", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))

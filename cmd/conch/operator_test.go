@@ -172,6 +172,9 @@ func TestShortTTLWarning(t *testing.T) {
 
 // A child that ignores its stop signal: the move to SIGKILL is said when it happens.
 func TestEscalationToSIGKILLReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	r := e.run("sema", "op-kill", "--max", "1", "--scope=never", "--kill-after", "1", "--runtime-max", "1", "--",
 		"sh", "-c", "trap '' TERM; sleep 30")
@@ -190,6 +193,9 @@ func TestEscalationToSIGKILLReported(t *testing.T) {
 // expired), conch's late fence (its deadline had passed) or, as only conch is stopped here,
 // the guardian's own fence; sema's TestGoneErrAfterDeadline checks the DELETE's wording alone.
 func TestFrozenHolderSaysLeaseExpired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	started := e.path("started")
 	p := e.start("sema", "op-frozen", "--max", "1", "--ttl", "2", "--kill-after", "0.2", "--scope=never", "--", "sh", "-c", "touch "+started+"; exec sleep 60")

@@ -130,6 +130,9 @@ func TestIgnoredSignalStaysIgnored(t *testing.T) {
 // the lease's expiry: it says the lease expired, not that a key was deleted, re-enters the
 // queue and runs its command once the holder ends.
 func TestStoppedWaiterSaysLeaseExpired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	pre := sema.Prefix("wexp", 1)
 	holder := e.start("sema", "wexp", "--max", "1", "--", "sh", "-c", e.gated("h"))

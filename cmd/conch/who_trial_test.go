@@ -67,6 +67,9 @@ func TestWhoListsSpreadNodeWaiters(t *testing.T) {
 // whose conch died (SIGKILL: its lease is no longer kept alive) reads as
 // expiring, in the text form and in JSON, until the lease runs out.
 func TestWhoHolderTTLExpiring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	live := e.start("sema", "ttl", "--max", "2", "--ttl", "30s", "--", "sleep", "60")
 	waitFor(t, "live holder", func() bool { return e.keys(sema.Prefix("ttl", 2)) == 1 })

@@ -230,6 +230,9 @@ func TestWhoWatchCompaction(t *testing.T) {
 // An etcd restart during the watch: it says on stderr that etcd is lost,
 // then that it answers again, and shows the changes made after.
 func TestWhoWatchEtcdRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	w := e.start("sema", "rs", "--who", "--watch")
 	lastBlock(t, w, "the first listing", func(b string) bool { return b == "(no holders or waiters)\n" })
@@ -375,6 +378,9 @@ func TestWhoWatchHostile(t *testing.T) {
 // members die: no quorum, which the watch says, and says when the cluster
 // answers again, showing the change made meanwhile.
 func TestWhoWatchMemberDeath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	ms := etcdtest.StartCluster(t, 3)
 	e := newEnvOn(t, ms[0])
 	e.vars = append(e.vars, "CONCH_ENDPOINTS="+etcdtest.Endpoints(ms)) // the last one counts
