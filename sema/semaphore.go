@@ -75,28 +75,9 @@ type Semaphore struct {
 	max    int
 	prefix string
 	opts   Options
-	// legacyWatch: watches start at the ranking read + 1 as D1 first said,
-	// not served at once as D1a allows; only for same-run A/B benchmarks
-	// and tests (export_test.go).
-	legacyWatch bool
-	// legacyHold: a promoted waiter rewrites its key before Acquire
-	// returns, not beside the caller's work (the old way, kept to measure
-	// the difference); same use.
-	legacyHold bool
-	// noProbe: the head of the queue and a holder do not check that their watch's stream
-	// still answers, and a release's first revoke may take 5 s (D7b (3) off); only for tests
-	// that show what the checks are for (export_test.go).
-	noProbe bool
-	// legacyPause: the head of the queue reads the pause before a promotion a holder's
-	// DELETE proved, as D16 first did, instead of following it on its stream (D16b); for
-	// same-run A/B benchmarks (export_test.go).
-	legacyPause bool
-	// followArmed, if set, is called when the head's pause watch covers every revision
-	// after its ranking read (D16b), so a test knows which path a promotion takes.
-	followArmed func()
-	// keyWatched, if set, is called each time a holder makes a watch of its key, so a test
-	// can count them (export_test.go).
-	keyWatched func()
+	// seams, nil in production, are where a test looks into or changes the recipe
+	// (seams.go, set by export_test.go).
+	seams *seams
 }
 
 // New returns the semaphore (name, max) using client c, which the caller

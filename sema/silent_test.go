@@ -41,7 +41,7 @@ const silentBound = 6 * time.Second
 func silentMemberHandoff(t *testing.T, probe bool) time.Duration {
 	g := etcdtest.StartSilentRig(t)
 	s := newSem(t, g.WC, "silent", 1, Options{TTL: 10 * time.Second})
-	s.noProbe = !probe
+	SetNoProbe(s, !probe)
 	lease, err := g.Admin.Grant(t.Context(), 60)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestHolderLeavesSilentMember(t *testing.T) {
 func silentMemberDelete(t *testing.T, probe bool) time.Duration {
 	g := etcdtest.StartSilentRig(t)
 	s := newSem(t, g.WC, "silent", 1, Options{TTL: 10 * time.Second})
-	s.noProbe = !probe
+	SetNoProbe(s, !probe)
 	h := mustAcquire(t, s)
 	g.Watchers(t, 1, "the holder's watch of its key")
 	g.GoSilent(t)
@@ -130,7 +130,7 @@ func silentMemberRelease(t *testing.T, probe bool) time.Duration {
 	g := etcdtest.StartSilentRig(t)
 	var renewed, watches atomic.Int32 // the holder's confirmed keep-alives, watches of its key
 	s := newSem(t, g.WC, "silent", 1, Options{TTL: 10 * time.Second, OnRenew: func(_, _ time.Time) { renewed.Add(1) }})
-	s.noProbe = !probe
+	SetNoProbe(s, !probe)
 	SetKeyWatched(s, func() { watches.Add(1) })
 	h := mustAcquire(t, s)
 	w := newSem(t, g.Admin, "silent", 1, Options{TTL: 10 * time.Second})
