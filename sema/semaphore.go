@@ -13,7 +13,7 @@ import (
 const (
 	DefaultTTL            = 10 * time.Second
 	DefaultConnectTimeout = 5 * time.Second
-	DefaultFenceMargin    = 6 * time.Second // default --kill-after 5 s + 1 s (D7)
+	DefaultFenceMargin    = 6 * time.Second // the default stop grace 5 s + 1 s (D7)
 	retryMin              = 100 * time.Millisecond
 	retryMax              = 2 * time.Second
 )
@@ -35,20 +35,20 @@ type Options struct {
 	// queue and a holder always use min(TTL/6, 1 s) (D7).
 	WaitKeepAlive time.Duration
 	// Nonblock makes Acquire give up with ErrNoSlot instead of waiting
-	// (--nonblock, flock -n style).
+	// (flock -n style).
 	Nonblock bool
 	// Terse says the caller words no refusal (conch -q): a wait that ends
 	// without a slot then skips the read that names the slots kept after a
 	// run (WaitError.HeldAfter stays nil, D13e), one request fewer.
 	Terse bool
-	// Spread allows at most one slot per node (--spread, D11): our key is
+	// Spread allows at most one slot per node (D11): our key is
 	// Prefix(name, max) + Node instead of + our lease ID, still bound to
 	// our lease, so a node that already has a key there (held or waiting)
 	// finds "no slot free": Nonblock returns ErrNoSlot with ErrNodeHasKey,
 	// otherwise Acquire waits for that key to go, then enqueues at the back.
 	Spread bool
-	// Node is this node's name, the suffix of its --spread key: the
-	// kernel hostname or --node (D11). Required with Spread; New checks it
+	// Node is this node's name, the suffix of its Spread key: the
+	// kernel hostname or a name the caller gives (D11). Required with Spread; New checks it
 	// with ValidateNode.
 	Node string
 	// Record is the template of the value written under our key; Version
