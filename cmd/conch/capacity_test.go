@@ -28,6 +28,7 @@ func (e *env) held(name string) bool { return exists(e.path(name + ".held")) }
 // Capacity is never exceeded with 6 concurrent jobs on --max 2: each child
 // logs its start and end times; the largest overlap must be 2.
 func TestCapacityNeverExceeded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const jobs, n = 6, 2
 	var procs []*proc
@@ -74,6 +75,7 @@ func readNanos(t *testing.T, path string) int64 {
 // D1 end to end: N=2, the younger holder releases first; the first waiter
 // must start while the older holder still holds, the second must not.
 func TestD1YoungerHolderReleasesFirst(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pre := sema.Prefix("d1", 2)
 	var procs []*proc

@@ -35,6 +35,7 @@ func (e *env) heldAfterKeys(name string, max int) map[string]string {
 
 // D11/D14: --node names the node in the holder record without --spread.
 func TestNodeWithoutSpread(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "nn", "--max", "1", "--node", "n7", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
@@ -53,6 +54,7 @@ func TestNodeWithoutSpread(t *testing.T) {
 // and JSON; --release from another node frees nothing; from the node it
 // frees it (saying which), and again frees none: exit 0 each time.
 func TestHoldAfterAndRelease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("sema", "ha", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", "exit 3")
 	if r.status != 3 || !strings.Contains(r.stderr, "slot kept for 1h0m0s after the run") {
@@ -98,6 +100,7 @@ func TestHoldAfterAndRelease(t *testing.T) {
 // the signal, D3); a slot lost while the command ran (an operator deleted
 // the key) is not kept: exit 70 and no key.
 func TestHoldAfterSignalAndLoss(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "hs", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
@@ -138,6 +141,7 @@ func TestHoldAfterSIGKILL(t *testing.T) {
 // --hold-after runs come and go never touches a supervised run's key (no
 // run ends 70), and each hold is either released or still there.
 func TestReleaseRacesHoldAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -194,6 +198,7 @@ func TestReleaseRacesHoldAfter(t *testing.T) {
 // Hostile --hold-after and --release: 0, negative and huge durations, and
 // the flags they cannot go with, are usage errors (64) before any etcd call.
 func TestHoldAfterUsage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, args := range [][]string{
 		{"--hold-after", "0", "--", "true"},
@@ -221,6 +226,7 @@ func TestHoldAfterUsage(t *testing.T) {
 // Hostile --hold-after: the largest duration conch takes (100 years) is a
 // lease etcd grants, and the hold says so; --release frees it at once.
 func TestHoldAfterHuge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("sema", "hh", "--max", "1", "--node", "n1", "--hold-after", "876000h", "--", "true")
 	if r.status != 0 || !strings.Contains(r.stderr, "slot kept for 876000h0m0s after the run, until 21") {
@@ -431,6 +437,7 @@ func TestHoldAfterEtcdSilentOneLine(t *testing.T) {
 // in a format newer than this conch reads ("v":99, hand-written here behind a real hold),
 // and says so; it frees the node's slot of the known format, and exits 0.
 func TestReleaseLeavesNewerRecord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("sema", "nv", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "true"); r.status != 0 {
 		t.Fatal(r)

@@ -12,6 +12,7 @@ import (
 // other three wait for their own node's key (D11) without a key in the
 // queue: --who lists all six, the three with waits-for naming that key.
 func TestWhoListsSpreadNodeWaiters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var procs []*proc
 	for i, node := range []string{"n1", "n2", "n3", "n1", "n2", "n3"} {

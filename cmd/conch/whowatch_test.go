@@ -199,6 +199,7 @@ func TestWhoWatchBurstAndDelay(t *testing.T) {
 // stopped while 2,000 changes of 1 KiB went by, then etcd compacted) is
 // said on stderr; the watch reads again and goes on.
 func TestWhoWatchCompaction(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.start("sema", "cp", "--who", "--watch")
 	lastBlock(t, w, "the first listing", func(b string) bool { return b == "(no holders or waiters)\n" })
@@ -254,6 +255,7 @@ func TestWhoWatchEtcdRestart(t *testing.T) {
 // A watch whose reader goes away (`conch sema --who --watch | head -2`) and then sees a
 // change ends with status 0 and nothing on stderr.
 func TestWhoWatchClosedStdout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cmd, out, stderr := startPipedWatch(t, e, "cs")
 	rd := bufio.NewReader(out)
@@ -273,6 +275,7 @@ func TestWhoWatchClosedStdout(t *testing.T) {
 // line while nothing changes; the watch must end soon after, quietly, with the
 // status of a reader that went away (0), not at the next change.
 func TestWhoWatchClosedStdoutIdle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cmd, out, stderr := startPipedWatch(t, e, "ci")
 	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil { // head -1
@@ -323,6 +326,7 @@ func waitQuietEnd(t *testing.T, cmd *exec.Cmd, stderr *syncbuf.Buffer, when stri
 // each --json line stays one document, the text stays printable, the
 // metrics parse; a real holder after them still shows.
 func TestWhoWatchHostile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.start("sema", "--who", "--watch")
 	wj := e.start("sema", "--who", "--watch", "--json")
