@@ -33,6 +33,9 @@ func TestWaitKeepAliveBounds(t *testing.T) {
 // real etcd over three TTLs, and sends no more keep-alives than that
 // cadence allows (the holders' cadence would send twice as many).
 func TestWaitingLeaseSurvivesSlowCadence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	srv, c := startEtcd(t)
 	ttl := 2 * time.Second
 	l, err := grantLease(t.Context(), c, ttl)
@@ -69,6 +72,7 @@ func TestWaitingLeaseSurvivesSlowCadence(t *testing.T) {
 // from step 1 with a new lease and key at the back, and is still served
 // (04_sema.md "Failure behavior").
 func TestLostWaiterReenters(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	opts := Options{TTL: 2 * time.Second}
 	holder := mustAcquire(t, newSem(t, c, "lost", 1, opts))

@@ -14,9 +14,9 @@ type EventKind int
 // Event kinds, in the order they usually happen.
 const (
 	// Enqueued: our key is written; Rank is exact; OtherCapacities counts
-	// keys under the same name with another --max (D6 warning); OtherKind
+	// keys under the same name with another capacity (D6 warning); OtherKind
 	// counts keys of the other kind (node-suffixed next to a lease key,
-	// lease-suffixed next to a --spread key) among those the enqueue read
+	// lease-suffixed next to a node key) among those the enqueue read
 	// returns (D11 warning).
 	Enqueued EventKind = iota
 	// Waiting: we wait; Ahead is the number of waiters ahead of us, 0 at

@@ -46,7 +46,7 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 		case turnPromoted, turnClear:
 			now := time.Now().UTC().Truncate(time.Second)
 			rec.HeldSince = &now
-			return s.promotedHolder(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})
+			return s.newHolder(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})
 		case turnKeyDeleted: // D7d: after a stall, the lease's expiry, not a deletion
 			return nil, l.goneErr(key)
 		case turnLeaseLost:
@@ -67,25 +67,6 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 			ahead--
 		}
 	}
-}
-
-// promotedHolder makes the Holder of a promoted waiter (D1). The HELD rewrite of
-// its key happens beside the caller's work (newHolder), except in the
-// legacyHold mode, kept for same-run A/B benchmarks, where it happens
-// first, retried so that a failed request does not cost our place.
-func (s *Semaphore) promotedHolder(ctx context.Context, l *lease, c heldKey) (*Holder, error) {
-	if !s.legacyHold {
-		return s.newHolder(ctx, l, c)
-	}
-	err := retryEtcd(ctx, l, func() (err error) {
-		c.seen, err = s.promote(ctx, c.key, c.rev, l, c.held)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.held = ""
-	return s.newHolder(ctx, l, c)
 }
 
 // writeKey writes our key and ranks it (D2), the first try bounded by enqCtx,
