@@ -40,6 +40,7 @@ type Event struct {
 	Rev             int64
 	Lease           clientv3.LeaseID
 	TTL             time.Duration // granted lease TTL
+	Cluster         uint64        // the ID of the etcd cluster that granted the lease (D18), 0 if not known
 	OtherCapacities int64
 	OtherKind       int  // Enqueued: see EventKind Enqueued (D11)
 	NodeBusy        bool // Waiting: see EventKind Waiting (D11)

@@ -32,6 +32,8 @@ type lease struct {
 	waitEvery time.Duration                   // waiting cadence (setWaitInterval); 0: TTL/3
 	changed   chan struct{}                   // poked when the cadence or margin change
 	onRenew   func(fence, deadline time.Time) // Options.OnRenew, while holding
+	cluster   uint64                          // the cluster ID of the grant's answer (D18)
+	maxRev    int64                           // the highest revision seen in etcd's answers (D18)
 
 	done   chan struct{} // closed when the lease is lost or stopped
 	cause  error
@@ -55,6 +57,8 @@ func grantLease(ctx context.Context, c *clientv3.Client, ttl time.Duration) (*le
 		ttl:       time.Duration(resp.TTL) * time.Second,
 		c:         c,
 		confirmed: sent,
+		cluster:   resp.ResponseHeader.GetClusterId(),
+		maxRev:    resp.ResponseHeader.GetRevision(),
 		changed:   make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		cancel:    cancel,
@@ -173,9 +177,11 @@ func (l *lease) fail(err error) {
 }
 
 type kaResult struct {
-	gen int
-	ttl int64
-	err error
+	gen     int
+	ttl     int64
+	cluster uint64 // the answer's header (D18)
+	rev     int64
+	err     error
 }
 
 // run owns the keep-alive stream. It returns when ctx ends or the lease is lost.
@@ -217,8 +223,12 @@ func (l *lease) run(ctx context.Context) {
 				}
 				continue
 			}
+			if err := l.epochCheck(ctx, r.cluster, r.rev); err != nil { // D18
+				l.fail(err)
+				return
+			}
 			if r.ttl <= 0 {
-				l.fail(l.lateCause(ErrLeaseLost))
+				l.fail(l.notFoundCause())
 				return
 			}
 			l.confirm(sent)
@@ -366,7 +376,7 @@ func (l *lease) recv(ctx context.Context, s pb.Lease_LeaseKeepAliveClient, gen i
 		resp, err := s.Recv()
 		r := kaResult{gen: gen, err: err}
 		if err == nil {
-			r.ttl = resp.TTL
+			r.ttl, r.cluster, r.rev = resp.TTL, resp.Header.GetClusterId(), resp.Header.GetRevision()
 		}
 		select {
 		case out <- r:
