@@ -17,10 +17,10 @@ import (
 func ChildEnv(base []string, name string, max int, rev, lease int64, cluster uint64) []string {
 	set := map[string]string{
 		sema.EnvCluster: sema.FormatClusterID(cluster),
-		sema.EnvRev:   strconv.FormatInt(rev, 10),
-		sema.EnvName:  name,
-		sema.EnvMax:   strconv.Itoa(max),
-		sema.EnvLease: sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
+		sema.EnvRev:     strconv.FormatInt(rev, 10),
+		sema.EnvName:    name,
+		sema.EnvMax:     strconv.Itoa(max),
+		sema.EnvLease:   sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
 	}
 	out := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
