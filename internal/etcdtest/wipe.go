@@ -21,3 +21,10 @@ func (s *Server) RestartEmpty(t testing.TB) {
 // ClusterID is the ID of the cluster the server is a member of, as its answers' headers
 // carry it.
 func (s *Server) ClusterID() uint64 { return uint64(s.etcd.Server.Cluster().ID()) }
+
+// IsLeader reports whether the server is its cluster's leader now.
+func (s *Server) IsLeader() bool { return s.etcd.Server.Leader() == s.etcd.Server.MemberID() }
+
+// HasLeader reports whether the server knows a leader of its cluster now (false: it lost
+// its quorum, or an election is under way).
+func (s *Server) HasLeader() bool { return s.etcd.Server.Leader() != 0 }
