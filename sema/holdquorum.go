@@ -68,6 +68,7 @@ func (t holdTries) leaderless(ctx context.Context) bool {
 	}
 	return any
 }
+
 // unanswered reports whether err is a request's failure for want of an answer from etcd (no
 // leader, no connection, a deadline), as opposed to etcd's answer that our key or lease is
 // gone, or a refusal.
