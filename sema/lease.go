@@ -34,6 +34,9 @@ type lease struct {
 	onRenew   func(fence, deadline time.Time) // Options.OnRenew, while holding
 	cluster   uint64                          // the cluster ID of the grant's answer (D18)
 	maxRev    int64                           // the highest revision seen in etcd's answers (D18)
+	onReach   func(down bool)                 // told when keep-alives stop or start being answered (reach.go)
+	down      bool                            // onReach was last told down
+	failSince time.Time                       // keep-alives failing since then (zero: answered)
 
 	done   chan struct{} // closed when the lease is lost or stopped
 	cause  error
@@ -215,6 +218,7 @@ func (l *lease) run(ctx context.Context) {
 		case <-tick.C:
 			ka.send(ctx, l)
 			tick.Reset(l.nextSend(ka))
+			l.tellReach(ka)
 		case r := <-ka.results:
 			sent, ok := ka.answered(r)
 			if !ok {
@@ -232,6 +236,7 @@ func (l *lease) run(ctx context.Context) {
 				return
 			}
 			l.confirm(sent)
+			l.tellReach(ka)
 			l.renewed()
 			fence.Reset(time.Until(l.fenceAt()))
 		}

@@ -97,6 +97,7 @@ type Semaphore struct {
 	// keyWatched, if set, is called each time a holder makes a watch of its key, so a test
 	// can count them (export_test.go).
 	keyWatched func()
+	wr         waitReport // the Waiting event stood on, for the lease's word on etcd (reach.go)
 }
 
 // New returns the semaphore (name, max) using client c, which the caller

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/backoff"
 )
 
-// reconnect is how gRPC connects again to a member whose connection failed. gRPC's default
+// reconnect is how gRPC connects again to a member whose connection failed (D7g). gRPC's default
 // back-off grows from 1 s by 1.6 times per failed try up to 120 s: after an etcd outage of a
 // minute or two a conch tried again only every minute or two, so it learnt that etcd was back
 // up to two minutes late, and the waiters' leases could expire meanwhile (their keep-alives
