@@ -67,7 +67,7 @@ bench: build etcd
 	bin/bench $(BENCHFLAGS)
 
 # Three systemd nodes on this machine with a 3-member etcd and the fresh .deb installed, to
-# try conch by hand (README "Try it on three nodes"; scripts/cluster.sh says how). NODE=n1..n3.
+# try conch by hand (docs/cluster.md; scripts/cluster.sh says how). NODE=n1..n3.
 NODE ?= n1
 .PHONY: cluster cluster-down cluster-shell
 cluster: package etcd test-deps

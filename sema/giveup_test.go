@@ -3,105 +3,14 @@ package sema
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/conch-project/conch/internal/etcdtest"
 )
-
-// freezer is a loopback TCP proxy to an etcd that can be frozen: it then
-// forwards nothing more, in either direction, while keeping every connection
-// open, which is how a stopped (SIGSTOP) or hung etcd looks to its clients.
-type freezer struct {
-	l      net.Listener
-	target string
-	thaw   chan struct{} // closed at cleanup
-	mu     sync.Mutex
-	frozen bool
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newFreezer(t *testing.T, endpoint string) *freezer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &freezer{l: l, target: strings.TrimPrefix(endpoint, "http://"), thaw: make(chan struct{})}
-	f.wg.Add(1)
-	go f.accept()
-	t.Cleanup(func() {
-		close(f.thaw)
-		l.Close()
-		f.mu.Lock()
-		for _, c := range f.conns {
-			c.Close()
-		}
-		f.mu.Unlock()
-		f.wg.Wait()
-	})
-	return f
-}
-
-func (f *freezer) accept() {
-	defer f.wg.Done()
-	for {
-		in, err := f.l.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", f.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		f.mu.Lock()
-		f.conns = append(f.conns, in, out)
-		f.mu.Unlock()
-		f.wg.Add(2)
-		go f.pipe(in, out)
-		go f.pipe(out, in)
-	}
-}
-
-// pipe copies from src to dst until either closes; frozen, it holds what it read.
-func (f *freezer) pipe(src, dst net.Conn) {
-	defer f.wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		f.mu.Lock()
-		frozen := f.frozen
-		f.mu.Unlock()
-		if frozen {
-			<-f.thaw
-			return
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				dst.Close()
-			}
-			return
-		}
-	}
-}
-
-func (f *freezer) freeze() {
-	f.mu.Lock()
-	f.frozen = true
-	f.mu.Unlock()
-}
 
 // A waiter whose --wait runs out while etcd hangs returns
 // within the wait plus giveUpTimeout (the give-up work shares one budget:
@@ -109,8 +18,8 @@ func (f *freezer) freeze() {
 // Before, three bounded steps in a row made a 3 s wait last 6 s.
 func TestWaitBoundWhileEtcdHangs(t *testing.T) {
 	srv, c := startEtcd(t)
-	f := newFreezer(t, srv.Endpoint)
-	pc, err := clientv3.New(clientv3.Config{Endpoints: []string{f.l.Addr().String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	f := etcdtest.NewFreezer(t, srv.Endpoint)
+	pc, err := clientv3.New(clientv3.Config{Endpoints: []string{f.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +34,7 @@ func TestWaitBoundWhileEtcdHangs(t *testing.T) {
 	start := time.Now()
 	ch := acquireAsync(ctx, w)
 	waitQueued(t, c, holder, 2)
-	f.freeze()
+	f.Freeze()
 	var r acquired
 	select {
 	case r = <-ch:

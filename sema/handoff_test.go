@@ -68,7 +68,7 @@ func TestPromotedRewritesAndWakesNext(t *testing.T) {
 		if b.err != nil {
 			t.Fatalf("legacy=%v: b: %v", legacy, b.err)
 		}
-		waitHeldSince(t, c, "pw", b.h.Key())
+		waitHeldSince(t, c, "pw", 1, b.h.Key())
 		// b's rewrite (a PUT) wakes c, its successor, which is now next in line
 		cLog.waitFor(t, "c next in line", func(e Event) bool { return e.Kind == Waiting && e.Ahead == 0 })
 		release(t, b.h)

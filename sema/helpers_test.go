@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcdtest"
 )
 
 const testTimeout = 60 * time.Second
@@ -91,4 +92,14 @@ func release(t *testing.T, h *Holder) {
 	if err := h.Release(t.Context()); err != nil {
 		t.Fatalf("release: %v", err)
 	}
+}
+
+// countUnder is the number of keys under prefix now, one read.
+func countUnder(t *testing.T, c *clientv3.Client, prefix string) int64 {
+	t.Helper()
+	resp, err := c.Get(t.Context(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
 }

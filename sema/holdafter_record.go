@@ -26,3 +26,7 @@ func decodeHeldAfter(r *ReadRecord, field func(string, any, func() bool) bool) {
 // IsHeldAfter reports whether the record says its slot is kept after the
 // run ended (D13): state StateHeldAfter.
 func (r Record) IsHeldAfter() bool { return r.State == StateHeldAfter }
+
+// heldAfterRecord reports whether a record read back says its slot is kept
+// after the run ended (D13); an unreadable record says nothing.
+func heldAfterRecord(r ReadRecord) bool { return r.Err == nil && r.IsHeldAfter() }

@@ -6,7 +6,7 @@ import (
 )
 
 // KeyKind says what a key under a semaphore name's prefix is, as both
-// acquisition and List see it: they use this one parser and agree on every
+// acquisition and the listing (internal/who) see it: they use this one parser and agree on every
 // key.
 //
 // The schema is KeyRoot + <name> + "/" + <max> + "/" + <suffix> (04_sema.md,

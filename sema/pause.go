@@ -70,8 +70,9 @@ func timeOrQ(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// decodePause reads the pause key kv; it never fails (see Pause).
-func decodePause(kv *mvccpb.KeyValue) Pause {
+// DecodePause reads the pause key kv as stored (hostile input, see Pause); it
+// never fails: what it cannot read is in the result.
+func DecodePause(kv *mvccpb.KeyValue) Pause {
 	p := Pause{Key: string(kv.Key), Rev: kv.CreateRevision}
 	seg, rest, _ := strings.Cut(strings.TrimPrefix(p.Key, PauseRoot), "/")
 	p.Name = seg
@@ -110,7 +111,7 @@ func withPause(r ranking, resp *clientv3.TxnResponse, i int) ranking {
 	if len(kvs) == 0 {
 		return r
 	}
-	p := decodePause(kvs[0])
+	p := DecodePause(kvs[0])
 	r.pause = &p
 	if r.held {
 		r.held, r.paused = false, true
@@ -130,7 +131,7 @@ func (s *Semaphore) pausedNow(ctx context.Context) (*Pause, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
-	p := decodePause(resp.Kvs[0])
+	p := DecodePause(resp.Kvs[0])
 	return &p, nil
 }
 

@@ -41,7 +41,7 @@ func SetPause(ctx context.Context, c *clientv3.Client, name string, max int, who
 	if len(kvs) == 0 { // deleted between the compare and the read: cannot happen in one Txn
 		return Pause{}, false, fmt.Errorf("%w: %s vanished", ErrUnavailable, key)
 	}
-	return decodePause(kvs[0]), false, nil
+	return DecodePause(kvs[0]), false, nil
 }
 
 // Resume deletes the pause of (name, max) (D16), whatever its value. It
@@ -60,7 +60,7 @@ func Resume(ctx context.Context, c *clientv3.Client, name string, max int) (Paus
 	if len(resp.PrevKvs) == 0 {
 		return Pause{}, false, nil
 	}
-	return decodePause(resp.PrevKvs[0]), true, nil
+	return DecodePause(resp.PrevKvs[0]), true, nil
 }
 
 // validateSem checks a semaphore's name and capacity (D4): errors wrap

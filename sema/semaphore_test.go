@@ -9,6 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/conch-project/conch/internal/polltest"
 )
 
 func TestAcquireReleaseCapacity(t *testing.T) {
@@ -306,64 +308,6 @@ func TestCrashedWaiterExpires(t *testing.T) {
 	release(t, r.h)
 }
 
-func TestListCapacities(t *testing.T) { // D6
-	_, c := startEtcd(t)
-	s2 := newSem(t, c, "who", 2, Options{Record: Record{Host: "n1", PID: 42}})
-	a, b := mustAcquire(t, s2), mustAcquire(t, s2)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	ch := acquireAsync(ctx, newSem(t, c, "who", 2, Options{Record: Record{Host: "n2", PID: 7}}))
-	waitQueued(t, c, s2, 3)
-	var others int64
-	s1 := newSem(t, c, "who", 1, Options{OnEvent: func(e Event) {
-		if e.Kind == Enqueued {
-			others = e.OtherCapacities
-		}
-	}})
-	o := mustAcquire(t, s1)
-	if others != 3 {
-		t.Fatalf("OtherCapacities = %d, want 3", others)
-	}
-	es, err := List(t.Context(), c, "who")
-	if err != nil {
-		t.Fatal(err)
-	}
-	type row struct {
-		max, rank int
-		held      bool
-		host      string
-	}
-	var got []row
-	for _, e := range es {
-		got = append(got, row{e.Max, e.Rank, e.Held, e.Record.Host})
-	}
-	want := []row{{1, 0, true, ""}, {2, 0, true, "n1"}, {2, 1, true, "n1"}, {2, 2, false, "n2"}}
-	if len(got) != len(want) {
-		t.Fatalf("List = %+v, want %+v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("List = %+v, want %+v", got, want)
-		}
-	}
-	if es[1].Rev != a.Rev() || es[1].Lease != int64(a.Lease()) || es[1].Record.PID != 42 {
-		t.Fatalf("entry %+v does not match holder rev %d lease %x", es[1], a.Rev(), a.Lease())
-	}
-	release(t, a)
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	// the HELD rewrite runs beside the holder's work: poll for it
-	waitHeldSince(t, c, "who", r.h.Key())
-	release(t, b)
-	release(t, r.h)
-	release(t, o)
-	if es, _ := List(t.Context(), c, "who"); len(es) != 0 {
-		t.Fatalf("keys left: %+v", es)
-	}
-}
-
 // An operator's put over a holder's key detaches it from the lease: the
 // holder must learn it lost the slot, and its release must still free the
 // slot (found by the hostile test: the slot stayed taken for good).
@@ -384,22 +328,21 @@ func TestOverwrittenHolderKey(t *testing.T) {
 	release(t, mustAcquire(t, s))
 }
 
-// waitHeldSince polls until key's entry is held and its record has
-// held_since (the promoted waiter's rewrite, D1, D6).
-func waitHeldSince(t *testing.T, c *clientv3.Client, name, key string) {
+// waitHeldSince polls until key's record has held_since (the promoted waiter's rewrite,
+// D1, D6) and the key ranks below max under Prefix(name, max).
+func waitHeldSince(t *testing.T, c *clientv3.Client, name string, max int, key string) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for time.Now().Before(deadline) {
-		es, err := List(t.Context(), c, name)
+	polltest.Until(t, testTimeout, "the promoted waiter "+key+" rewriting its record with held_since", func() bool {
+		resp, err := c.Get(t.Context(), Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range es {
-			if e.Key == key && e.Held && e.Record.HeldSince != nil {
-				return
+		for i, kv := range resp.Kvs {
+			if string(kv.Key) == key {
+				r := DecodeRecord(kv.Value)
+				return i < max && r.Err == nil && r.HeldSince != nil
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("promoted waiter %s never rewrote its record with held_since", key)
+		return false
+	})
 }

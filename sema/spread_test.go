@@ -121,9 +121,8 @@ func TestSpreadSecondJobWaitsThreeNodes(t *testing.T) {
 	if ra.err != nil {
 		t.Fatalf("node-a after node-b released: %v", ra.err)
 	}
-	es, err := List(t.Context(), c, "sp3")
-	if err != nil || len(es) != 2 {
-		t.Fatalf("List = %+v, %v; want node-c and node-a", es, err)
+	if n := countUnder(t, c, Prefix("sp3", n)); n != 2 {
+		t.Fatalf("%d keys under the prefix; want node-c's and node-a's", n)
 	}
 	release(t, rc.h)
 	release(t, ra.h)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/watchstream"
 )
 
 // turn is what ended a wait for our turn.
@@ -220,17 +222,11 @@ func (p *prober) c() <-chan time.Time {
 }
 
 // check returns turnSilent if the stream said nothing for silentAfter (or p.first before
-// its first response); else it asks for a
-// progress notification if it said nothing for probeQuiet (at most once per probeQuiet),
-// and returns turnNone.
+// its first response); else it asks for a progress notification if it said nothing for
+// probeQuiet (at most once per probeQuiet), and returns turnNone (watchstream.Look).
 func (p *prober) check() turn {
-	q := p.heard.quiet()
-	if q >= silentAfter || (p.first > 0 && p.heard.at.Load() == 0 && q >= p.first) {
+	if watchstream.Look(p.ctx, p.cl, p.heard.Heard, p.first, &p.asked) {
 		return turnSilent
-	}
-	if q >= probeQuiet && time.Since(p.asked) >= probeQuiet {
-		p.asked = time.Now()
-		askProgress(p.ctx, p.cl, probeEvery) // not sent: the next look sends again, or finds silence
 	}
 	return turnNone
 }
@@ -238,9 +234,7 @@ func (p *prober) check() turn {
 // askProgress requests a progress notification on the watch stream that ctx names (its
 // metadata, onStream), giving up after within; whether it was sent is not reported.
 func askProgress(ctx context.Context, cl *clientv3.Client, within time.Duration) {
-	rctx, cancel := context.WithTimeout(ctx, within)
-	_ = cl.RequestProgress(rctx)
-	cancel()
+	watchstream.AskProgress(ctx, cl, within)
 }
 
 // watchEvents reads one watch until an event after k.rev (onEvent, and the event's

@@ -11,7 +11,7 @@ import (
 )
 
 // The exit statuses conch chooses (D3). exitStatus is the one place that picks among them;
-// exitRows says what each means, for --help, the man page and README.
+// exitRows says what each means, for --help, the man page and the manual (docs/exit-status.md).
 const (
 	exitOK          = 0
 	exitEmpty       = 1   // --who: the semaphore has no holder
@@ -46,12 +46,12 @@ var (
 )
 
 // exitRow is one row of the exit-status table: the status as shown, and what it means, in
-// Markdown (README's table holds these rows as they are; --help and the man page drop the
-// backquotes).
+// Markdown (docs/exit-status.md's table holds these rows as they are; --help and the man page
+// drop the backquotes).
 type exitRow struct{ status, meaning string }
 
 // exitRows is the exit-status table (D3): the one text of it, which --help, the man page
-// and README show (TestExitTableOneSource).
+// and docs/exit-status.md show (TestExitTableOneSource).
 var exitRows = []exitRow{
 	{"child's status", "the child ran; 128+n if it died of signal n"},
 	{"75 (or `-E N`)", "no slot within `--wait`, or `--nonblock` found none; the child never started and our key is gone"},

@@ -40,16 +40,21 @@ func TestContribFleetUnits(t *testing.T) {
 	}
 }
 
-// Every oneshot unit shipped in contrib that runs conch, and the oneshot examples of
-// README and the man page, list SIGTERM in SuccessExitStatus=: conch dies of the SIGTERM of
-// `systemctl stop` (D3), which a oneshot unit otherwise counts as a failure (D3a).
+// Every oneshot unit shipped in contrib that runs conch, and the oneshot examples of README,
+// the manual's pages (docs/) and the man page, list SIGTERM in SuccessExitStatus=: conch dies
+// of the SIGTERM of `systemctl stop` (D3), which a oneshot unit otherwise counts as a failure
+// (D3a).
 func TestContribOneshotStopIsSuccess(t *testing.T) {
 	units, err := filepath.Glob(filepath.Join("..", "..", "contrib", "systemd", "*.service"))
 	if err != nil || len(units) == 0 {
 		t.Fatalf("no contrib units: %v", err)
 	}
 	texts := map[string]string{}
-	for _, f := range append(units, filepath.Join("..", "..", "README.md"), filepath.Join("man", "tail.roff")) {
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no manual pages: %v", err)
+	}
+	for _, f := range append(append(units, pages...), filepath.Join("..", "..", "README.md"), filepath.Join("man", "tail.roff")) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -71,6 +76,6 @@ func TestContribOneshotStopIsSuccess(t *testing.T) {
 		}
 	}
 	if found < 5 {
-		t.Errorf("found %d oneshot units running conch, want at least 5 (contrib, README, man page)", found)
+		t.Errorf("found %d oneshot units running conch, want at least 5 (contrib, README, docs/, man page)", found)
 	}
 }

@@ -8,11 +8,12 @@ import (
 	"testing"
 )
 
-// The --who and --held forms of --help's synopsis are README's, word for word (a <name>
+// The --who and --held forms of --help's synopsis are the command reference's
+// (docs/reference.md), word for word (a <name>
 // optional in one and required in the other misleads), and --max's help names every form
 // where it may be left out (validate.go: --who and --held; the others refuse its absence).
 func TestHelpSynopsisMatchesReadme(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "reference.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +32,11 @@ func TestHelpSynopsisMatchesReadme(t *testing.T) {
 	}
 	for _, m := range forms {
 		if !readme[strings.TrimSpace(m[1])] {
-			t.Errorf("--help's synopsis line %q is not in README's synopsis", m[1])
+			t.Errorf("--help's synopsis line %q is not in docs/reference.md's synopsis", m[1])
 		}
 	}
 	if !strings.Contains(string(b), "conch sema [<name>] [--max N] --who --format prometheus") {
-		t.Error("README: --who --format prometheus takes an optional <name>")
+		t.Error("docs/reference.md: --who --format prometheus takes an optional <name>")
 	}
 	desc := regexp.MustCompile(`long:"max" [^\n]*description:"([^"]*)"`).FindStringSubmatch(mustRead(t, "options.go"))
 	if desc == nil || !strings.Contains(desc[1], "--who") || !strings.Contains(desc[1], "--held") {

@@ -10,7 +10,7 @@ import (
 )
 
 // Every journal field conch writes and every CONCH_STATE value is listed, with its meaning,
-// in README's "Use from systemd" and in the man page (D10): found in the module's sources, so a new
+// in the manual's docs/systemd.md and in the man page (D10): found in the module's sources, so a new
 // field or state fails here until it is documented.
 func TestJournalFieldsDocumented(t *testing.T) {
 	var srcs []string // the module's Go sources, wherever the journal code lives
@@ -51,7 +51,7 @@ func TestJournalFieldsDocumented(t *testing.T) {
 			t.Fatalf("%s not found in the sources: the scan is broken (found %v)", k, want)
 		}
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "systemd.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestJournalFieldsDocumented(t *testing.T) {
 	delete(want, "CONCH_STATE") // its values have the rows
 	for k := range want {
 		if !regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(k) + "` \\| \\S").Match(readme) {
-			t.Errorf("README: no table row for %s", k)
+			t.Errorf("docs/systemd.md: no table row for %s", k)
 		}
 		if !regexp.MustCompile(`(?m)^\.B ` + regexp.QuoteMeta(k) + `\n[^.]`).Match(man) {
 			t.Errorf("man page: no .TP entry for %s", k)

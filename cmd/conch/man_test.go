@@ -95,7 +95,8 @@ func TestDefaultsShown(t *testing.T) {
 }
 
 // The exit-status table has one text, exitRows (D3): --help shows it (exitTable), the man
-// page is made from that, and README's table holds the same rows, word for word.
+// page is made from that, and the manual's exit-status page (docs/exit-status.md) holds the
+// same rows, word for word.
 func TestExitTableOneSource(t *testing.T) {
 	var page strings.Builder
 	if err := writeManPage(&page, newParser(&globalOptions{}, &semaCmd{})); err != nil {
@@ -110,7 +111,7 @@ func TestExitTableOneSource(t *testing.T) {
 			t.Errorf("--help lacks the exit status row %q", r.status)
 		}
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "exit-status.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +128,11 @@ func TestExitTableOneSource(t *testing.T) {
 		got = append(got, exitRow{status, meaning})
 	}
 	if len(got) < 2 || !slices.Equal(got[2:], exitRows) {
-		t.Errorf("README's exit status table differs from exitRows; its rows should read:\n%s", readmeRows(exitRows))
+		t.Errorf("docs/exit-status.md's exit status table differs from exitRows; its rows should read:\n%s", readmeRows(exitRows))
 	}
 }
 
-// readmeRows is rows as README's Markdown table rows.
+// readmeRows is rows as the manual's Markdown table rows.
 func readmeRows(rows []exitRow) string {
 	var b strings.Builder
 	for _, r := range rows {

@@ -75,7 +75,7 @@ func whoOptions(v whoValues) who.Options {
 
 // printWho writes the listing to stdout in the form v.format says, or with v.textfile to
 // that file; on failure it returns the errWhoOutput that says why.
-func (c *semaCmd) printWho(what string, l sema.Listing, v whoValues) error {
+func (c *semaCmd) printWho(what string, l who.Listing, v whoValues) error {
 	out, err := who.Render(l, whoOptions(v), time.Now())
 	if err != nil {
 		return endf(errWhoOutput, "", "%s: cannot render the listing as %s: %v", what, v.format, err)
@@ -114,14 +114,14 @@ func (c *semaCmd) watchWho(j job, what string, client *clientv3.Client) error {
 }
 
 // watchNote says on stderr what the watch met and is handling.
-func (c *semaCmd) watchNote(j job) func(sema.Note) {
-	return func(n sema.Note) {
+func (c *semaCmd) watchNote(j job) func(who.Note) {
+	return func(n who.Note) {
 		switch n.Kind {
-		case sema.NoteCompacted:
+		case who.NoteCompacted:
 			c.rep.warnf("--who --watch: etcd compacted its history past our watch (revision %d): read again, watching on", n.Rev)
-		case sema.NoteLost:
+		case who.NoteLost:
 			c.rep.warnf("--who --watch: lost %s (%v): retrying", j.conn.Where(), n.Err)
-		case sema.NoteResumed:
+		case who.NoteResumed:
 			c.rep.warnf("--who --watch: etcd answers again: read again, watching on")
 		}
 	}
@@ -154,7 +154,7 @@ func (c *semaCmd) whoWarning(w who.Warning) {
 // names the other capacities that have keys: "no holders
 // or waiters for only2[max=3]; keys exist for --max 2". shown are the entries
 // listed (with no holder: foreign keys only), all those read.
-func emptyMessage(j job, shown, all []sema.Entry) string {
+func emptyMessage(j job, shown, all []who.Entry) string {
 	what := j.name
 	switch {
 	case j.name == "":

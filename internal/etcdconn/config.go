@@ -139,7 +139,7 @@ func cutName(name string) string {
 // Errors, with FILE:LINE, never echo a value: a section other than [etcd], a value with a
 // comment after it (trailingComment), and a key set twice: refused, not the last one taken
 // in silence, because two endpoints lines are two clusters and conch cannot know which one
-// the operator meant (README "Configuration").
+// the operator meant (docs/configuration.md).
 func scanIni(path string, b []byte) (map[string]int, error) {
 	lines := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(b))

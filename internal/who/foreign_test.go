@@ -80,8 +80,8 @@ func TestNotConchsOneRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sema.ForeignKeys(l)["one"]; got != 2 {
-		t.Errorf("ForeignKeys = %d, want 2 (the unexpected key, the key bound to no lease)", got)
+	if got := foreignKeys(l)["one"]; got != 2 {
+		t.Errorf("foreignKeys = %d, want 2 (the unexpected key, the key bound to no lease)", got)
 	}
 	var notConchs, mixed int
 	for _, w := range EntryWarnings(l.Entries) {

@@ -31,13 +31,13 @@ func FuzzWhoRender(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name, key string, value []byte, lease, rev int64, rank int) {
 		info := sema.ParseKey(name, key)
-		e := sema.Entry{Name: name, Key: key, Max: info.Max, Info: info, Rank: -1, Rev: rev, Lease: lease,
+		e := Entry{Name: name, Key: key, Max: info.Max, Info: info, Rank: -1, Rev: rev, Lease: lease,
 			Record: sema.DecodeRecord(value)}
 		if info.Kind.Counted() {
 			e.Rank = max(rank, 0) % (2 * info.Max)
 			e.Held = e.Rank < e.Max
 		}
-		entries := []sema.Entry{e, e}
+		entries := []Entry{e, e}
 		b, err := renderJSON(entries, nil, nil)
 		if err != nil {
 			t.Fatalf("renderJSON: %v", err)

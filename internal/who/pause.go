@@ -85,7 +85,7 @@ func toPaused(p sema.Pause) *Paused {
 // only strings, numbers and booleans; encoding/json escapes control
 // characters and replaces invalid UTF-8) is for the caller to fail loudly
 // on, rather than print nothing.
-func renderJSON(entries []sema.Entry, pauses []sema.Pause, unit UnitFunc) ([]byte, error) {
+func renderJSON(entries []Entry, pauses []sema.Pause, unit UnitFunc) ([]byte, error) {
 	byCap := map[capKey]*Paused{}
 	recs := make([]Record, 0, len(entries)+len(pauses))
 	for _, p := range pauses {

@@ -16,35 +16,34 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/conch-project/conch/internal/filekind"
-	"github.com/conch-project/conch/sema"
 )
 
 // semaGauge is one per-semaphore metric of the Prometheus form, labelled
 // name and max.
 type semaGauge struct {
 	name, help string
-	value      func(s sema.Summary, now time.Time) float64
+	value      func(s summary, now time.Time) float64
 }
 
 // semaGauges are the metrics of each semaphore, in the order written. The
 // names and meanings are an interface: dashboards and alerts use them.
 var semaGauges = []semaGauge{
 	{"conch_sema_capacity", "Capacity of the semaphore (--max): at most this many holders.",
-		func(s sema.Summary, _ time.Time) float64 { return float64(s.Max) }},
+		func(s summary, _ time.Time) float64 { return float64(s.Max) }},
 	{"conch_sema_holders", "Keys holding a slot (rank below the capacity), slots held after a run included.",
-		func(s sema.Summary, _ time.Time) float64 { return float64(s.Holders) }},
+		func(s summary, _ time.Time) float64 { return float64(s.Holders) }},
 	{"conch_sema_waiters", "Processes waiting for a slot, --spread ones waiting for their node's key included.",
-		func(s sema.Summary, _ time.Time) float64 { return float64(s.Waiters) }},
+		func(s summary, _ time.Time) float64 { return float64(s.Waiters) }},
 	{"conch_sema_held_after", "Slots kept after their run ended (--hold-after).",
-		func(s sema.Summary, _ time.Time) float64 { return float64(s.HeldAfter) }},
+		func(s summary, _ time.Time) float64 { return float64(s.HeldAfter) }},
 	{"conch_sema_expiring_holders", "Holders whose lease is not being kept alive (their conch died, is stalled or cut off).",
-		func(s sema.Summary, _ time.Time) float64 { return float64(s.Expiring) }},
+		func(s summary, _ time.Time) float64 { return float64(s.Expiring) }},
 	{"conch_sema_paused", "1 while the semaphore is paused (no new holder starts), else 0.",
-		func(s sema.Summary, _ time.Time) float64 { return boolFloat(s.Paused) }},
+		func(s summary, _ time.Time) float64 { return boolFloat(s.Paused) }},
 	{"conch_sema_oldest_holder_seconds", "Seconds since the longest-running holder got its slot; 0 with no holder.",
-		func(s sema.Summary, now time.Time) float64 { return ageSeconds(s.OldestHolder, now) }},
+		func(s summary, now time.Time) float64 { return ageSeconds(s.OldestHolder, now) }},
 	{"conch_sema_oldest_waiter_seconds", "Seconds since the longest waiter joined the queue; 0 with no waiter.",
-		func(s sema.Summary, now time.Time) float64 { return ageSeconds(s.OldestWaiter, now) }},
+		func(s summary, now time.Time) float64 { return ageSeconds(s.OldestWaiter, now) }},
 }
 
 const foreignKeysHelp = "Keys under conch's prefixes that conch did not write (by hand or by another program): in no semaphore, in a queue under a name conch never writes, or bound to no lease (the last two take a slot; a key with no lease until deleted); per name segment as stored."
@@ -52,12 +51,12 @@ const foreignKeysHelp = "Keys under conch's prefixes that conch did not write (b
 // renderPrometheus returns the Prometheus text exposition (version 0.0.4)
 // of the listing l at time now: every metric of semaGauges per semaphore
 // (labels name and max), and conch_sema_foreign_keys per name segment that
-// holds keys conch did not write (sema.ForeignKeys); empty when there is none of either. The text is written by prometheus/common's
+// holds keys conch did not write (foreignKeys); empty when there is none of either. The text is written by prometheus/common's
 // encoder, which escapes label values; names read from etcd that are not
 // valid UTF-8 have their bad bytes replaced (U+FFFD), as label values must
 // be UTF-8. Its error is the encoder's (none is expected).
-func renderPrometheus(l sema.Listing, now time.Time) ([]byte, error) {
-	sums := sema.Summarize(l)
+func renderPrometheus(l Listing, now time.Time) ([]byte, error) {
+	sums := summarize(l)
 	var fams []*dto.MetricFamily
 	for _, g := range semaGauges {
 		if len(sums) == 0 { // the encoder refuses a family without samples
@@ -69,7 +68,7 @@ func renderPrometheus(l sema.Listing, now time.Time) ([]byte, error) {
 		}
 		fams = append(fams, mf)
 	}
-	foreign := sema.ForeignKeys(l)
+	foreign := foreignKeys(l)
 	if len(foreign) > 0 {
 		mf := gaugeFamily("conch_sema_foreign_keys", foreignKeysHelp)
 		for _, n := range sortedKeys(foreign) {

@@ -29,7 +29,7 @@ func FuzzWhoPrometheus(f *testing.F) {
 		now := time.Date(2026, 6, 12, 10, 20, 0, 0, time.UTC)
 		key := sema.KeyRoot + seg + "/" + rest
 		info := sema.ParseKey(seg, key)
-		e := sema.Entry{Name: seg, Key: key, Max: info.Max, Info: info, Rank: -1, Rev: rev, Record: sema.DecodeRecord(value)}
+		e := Entry{Name: seg, Key: key, Max: info.Max, Info: info, Rank: -1, Rev: rev, Record: sema.DecodeRecord(value)}
 		if info.Kind.Counted() {
 			e.Rank = max(rank, 0) % (2 * info.Max)
 			e.Held = e.Rank < e.Max
@@ -43,7 +43,7 @@ func FuzzWhoPrometheus(f *testing.F) {
 		}
 		unreadable := pause // as sema decodes a record it cannot read
 		unreadable.Who, unreadable.Reason, unreadable.Err, unreadable.Raw = "", "", errors.New("not a pause record"), string(value)
-		l := sema.Listing{Entries: []sema.Entry{e}, Pauses: []sema.Pause{pause, unreadable}}
+		l := Listing{Entries: []Entry{e}, Pauses: []sema.Pause{pause, unreadable}}
 		out, err := renderPrometheus(l, now)
 		if err != nil {
 			t.Fatalf("renderPrometheus: %v", err)

@@ -23,11 +23,11 @@ import (
 func TestRenderPrometheusScripted(t *testing.T) {
 	now := time.Date(2026, 6, 12, 10, 0, 0, 0, time.UTC)
 	rec := func(since time.Time) sema.ReadRecord { return sema.ReadRecord{Record: sema.Record{Since: since}} }
-	counted := func(name string, max, rank int, since time.Time) sema.Entry {
-		return sema.Entry{Name: name, Max: max, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: max}, Rank: rank, Held: rank < max, Lease: 7, Record: rec(since)}
+	counted := func(name string, max, rank int, since time.Time) Entry {
+		return Entry{Name: name, Max: max, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: max}, Rank: rank, Held: rank < max, Lease: 7, Record: rec(since)}
 	}
 	hostile := []string{`q"uote`, `back\slash`, "new\nline", "ünï😀", "bad\xffutf8"}
-	l := sema.Listing{Entries: []sema.Entry{
+	l := Listing{Entries: []Entry{
 		counted("enc", 2, 0, now.Add(-90*time.Second)),
 		counted("enc", 2, 1, now.Add(-30*time.Second)),
 		counted("enc", 2, 2, now.Add(-20*time.Second)),
@@ -39,7 +39,7 @@ func TestRenderPrometheusScripted(t *testing.T) {
 			TTL: sema.LeaseTTL{Known: true, Left: 2, Granted: 10}}, // its conch died
 	}, Pauses: []sema.Pause{{Name: "lock", Max: 1}, {Name: "idle", Max: 3}}}
 	for _, n := range hostile {
-		l.Entries = append(l.Entries, sema.Entry{Name: n, Info: sema.KeyInfo{Kind: sema.KeyForeign}, Rank: -1})
+		l.Entries = append(l.Entries, Entry{Name: n, Info: sema.KeyInfo{Kind: sema.KeyForeign}, Rank: -1})
 	}
 	out, err := renderPrometheus(l, now)
 	if err != nil {

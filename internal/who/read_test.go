@@ -39,7 +39,7 @@ func TestTransient(t *testing.T) {
 }
 
 // Read, and a Watch's first listing, against a 3-member cluster whose
-// leadership is moved again and again while reads go on: every one answers. Snapshot alone, beside it,
+// leadership is moved again and again while reads go on: every one answers. snapshot alone, beside it,
 // is counted failing with etcd's election errors (logged: how often the
 // elections hit a read depends on the machine).
 func TestReadThroughElections(t *testing.T) {
@@ -69,7 +69,7 @@ func TestReadThroughElections(t *testing.T) {
 					readFails.Add(1)
 					firstErr.CompareAndSwap(nil, err)
 				}
-				if _, err := sema.Snapshot(ctx, c, "el"); err != nil && transient(err) {
+				if _, err := snapshot(ctx, c, "el"); err != nil && transient(err) {
 					rawFails.Add(1)
 				}
 				// a watch's first listing: Watch ends (ctx ended) once it is written
@@ -87,7 +87,7 @@ func TestReadThroughElections(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("%d reads through 10 elections; Snapshot alone failed %d times with an election error", reads.Load(), rawFails.Load())
+	t.Logf("%d reads through 10 elections; snapshot alone failed %d times with an election error", reads.Load(), rawFails.Load())
 	if n := readFails.Load(); n > 0 {
 		t.Fatalf("%d of %d reads failed through the elections, first: %v", n, reads.Load(), firstErr.Load())
 	}

@@ -46,7 +46,7 @@ type Record struct {
 	Lease     *string  `json:"lease"` // etcd's lease of the key, sema.FormatLeaseID; null: none
 	Unit      string   `json:"unit"`  // "" when conch ran outside any unit
 	Version   *int     `json:"record_version"`
-	Flags     []string `json:"flags"` // sema.Entry.Flags; [] for a sound key
+	Flags     []string `json:"flags"` // Entry.Flags; [] for a sound key
 	// TTL is a holder's lease's time to live in seconds (-1: the lease is
 	// gone), GrantedTTL its granted TTL; null for waiters and when unread.
 	TTL        *int64 `json:"ttl"`
@@ -64,7 +64,7 @@ type Record struct {
 }
 
 // state is HELD, WAIT or FOREIGN (a key no acquisition counts).
-func state(e sema.Entry) string {
+func state(e Entry) string {
 	switch {
 	case e.NodeWait && e.Info.Kind.Counted():
 		return "WAIT"
@@ -77,7 +77,7 @@ func state(e sema.Entry) string {
 }
 
 // toRecord is e as a JSON record; unit names a holder's scope (recordUnit).
-func toRecord(e sema.Entry, unit UnitFunc) Record {
+func toRecord(e Entry, unit UnitFunc) Record {
 	r := e.Record
 	w := Record{Name: e.Name, Max: e.Max, State: state(e), Rank: e.Rank, Key: e.Key,
 		Kind: e.Info.Kind.String(), Spread: e.Info.Kind == sema.KeySpread, Rev: e.Rev,
@@ -143,7 +143,7 @@ type UnitFunc func(name string, rev int64) string
 // one (named by unit; with unit nil, the record's own unit), else the unit the holder's
 // process itself runs in, if any (a waiter's command has no scope yet). A foreign key, whose
 // name may not be a semaphore name, has no scope.
-func recordUnit(e sema.Entry, unit UnitFunc) string {
+func recordUnit(e Entry, unit UnitFunc) string {
 	if unit != nil && e.Record.Scope && e.Held && sema.ValidateName(e.Name) == nil {
 		return unit(e.Name, e.Rev)
 	}
@@ -165,11 +165,11 @@ type capKey struct {
 // holders=n/N counts its holders (D6c). Then come, for a holder ttl=LEFT/GRANTED (its lease's time to live, "gone"
 // once expired), unit= when known, waits-for= for a one-slot-per-node process
 // waiting for its node's key, else key= when the key is not a plain lease
-// key, and flags= (sema.Entry.Flags, "expiring" among them) when anything
+// key, and flags= (Entry.Flags, "expiring" among them) when anything
 // is odd. Unknown fields print "?".
 // A foreign key's bracket is [-], with no count: it is in no capacity's
 // queue.
-func renderText(entries []sema.Entry, unit UnitFunc) []byte {
+func renderText(entries []Entry, unit UnitFunc) []byte {
 	holders := map[capKey]int{}
 	hostW, pidW := 1, 1
 	var rows []Record

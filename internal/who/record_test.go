@@ -13,13 +13,13 @@ import (
 func TestWhoRecordHeldSince(t *testing.T) {
 	joined := time.Date(2026, 6, 12, 10, 15, 0, 0, time.UTC)
 	promoted := joined.Add(3 * time.Second)
-	entry := func(held bool, heldSince *time.Time) sema.Entry {
-		return sema.Entry{Name: "x", Max: 1, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 1}, Held: held, Rev: 7,
+	entry := func(held bool, heldSince *time.Time) Entry {
+		return Entry{Name: "x", Max: 1, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 1}, Held: held, Rev: 7,
 			Record: sema.ReadRecord{Record: sema.Record{Version: 1, Host: "n1", PID: 1, Since: joined, HeldSince: heldSince}}}
 	}
 	for _, tc := range []struct {
 		name string
-		e    sema.Entry
+		e    Entry
 		want string // "" for null
 	}{
 		{"held at once", entry(true, nil), joined.Format(time.RFC3339)},

@@ -17,7 +17,7 @@ const (
 	// MixedKeys: Name[Max] holds LeaseKeys lease keys and NodeKeys node
 	// keys (D11): one slot per node does not hold.
 	MixedKeys
-	// NotConchs: Count keys under Name are not conch's (sema.Entry.NotConchs,
+	// NotConchs: Count keys under Name are not conch's (Entry.NotConchs,
 	// D6g): foreign ones, counted by no acquisition; unexpected ones and ones
 	// bound to no lease, which take slots. They are left out of MixedKeys.
 	NotConchs
@@ -43,13 +43,13 @@ type Warning struct {
 }
 
 // Warnings returns what is wrong in l: EntryWarnings then PauseWarnings.
-func Warnings(l sema.Listing) []Warning {
+func Warnings(l Listing) []Warning {
 	return append(EntryWarnings(l.Entries), PauseWarnings(l.Pauses)...)
 }
 
 // EntryWarnings returns, per name in the order the entries first show it:
 // SeveralCapacities, MixedKeys per capacity, then NotConchs.
-func EntryWarnings(all []sema.Entry) []Warning {
+func EntryWarnings(all []Entry) []Warning {
 	caps := map[string][]int{}
 	kinds := map[capKey][2]int{} // lease keys, node keys
 	odd := map[string]int{}

@@ -65,15 +65,15 @@ type WatchOptions struct {
 	// listing, and PauseWarnings of each pause key when it first shows.
 	Warn func(Warning)
 	// Note, if set, is told of compactions, lost connections and
-	// resumptions (sema.Note), for the caller to say.
-	Note func(sema.Note)
+	// resumptions (Note), for the caller to say.
+	Note func(Note)
 	// ReadTimeout bounds each listing's reads beyond the listing itself
-	// (sema.MarkPausedHeads, the lease TTLs); 0 is 5 s.
+	// (markPausedHeads, the lease TTLs); 0 is 5 s.
 	ReadTimeout time.Duration
 }
 
 // Watch writes the listing of the semaphore name (every semaphore when
-// name is "") to o.Out, then again at each change (sema.Follow: bursts
+// name is "") to o.Out, then again at each change (followListing: bursts
 // coalesced, compactions and outages survived and told to o.Note), as a
 // text block headed "--- TIME rev=N" or one JSON document per line (D6b);
 // a listing identical to the last one written is not written again. It
@@ -82,8 +82,8 @@ type WatchOptions struct {
 // about closedPoll whether or not anything changes, D6c), or a listing
 // cannot be rendered or written (an error wrapping ErrOutput). A first
 // read that fails returns sema.ErrRefused or sema.ErrUnavailable as
-// sema.Snapshot, after Read's retries of a transient error (D6e). The
-// goroutines it starts (Follow's, and one that polls a pipe's or socket's
+// snapshot, after Read's retries of a transient error (D6e). The
+// goroutines it starts (followListing's, and one that polls a pipe's or socket's
 // reader) end before it returns.
 func Watch(ctx context.Context, c *clientv3.Client, name string, o WatchOptions) error {
 	if o.ReadTimeout == 0 {
@@ -100,13 +100,13 @@ func Watch(ctx context.Context, c *clientv3.Client, name string, o WatchOptions)
 	return err
 }
 
-// follow runs sema.Follow, starting it again when its first read fails
+// follow runs followListing, starting it again when its first read fails
 // with a transient error (an election: Read's rule), at most readTries
-// times: once a listing is shown, Follow rides out such errors itself.
+// times: once a listing is shown, followListing rides out such errors itself.
 func (w *watcher) follow(ctx context.Context, name string) error {
 	backoff := readRetryMin
 	for try := 1; ; try++ {
-		err := sema.Follow(ctx, w.client, name, sema.FollowHandler{Listing: w.show, Note: w.o.Note})
+		err := followListing(ctx, w.client, name, followHandler{Listing: w.show, Note: w.o.Note})
 		if w.shown || try == readTries || !transient(err) {
 			return err
 		}
@@ -125,18 +125,18 @@ type watcher struct {
 	client *clientv3.Client
 	ctx    context.Context
 	warned bool
-	shown  bool             // a listing reached show: Follow's first read is done
+	shown  bool             // a listing reached show: followListing's first read is done
 	last   []byte           // the last listing shown, without its time stamp
 	paused map[string]int64 // pause key -> create revision, of the pause keys already warned of
 }
 
 // show renders one listing and writes it unless it is the same as the
 // last one shown. The first listing's entry warnings go to o.Warn.
-func (w *watcher) show(l sema.Listing) error {
+func (w *watcher) show(l Listing) error {
 	w.shown = true
 	tctx, cancel := context.WithTimeout(w.ctx, w.o.ReadTimeout)
-	sema.MarkPausedHeads(tctx, w.client, l)
-	sema.LeaseTTLs(tctx, w.client, l.Entries)
+	markPausedHeads(tctx, w.client, l)
+	leaseTTLs(tctx, w.client, l.Entries)
 	cancel()
 	if !w.warned {
 		w.warn(EntryWarnings(l.Entries))
@@ -193,7 +193,7 @@ func (w *watcher) newPauses(ps []sema.Pause) []sema.Pause {
 // body is the listing without its time stamp: the records and pauses as
 // one line of JSON, or the text lines of Render (the PAUSED lines first,
 // D16), "(no holders or waiters)" when there are none.
-func (w *watcher) body(l sema.Listing) ([]byte, error) {
+func (w *watcher) body(l Listing) ([]byte, error) {
 	if w.o.Format == JSON {
 		doc := Change{Records: make([]Record, 0, len(l.Entries)), Paused: make([]WatchPause, 0, len(l.Pauses))}
 		byCap := map[capKey]*Paused{}

@@ -38,7 +38,7 @@ type Options struct {
 // PAUSED line first, a "paused" object), the metrics with
 // conch_sema_paused. It does no I/O; its error is the encoder's (none is
 // expected), and an unknown Format is rendered as Text.
-func Render(l sema.Listing, o Options, now time.Time) ([]byte, error) {
+func Render(l Listing, o Options, now time.Time) ([]byte, error) {
 	switch o.Format {
 	case JSON:
 		return renderJSON(l.Entries, l.Pauses, o.Unit)
@@ -58,21 +58,21 @@ const (
 )
 
 // Read returns the listing of the semaphore name (every semaphore when
-// name is "": sema.Snapshot), with the keys a pause holds back marked as
-// waiting (sema.MarkPausedHeads, D16c) and each holder's lease TTL read,
-// best effort (sema.LeaseTTLs). A read that etcd answers with a transient
+// name is "": snapshot), with the keys a pause holds back marked as
+// waiting (markPausedHeads, D16c) and each holder's lease TTL read,
+// best effort (leaseTTLs). A read that etcd answers with a transient
 // error (a leader election or a proposal timed out: clientv3 retries
-// these for a Get, never for the Txn of Snapshot) is tried again, up to
+// these for a Get, never for the Txn of snapshot) is tried again, up to
 // readTries times in all while ctx allows. It blocks until etcd answers or
-// ctx ends. Errors are Snapshot's last: sema.ErrRefused when etcd rejects
+// ctx ends. Errors are snapshot's last: sema.ErrRefused when etcd rejects
 // the read, else sema.ErrUnavailable.
-func Read(ctx context.Context, c *clientv3.Client, name string) (sema.Listing, error) {
+func Read(ctx context.Context, c *clientv3.Client, name string) (Listing, error) {
 	backoff := readRetryMin
 	for try := 1; ; try++ {
-		l, err := sema.Snapshot(ctx, c, name)
+		l, err := snapshot(ctx, c, name)
 		if err == nil {
-			sema.MarkPausedHeads(ctx, c, l)
-			sema.LeaseTTLs(ctx, c, l.Entries)
+			markPausedHeads(ctx, c, l)
+			leaseTTLs(ctx, c, l.Entries)
 			return l, nil
 		}
 		if try == readTries || !transient(err) {
@@ -105,11 +105,11 @@ func transient(err error) bool {
 // Filter keeps, with max set (not 0), the entries and pauses of l of that
 // capacity; a foreign key, and a pause key that names no semaphore (Max 0),
 // is in no capacity: it stays. It does not change l's slices.
-func Filter(l sema.Listing, max int) sema.Listing {
+func Filter(l Listing, max int) Listing {
 	if max == 0 {
 		return l
 	}
-	l.Entries = slices.DeleteFunc(slices.Clone(l.Entries), func(e sema.Entry) bool {
+	l.Entries = slices.DeleteFunc(slices.Clone(l.Entries), func(e Entry) bool {
 		return e.Info.Kind.Counted() && e.Max != max
 	})
 	l.Pauses = slices.DeleteFunc(slices.Clone(l.Pauses), func(p sema.Pause) bool { return p.Max != 0 && p.Max != max })
@@ -117,6 +117,6 @@ func Filter(l sema.Listing, max int) sema.Listing {
 }
 
 // Held reports whether any entry holds a slot.
-func Held(entries []sema.Entry) bool {
-	return slices.ContainsFunc(entries, func(e sema.Entry) bool { return e.Held })
+func Held(entries []Entry) bool {
+	return slices.ContainsFunc(entries, func(e Entry) bool { return e.Held })
 }

@@ -20,8 +20,9 @@ const designRecord = "docs/design.md"
 var (
 	// citation is how the tree cites a rule: D and a number, an amendment letter maybe.
 	citation = regexp.MustCompile(`\bD[0-9]+[a-z]?\b`)
-	// ruleHeading is a rule's section in the design record: "## D7a. Title".
-	ruleHeading = regexp.MustCompile(`(?m)^## (D[0-9]+[a-z]?)\. \S`)
+	// ruleHeading is a rule's section in the design record, "## D7. Title", or an
+	// amendment's subsection within it, "### D7a. Title".
+	ruleHeading = regexp.MustCompile(`(?m)^###? (D[0-9]+[a-z]?)\. \S`)
 )
 
 // skipped are the paths whose contents are not prose or code: build output, git's own files
@@ -175,8 +176,8 @@ var (
 	definedTest = regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)[A-Z][A-Za-z0-9_]*)\(`)
 )
 
-// Every file and test the design record and README name exists in the tree, so "where it
-// lives" leads somewhere after files move.
+// Every file and test README, the manual and the design record name exists in the tree, so
+// "where it lives" leads somewhere after files move.
 func TestNamedFilesAndTestsExist(t *testing.T) {
 	defined := map[string]bool{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -197,7 +198,7 @@ func TestNamedFilesAndTestsExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range []string{designRecord, "README.md"} {
+	for _, doc := range userDocs(t) {
 		text, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
@@ -236,4 +237,120 @@ func definedPrefix(defined map[string]bool, name string) bool {
 		}
 	}
 	return false
+}
+
+// userDocs returns the paths, from the root, of what a user reads: README.md and every page
+// under docs/ (the manual, the design record, the benchmarks).
+func userDocs(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) < 10 {
+		t.Fatalf("found %d pages under docs/ (%v); is the walk looking at the tree?", len(pages), err)
+	}
+	docs := []string{"README.md"}
+	for _, p := range pages {
+		rel, _ := filepath.Rel(root, p)
+		docs = append(docs, rel)
+	}
+	return docs
+}
+
+// Every page under docs/ is in both packages, beside README.md, whose links lead there: the
+// .deb takes them with a glob, the .rpm (where nfpm takes no glob for documentation) with one
+// entry per page in nfpm.yaml, which must not miss a new page.
+func TestManualPagesPackaged(t *testing.T) {
+	spec, err := os.ReadFile(filepath.Join(root, "nfpm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(spec, []byte("  - src: docs/*.md\n    dst: /usr/share/doc/conch/docs\n    packager: deb\n")) {
+		t.Error("nfpm.yaml: no entry puts docs/*.md into the .deb")
+	}
+	for _, doc := range userDocs(t)[1:] {
+		entry := "  - src: " + doc + "\n    dst: /usr/share/doc/conch/" + doc + "\n    type: doc\n    packager: rpm\n"
+		if !bytes.Contains(spec, []byte(entry)) {
+			t.Errorf("nfpm.yaml: no .rpm entry for %s; add:\n%s", doc, entry)
+		}
+	}
+}
+
+// The record holds each rule as it stands: an amendment (D7b) is a subsection ("### D7b.")
+// inside its rule's section, after the rule's heading and before the next rule's, and a rule
+// with amendments says what it is today with them taken into account ("**As it stands.**").
+func TestAmendmentsFoldedIntoTheirRule(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join(root, designRecord))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := regexp.MustCompile(`(?m)^## (D[0-9]+)\. `)
+	amendment := regexp.MustCompile(`(?m)^(#+) (D[0-9]+)([a-z])\. `)
+	starts := map[string]int{} // a rule's heading -> its offset
+	for _, m := range rule.FindAllSubmatchIndex(text, -1) {
+		starts[string(text[m[2]:m[3]])] = m[0]
+	}
+	// a rule's section ends where the next "## " heading starts
+	end := func(start int) int {
+		if i := bytes.Index(text[start+1:], []byte("\n## ")); i >= 0 {
+			return start + 1 + i
+		}
+		return len(text)
+	}
+	amended := map[string]bool{}
+	for _, m := range amendment.FindAllSubmatchIndex(text, -1) {
+		label := string(text[m[4]:m[5]]) + string(text[m[6]:m[7]])
+		base := string(text[m[4]:m[5]])
+		start, ok := starts[base]
+		switch {
+		case string(text[m[2]:m[3]]) != "###":
+			t.Errorf("%s: %s is a section of its own; make it a subsection (\"### %s. ...\") inside %s's section", designRecord, label, label, base)
+		case !ok || m[0] < start || m[0] > end(start):
+			t.Errorf("%s: %s is not inside %s's section: move it there, after %s's last amendment", designRecord, label, base, base)
+		}
+		amended[base] = true
+	}
+	for base := range amended {
+		if start, ok := starts[base]; ok && !bytes.Contains(text[start:end(start)], []byte("**As it stands.**")) {
+			t.Errorf("%s: %s has amendments but no \"**As it stands.**\" paragraph saying the rule today", designRecord, base)
+		}
+	}
+	if len(amended) < 10 {
+		t.Fatalf("found amendments to %d rules; is the parse right?", len(amended))
+	}
+}
+
+// The record's index lists every rule and amendment, and every link in it leads to a heading
+// of the record.
+func TestDesignIndexComplete(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join(root, designRecord))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, index, ok := strings.Cut(string(text), "\n## Index\n")
+	if !ok {
+		t.Fatalf("%s has no \"## Index\" section", designRecord)
+	}
+	index, _, _ = strings.Cut(index, "\n## ")
+	slugs := map[string]bool{}
+	for _, h := range regexp.MustCompile(`(?m)^#{2,3} (.*)$`).FindAllStringSubmatch(string(text), -1) {
+		slugs[headingSlug(h[1])] = true
+	}
+	for _, m := range regexp.MustCompile(`\]\(#([^)]*)\)`).FindAllStringSubmatch(index, -1) {
+		if !slugs[m[1]] {
+			t.Errorf("%s's index links #%s, which is no heading", designRecord, m[1])
+		}
+	}
+	heading := regexp.MustCompile(`(?m)^###? ((D[0-9]+[a-z]?)\. .*)$`)
+	for _, h := range heading.FindAllStringSubmatch(string(text), -1) {
+		if id := h[2]; !strings.Contains(index, "["+id+"](#") {
+			t.Errorf("%s's index does not list %s: add it to its rule's row, or a row of its own for a new rule:\n| [%s](#%s) | %s | |", designRecord, id, id, headingSlug(h[1]), strings.SplitN(h[1], ". ", 2)[1])
+		}
+	}
+}
+
+// headingSlug is the anchor GitHub gives a Markdown heading: lower case, only letters,
+// digits, spaces, '-' and '_' kept, spaces made '-'.
+func headingSlug(h string) string {
+	h = strings.ToLower(h)
+	h = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(h, "")
+	return strings.ReplaceAll(h, " ", "-")
 }

@@ -36,6 +36,9 @@ var commonFiles = []string{
 	"/usr/share/doc/conch/examples/conch-etcd.conf",
 	"/usr/share/doc/conch/examples/etcd.env",
 	"/usr/share/doc/conch/examples/conch.conf",
+	"/usr/share/doc/conch/examples/conch-rules.yml",
+	"/usr/share/doc/conch/docs/getting-started.md",
+	"/usr/share/doc/conch/docs/systemd.md",
 }
 
 // make package names its outputs conch_<version>_amd64.deb and conch-<version>.x86_64.rpm,

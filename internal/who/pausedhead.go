@@ -1,12 +1,14 @@
-package sema
+package who
 
 import (
 	"context"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/sema"
 )
 
-// MarkPausedHeads finds the keys of l that rank below their capacity in a
+// markPausedHeads finds the keys of l that rank below their capacity in a
 // paused semaphore but whose command never started because of the pause
 // (D16: such a key stays queued in its place), and marks them: Held false,
 // PausedHead true. It changes l.Entries in place and returns nothing.
@@ -23,7 +25,7 @@ import (
 //     as ranked (Held): best effort, never a holder hidden by a guess.
 //
 // It blocks until its reads are done or ctx ends.
-func MarkPausedHeads(ctx context.Context, c *clientv3.Client, l Listing) {
+func markPausedHeads(ctx context.Context, c *clientv3.Client, l Listing) {
 	paused := map[semKey]int64{} // pause key's create revision
 	for _, p := range l.Pauses {
 		if p.Max != 0 {
@@ -51,8 +53,8 @@ func MarkPausedHeads(ctx context.Context, c *clientv3.Client, l Listing) {
 func heldAtEnqueue(ctx context.Context, c *clientv3.Client, e Entry) bool {
 	at := clientv3.WithRev(e.Rev)
 	resp, err := c.Txn(ctx).Then(
-		clientv3.OpGet(Prefix(e.Name, e.Max), clientv3.WithPrefix(), clientv3.WithCountOnly(), at),
-		clientv3.OpGet(PauseKey(e.Name, e.Max), clientv3.WithCountOnly(), at),
+		clientv3.OpGet(sema.Prefix(e.Name, e.Max), clientv3.WithPrefix(), clientv3.WithCountOnly(), at),
+		clientv3.OpGet(sema.PauseKey(e.Name, e.Max), clientv3.WithCountOnly(), at),
 	).Commit()
 	if err != nil {
 		return true

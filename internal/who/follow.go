@@ -1,4 +1,4 @@
-package sema
+package who
 
 import (
 	"context"
@@ -8,9 +8,12 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/watchstream"
+	"github.com/conch-project/conch/sema"
 )
 
-// Timing of Follow. The trade-off: a change shows within about
+// Timing of followListing. The trade-off: a change shows within about
 // followMaxDelay, and a burst of changes costs one read per followMaxDelay
 // at most, never one per change.
 const (
@@ -36,14 +39,14 @@ const (
 	followRetryMax = 2 * time.Second
 )
 
-// NoteKind says what Follow met and is handling.
+// NoteKind says what followListing met and is handling.
 type NoteKind int
 
 const (
-	// NoteCompacted: the watch's revision was compacted away; Follow reads
+	// NoteCompacted: the watch's revision was compacted away; followListing reads
 	// the listing again and watches on from there.
 	NoteCompacted NoteKind = iota + 1
-	// NoteLost: etcd stopped answering (or the watch failed); Follow
+	// NoteLost: etcd stopped answering (or the watch failed); followListing
 	// retries until it answers again.
 	NoteLost
 	// NoteResumed: etcd answers again after NoteLost; a fresh listing
@@ -51,24 +54,24 @@ const (
 	NoteResumed
 )
 
-// Note is something Follow met and is handling: the caller may say so.
+// Note is something followListing met and is handling: the caller may say so.
 type Note struct {
 	Kind NoteKind
 	Rev  int64 // NoteCompacted: the compaction revision
 	Err  error // NoteLost: why
 }
 
-// FollowHandler receives what Follow sees. Listing is called with the
+// followHandler receives what followListing sees. Listing is called with the
 // first listing and after each change (a burst of changes coalesced into
-// one call); its error ends Follow with that error. Note, if set, is told
+// one call); its error ends followListing with that error. Note, if set, is told
 // of compactions, lost connections and resumptions.
-type FollowHandler struct {
+type followHandler struct {
 	Listing func(Listing) error
 	Note    func(Note)
 }
 
-// Follow calls h.Listing with Snapshot(ctx, c, name) and again after each
-// change of the keys Snapshot reads (the queue, node-wait markers, pause
+// followListing calls h.Listing with snapshot(ctx, c, name) and again after each
+// change of the keys snapshot reads (the queue, node-wait markers, pause
 // keys), watching them from the revision of the last read. Changes that
 // come in a burst are coalesced (followQuiet, at most followMaxDelay after
 // the first), so there is at most one call per change and a bounded number
@@ -79,9 +82,9 @@ type FollowHandler struct {
 // member stopped with its connection open) is left for another member within
 // about a second, without a note. It blocks until ctx ends (returning ctx's error) or
 // h.Listing fails (returning its error); the goroutines it starts are
-// joined before it returns. The first read fails with ErrRefused or
-// ErrUnavailable as Snapshot's.
-func Follow(ctx context.Context, c *clientv3.Client, name string, h FollowHandler) error {
+// joined before it returns. The first read fails with sema.ErrRefused or
+// sema.ErrUnavailable as snapshot's.
+func followListing(ctx context.Context, c *clientv3.Client, name string, h followHandler) error {
 	f := &follower{c: c, name: name, h: h}
 	rev, err := f.read(ctx)
 	if err != nil {
@@ -111,7 +114,7 @@ func Follow(ctx context.Context, c *clientv3.Client, name string, h FollowHandle
 type follower struct {
 	c        *clientv3.Client
 	name     string
-	h        FollowHandler
+	h        followHandler
 	silences int  // streams found silent in a row (leave)
 	moved    bool // the last watch left a silent stream: watch again at once
 }
@@ -122,25 +125,25 @@ func (f *follower) note(n Note) {
 	}
 }
 
-// roots are the prefixes Snapshot reads for f.name.
+// roots are the prefixes snapshot reads for f.name.
 func (f *follower) roots() []string {
 	if f.name == "" {
-		return []string{KeyRoot, NodeWaitRoot, PauseRoot}
+		return []string{sema.KeyRoot, sema.NodeWaitRoot, sema.PauseRoot}
 	}
-	return []string{NamePrefix(f.name), NodeWaitRoot + f.name + "/", PauseRoot + f.name + "/"}
+	return []string{sema.NamePrefix(f.name), sema.NodeWaitRoot + f.name + "/", sema.PauseRoot + f.name + "/"}
 }
 
 // read takes a snapshot and hands it to the handler. A first try not
 // answered within followReadFirst is made again (on the next connection of
 // the round robin: a silent member costs that much, not followReadTimeout),
-// bounded by followReadTimeout. It returns the snapshot's revision, Snapshot's error, or
+// bounded by followReadTimeout. It returns the snapshot's revision, snapshot's error, or
 // the handler's wrapped in errHandler.
 func (f *follower) read(ctx context.Context) (int64, error) {
 	var l Listing
 	var err error
 	for _, bound := range []time.Duration{followReadFirst, followReadTimeout} {
 		rctx, cancel := context.WithTimeout(ctx, bound)
-		l, err = Snapshot(rctx, f.c, f.name)
+		l, err = snapshot(rctx, f.c, f.name)
 		late := rctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if !late { // answered, or refused: a try on the next member would not help
@@ -156,13 +159,13 @@ func (f *follower) read(ctx context.Context) (int64, error) {
 	return l.Rev, nil
 }
 
-// errHandler wraps the handler's error so that Follow returns it at once.
+// errHandler wraps the handler's error so that followListing returns it at once.
 type errHandler struct{ err error }
 
 func (e errHandler) Error() string { return e.err.Error() }
 func (e errHandler) Unwrap() error { return e.err }
 
-// stop reports whether err ends Follow: ctx ended, or the handler failed.
+// stop reports whether err ends followListing: ctx ended, or the handler failed.
 func stop(ctx context.Context, err error) bool {
 	var he errHandler
 	return ctx.Err() != nil || errors.As(err, &he)
@@ -170,7 +173,7 @@ func stop(ctx context.Context, err error) bool {
 
 // resume re-reads until etcd answers, after telling NoteLost with why,
 // backing off between tries; then NoteResumed. It returns the new
-// revision, or the error that ends Follow.
+// revision, or the error that ends followListing.
 func (f *follower) resume(ctx context.Context, why error) (int64, error) {
 	f.note(Note{Kind: NoteLost, Err: why})
 	backoff := followRetryMin
@@ -205,18 +208,19 @@ func unwrapHandler(ctx context.Context, err error) error {
 
 // watch watches f's roots for changes after rev and re-reads after each burst of
 // changes, until the watch must be started again: it returns the revision
-// to start from, or the error that ends Follow. It joins its watches
+// to start from, or the error that ends followListing. It joins its watches
 // before it returns.
 func (f *follower) watch(ctx context.Context, rev int64) (int64, error) {
-	gen := streamGen.Load()
-	wctx, cancel := context.WithCancel(onStream(clientv3.WithRequireLeader(ctx)))
-	hd := newHeard()
+	gen := watchstream.Gen()
+	wctx, cancel := context.WithCancel(watchstream.On(clientv3.WithRequireLeader(ctx)))
+	hd := watchstream.NewHeard()
 	msgs, wait := f.watchRoots(wctx, rev, hd)
 	defer func() { cancel(); wait() }()
 	probe := time.NewTicker(followProbeEvery)
 	defer probe.Stop()
-	stream := &prober{cl: f.c, ctx: wctx, heard: hd, tick: time.NewTicker(probeEvery)}
-	defer stream.tick.Stop()
+	look := time.NewTicker(watchstream.ProbeEvery) // is the stream still answering? (D7b (3))
+	defer look.Stop()
+	var asked time.Time
 	var co coalescer
 	defer co.stop()
 	for {
@@ -243,8 +247,8 @@ func (f *follower) watch(ctx context.Context, rev int64) (int64, error) {
 				return f.afterFailedRead(ctx, err)
 			}
 			rev = n
-		case <-stream.c():
-			if stream.check() == turnSilent {
+		case <-look.C:
+			if watchstream.Look(wctx, f.c, hd, 0, &asked) {
 				return f.leave(ctx, gen, rev)
 			}
 		case <-probe.C:
@@ -257,11 +261,11 @@ func (f *follower) watch(ctx context.Context, rev int64) (int64, error) {
 
 // leave moves the watches off a stream that stopped answering (a member stopped or cut off
 // with its connection open, D7b (3)): later watches go to a new stream, on the next member,
-// and Follow watches again for the changes after rev without a note (a member's failure
+// and followListing watches again for the changes after rev without a note (a member's failure
 // while the others keep quorum needs none). When the new stream is silent too, etcd is
 // asked (probe): if it does not answer, the loss is reported and waited out as any other.
 func (f *follower) leave(ctx context.Context, gen uint64, rev int64) (int64, error) {
-	leaveStream(gen)
+	watchstream.Leave(gen)
 	f.moved = true
 	if f.silences++; f.silences > 1 {
 		if err := f.probe(ctx); err != nil {
@@ -315,7 +319,7 @@ type watchMsg struct {
 // watchRoots starts a watch on each of f's roots from rev (the changes after it count) and forwards
 // their responses on the returned channel. Its goroutines stop when ctx
 // ends; the returned func joins them.
-func (f *follower) watchRoots(ctx context.Context, rev int64, hd *heard) (<-chan watchMsg, func()) {
+func (f *follower) watchRoots(ctx context.Context, rev int64, hd *watchstream.Heard) (<-chan watchMsg, func()) {
 	out := make(chan watchMsg)
 	var wg sync.WaitGroup
 	for _, r := range f.roots() {
@@ -323,10 +327,10 @@ func (f *follower) watchRoots(ctx context.Context, rev int64, hd *heard) (<-chan
 		go func() { // Watch waits for the watch's creation: on a silent stream, long
 			defer wg.Done()
 			// the events at rev, already in the listing, are not newer
-			wch := f.c.Watch(ctx, r, clientv3.WithPrefix(), resumeFrom(rev))
+			wch := f.c.Watch(ctx, r, clientv3.WithPrefix(), watchstream.ResumeFrom(rev))
 			for {
 				resp, ok := <-wch
-				hd.now()
+				hd.Now()
 				select {
 				case out <- watchMsg{resp: resp, closed: !ok}:
 				case <-ctx.Done():

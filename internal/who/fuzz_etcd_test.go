@@ -1,4 +1,4 @@
-package sema
+package who
 
 import (
 	"errors"
@@ -6,20 +6,23 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/conch-project/conch/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcdtest"
+
+	"github.com/conch-project/conch/sema"
 )
 
 // FuzzAcquireBesideHostileKey writes one hostile key (any suffix under the
 // name, any value) to a real etcd, then checks that acquisition and --who
 // read it the same way: a --max 1 --nonblock acquisition finds no slot
-// exactly when List shows an entry holding capacity 1, and List shows the
+// exactly when snapshot shows an entry holding capacity 1, and snapshot shows the
 // key exactly as stored, with etcd's lease. One etcd per fuzzing process.
 func FuzzAcquireBesideHostileKey(f *testing.F) {
 	for _, s := range []struct{ suffix, value string }{
-		{"1/" + FormatLeaseID(1), `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`},
+		{"1/" + sema.FormatLeaseID(1), `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`},
 		{"1/node-1", `{"v":9,"host":"a\nb[1/1] HELD","pid":-1}`},
-		{"1/", `{bad`}, {"01/" + FormatLeaseID(1), `{}`}, {"1", `null`}, {"1/a/b", "\xff\x00"},
+		{"1/", `{bad`}, {"01/" + sema.FormatLeaseID(1), `{}`}, {"1", `null`}, {"1/a/b", "\xff\x00"},
 		{"+1/x", `{"since":"0000-01-01T00:00:00+01:00"}`},
 	} {
 		f.Add(s.suffix, []byte(s.value))
@@ -33,20 +36,21 @@ func FuzzAcquireBesideHostileKey(f *testing.F) {
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, suffix string, value []byte) {
 		name := "fz" + strconv.FormatInt(n.Add(1), 10)
-		key := NamePrefix(name) + suffix
+		key := sema.NamePrefix(name) + suffix
 		if _, err := c.Put(t.Context(), key, string(value), clientv3.WithLease(g.ID)); err != nil {
 			t.Fatalf("put %q: %v", key, err)
 		}
-		es, err := List(t.Context(), c, name)
+		l, err := snapshot(t.Context(), c, name)
+		es := l.Entries
 		if err != nil || len(es) != 1 || es[0].Key != key || es[0].Lease != int64(g.ID) {
-			t.Fatalf("List after putting %q = %+v, %v", key, es, err)
+			t.Fatalf("snapshot after putting %q = %+v, %v", key, es, err)
 		}
-		s, err := New(c, name, 1, Options{Nonblock: true, TTL: DefaultTTL, ConnectTimeout: testTimeout})
+		s, err := sema.New(c, name, 1, sema.Options{Nonblock: true, TTL: sema.DefaultTTL, ConnectTimeout: testTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}
 		h, err := s.Acquire(t.Context())
-		if err != nil && !errors.Is(err, ErrNoSlot) {
+		if err != nil && !errors.Is(err, sema.ErrNoSlot) {
 			t.Fatalf("acquire beside %q: %v", key, err)
 		}
 		if err == nil {
@@ -56,7 +60,7 @@ func FuzzAcquireBesideHostileKey(f *testing.F) {
 		}
 		heldByKey := es[0].Held && es[0].Max == 1
 		if (err == nil) == heldByKey {
-			t.Fatalf("key %q: List says it holds capacity 1: %v; acquisition: %v", key, heldByKey, err)
+			t.Fatalf("key %q: snapshot says it holds capacity 1: %v; acquisition: %v", key, heldByKey, err)
 		}
 	})
 }

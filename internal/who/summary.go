@@ -1,30 +1,32 @@
-package sema
+package who
 
 import (
 	"sort"
 	"time"
+
+	"github.com/conch-project/conch/sema"
 )
 
-// Summary is one semaphore (name, max) at a Listing's revision, in the
+// summary is one semaphore (name, max) at a Listing's revision, in the
 // terms an operator alerts on. Every count is derived from the listing, as
-// --who derives states (D6): holders are keys ranked below max.
-type Summary struct {
+// the listing derives states (D6): holders are keys ranked below max.
+type summary struct {
 	Name string
 	Max  int
 	// Holders counts the keys that hold a slot (rank < max), slots held
 	// after a run (HeldAfter) included.
 	Holders int
-	// Waiters counts the keys ranked at max or later, and the --spread
+	// Waiters counts the keys ranked at max or later, and the one-slot-per-node
 	// processes waiting for their own node's key (D11).
 	Waiters int
 	// HeldAfter counts the holders whose slot is kept after their run
 	// ended (Entry.HeldAfter, D13).
 	HeldAfter int
 	// Expiring counts the holders whose lease is not being kept alive
-	// (LeaseTTL.Expiring; only when the caller read the TTLs), slots held
+	// (sema.LeaseTTL.Expiring; only when the caller read the TTLs), slots held
 	// after a run left out: nobody keeps their lease alive by design (D13).
 	Expiring int
-	// Paused is set when the semaphore's pause key exists (PauseKey),
+	// Paused is set when the semaphore's pause key exists (sema.PauseKey),
 	// whatever its record holds: an unreadable one still pauses (D16).
 	Paused bool
 	// OldestHolder is when the longest-running holder got its slot
@@ -34,18 +36,18 @@ type Summary struct {
 	OldestWaiter time.Time
 }
 
-// Summarize returns one Summary per (name, max) that has a counted key, a
+// summarize returns one summary per (name, max) that has a counted key, a
 // node waiter or a pause, sorted by name then max. Foreign keys, and pause
-// keys whose name does not parse (Pause.Max 0: they pause nothing, D16),
-// are in no semaphore and are left out (ForeignKeys counts them, and also the
+// keys whose name does not parse (sema.Pause.Max 0: they pause nothing, D16),
+// are in no semaphore and are left out (foreignKeys counts them, and also the
 // unexpected keys and those bound to no lease, which are counted here too).
 // It does no I/O.
-func Summarize(l Listing) []Summary {
-	byKey := map[semKey]*Summary{}
-	get := func(name string, max int) *Summary {
+func summarize(l Listing) []summary {
+	byKey := map[semKey]*summary{}
+	get := func(name string, max int) *summary {
 		k := semKey{name, max}
 		if byKey[k] == nil {
-			byKey[k] = &Summary{Name: name, Max: max}
+			byKey[k] = &summary{Name: name, Max: max}
 		}
 		return byKey[k]
 	}
@@ -77,7 +79,7 @@ func Summarize(l Listing) []Summary {
 			get(p.Name, p.Max).Paused = true
 		}
 	}
-	out := make([]Summary, 0, len(byKey))
+	out := make([]summary, 0, len(byKey))
 	for _, s := range byKey {
 		out = append(out, *s)
 	}
@@ -90,13 +92,13 @@ func Summarize(l Listing) []Summary {
 	return out
 }
 
-// ForeignKeys counts, per name segment as stored, the keys of l that conch did
+// foreignKeys counts, per name segment as stored, the keys of l that conch did
 // not write (Entry.NotConchs, D6g): those in no semaphore (foreign keys,
 // unparsable node-wait markers, pause keys that name none), the keys in a queue
 // under a name conch never writes, and the keys and node-wait markers bound to
-// no lease; the last two still take their rank in Summarize. Each key is
+// no lease; the last two still take their rank in summarize. Each key is
 // counted once.
-func ForeignKeys(l Listing) map[string]int {
+func foreignKeys(l Listing) map[string]int {
 	out := map[string]int{}
 	for _, e := range l.Entries {
 		if e.NotConchs() {
@@ -113,10 +115,10 @@ func ForeignKeys(l Listing) map[string]int {
 
 // NotConchs reports whether conch did not write e (D6g): a key in no semaphore (foreign), a
 // key in a queue under a name conch never writes (unexpected), or a key bound to no lease
-// (conch binds every key it writes to one). ForeignKeys counts such keys, and --who's warning
+// (conch binds every key it writes to one). foreignKeys counts such keys, and the listing's warning
 // names them.
 func (e Entry) NotConchs() bool {
-	return !e.Info.Kind.Counted() || e.Info.Kind == KeyUnexpected || e.Lease == 0
+	return !e.Info.Kind.Counted() || e.Info.Kind == sema.KeyUnexpected || e.Lease == 0
 }
 
 type semKey struct {

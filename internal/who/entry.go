@@ -1,61 +1,56 @@
-package sema
+package who
 
 import (
-	"context"
 	"sort"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/sema"
 )
 
-// Entry is one key of a semaphore as List reads it (D6). Everything in it
+// Entry is one key of a semaphore as Read lists it (D6). Everything in it
 // was read from etcd and is hostile input: callers escape it
 // before printing.
 type Entry struct {
-	// Name is the semaphore's name; for a key under KeyRoot whose name
-	// segment is not a valid name (ListAll only), the raw segment.
+	// Name is the semaphore's name; for a key under sema.KeyRoot whose name
+	// segment is not a valid name (a listing of every semaphore), the raw
+	// segment.
 	Name string
 	// Key is the key exactly as stored.
 	Key string
 	// Max is the capacity whose queue the key is in (Info.Max), 0 for a
 	// foreign key.
 	Max  int
-	Info KeyInfo // Kind, Suffix, NameLease as ParseKey read them
+	Info sema.KeyInfo // Kind, Suffix, NameLease as sema.ParseKey read them
 	// Rank is the 0-based rank by create revision within (Name, Max), as
 	// acquisition ranks it; -1 for keys no acquisition counts (foreign).
 	Rank int
 	// Held is derived from rank (Rank < Max), never from the stored value;
-	// MarkPausedHeads clears it for a key held back by a pause (D16c).
+	// markPausedHeads clears it for a key held back by a pause (D16c).
 	Held bool
 	Rev  int64 // create revision: the holder's fencing token
 	// Lease is the lease etcd says the key is bound to (KeyValue.Lease),
 	// 0 for none: the real one, whatever the key's name spells.
 	Lease  int64
-	Record ReadRecord
-	// NodeWait marks a --spread process waiting for its node's key (D11):
-	// Key is its marker under NodeWaitRoot, it has no rank (-1) and is
-	// never Held. Info.Kind is KeySpread for a marker whose key parses,
-	// KeyForeign for one that does not.
+	Record sema.ReadRecord
+	// NodeWait marks a process with one slot per node waiting for its node's key (D11):
+	// Key is its marker under sema.NodeWaitRoot, it has no rank (-1) and is
+	// never Held. Info.Kind is sema.KeySpread for a marker whose key parses,
+	// sema.KeyForeign for one that does not.
 	NodeWait bool
-	// TTL is the lease's time to live as LeaseTTLs read it, for holders:
+	// TTL is the lease's time to live as leaseTTLs read it, for holders:
 	// Known false when it was not read.
-	TTL LeaseTTL
+	TTL sema.LeaseTTL
 	// HeldAfter marks a slot kept after its run ended (D13): its key was
 	// rebound to a lease nobody keeps alive, and the slot frees when that
-	// lease runs out or at ReleaseHeld (see heldAfterRecord).
+	// lease runs out or its slot is released (sema.Record.IsHeldAfter).
 	HeldAfter bool
 	// PausedHead marks a key that ranks below Max in a paused semaphore
 	// but whose command has not started because of the pause (D16): it
-	// waits, and Held is false. Set by MarkPausedHeads only.
+	// waits, and Held is false. Set by markPausedHeads only.
 	PausedHead bool
 }
-
-// heldAfterRecord reports whether a record says its slot is kept after
-// the run ended (D13: state StateHeldAfter, written by Holder.HoldAfter);
-// an unreadable record says nothing. It is the one place Entry.HeldAfter
-// is read from.
-func heldAfterRecord(r ReadRecord) bool { return r.Err == nil && r.IsHeldAfter() }
 
 // Counted reports whether the entry takes a rank in its capacity's queue.
 func (e Entry) Counted() bool { return e.Info.Kind.Counted() && !e.NodeWait }
@@ -65,19 +60,19 @@ func (e Entry) Counted() bool { return e.Info.Kind.Counted() && !e.NodeWait }
 // unexpected suffix: counted), "no-lease" (the key is bound to no lease and
 // never expires), "lease-mismatch" (the name spells another lease than
 // etcd's), "expiring", "paused" (ranked to hold, held back by a pause:
-// MarkPausedHeads), "unreadable" (the value did not decode), "newer-format",
+// markPausedHeads), "unreadable" (the value did not decode), "newer-format",
 // "missing:<field>", "bad:<field>". Empty for a sound key.
 func (e Entry) Flags() []string {
 	var f []string
 	switch e.Info.Kind {
-	case KeyForeign:
+	case sema.KeyForeign:
 		f = append(f, "foreign")
-	case KeyUnexpected:
+	case sema.KeyUnexpected:
 		f = append(f, "unexpected")
 	}
 	if e.Lease == 0 {
 		f = append(f, "no-lease")
-	} else if e.Info.Kind == KeyLease && e.Info.NameLease != e.Lease && !e.HeldAfter {
+	} else if e.Info.Kind == sema.KeyLease && e.Info.NameLease != e.Lease && !e.HeldAfter {
 		// (a slot kept after its run is on a fresh lease by design, D13: its name keeps the run's)
 		f = append(f, "lease-mismatch")
 	}
@@ -103,35 +98,14 @@ func (e Entry) Flags() []string {
 	return f
 }
 
-// List reads every key under NamePrefix(name), all capacities, and the
-// node-wait markers of name (D11) in one Txn (Snapshot), and returns each
-// of them (none is skipped, however odd) classified by ParseKey: counted keys
-// sorted by capacity then create revision, with rank and state derived per
-// capacity as acquisition derives them (D6), each capacity's node waiters
-// after them, then the foreign keys by create revision. Values are decoded
-// by DecodeRecord. It returns an error wrapping ErrBadName for a bad name,
-// ErrRefused when etcd rejects the read (permissions, credentials: D3's
-// 64), else ErrUnavailable when it fails.
-func List(ctx context.Context, c *clientv3.Client, name string) ([]Entry, error) {
-	if err := ValidateName(name); err != nil {
-		return nil, err
-	}
-	l, err := Snapshot(ctx, c, name)
-	return l.Entries, err
-}
-
-// ListAll reads every key under KeyRoot and NodeWaitRoot in one Txn and
-// returns them as List does, grouped by name in byte order (a listing of
-// every semaphore). A key whose name segment is not a valid
-// name (or has no "/" after it) is listed as foreign, with Name the raw
-// segment. Errors as List's, without ErrBadName.
-func ListAll(ctx context.Context, c *clientv3.Client) ([]Entry, error) {
-	l, err := Snapshot(ctx, c, "")
-	return l.Entries, err
-}
-
-// groupAll is ListAll's classification of the keys read under KeyRoot
-// (kvs) and NodeWaitRoot (waits).
+// groupAll classifies the keys read under sema.KeyRoot (kvs) and
+// sema.NodeWaitRoot (waits), every one of them however odd, by sema.ParseKey:
+// grouped by name in byte order; within a name, counted keys sorted by
+// capacity then create revision, with rank and state derived per capacity as
+// acquisition derives them (D6), each capacity's node waiters after them,
+// then the foreign keys by create revision. A key whose name segment is not a
+// valid name (or has no "/" after it) is foreign, with Name the raw segment.
+// Values are decoded by sema.DecodeRecord.
 func groupAll(kvs, waits []*mvccpb.KeyValue) []Entry {
 	byName := map[string][]Entry{}
 	for _, kv := range waits {
@@ -139,10 +113,10 @@ func groupAll(kvs, waits []*mvccpb.KeyValue) []Entry {
 		byName[e.Name] = append(byName[e.Name], e)
 	}
 	for _, kv := range kvs {
-		seg, _, slash := strings.Cut(strings.TrimPrefix(string(kv.Key), KeyRoot), "/")
+		seg, _, slash := strings.Cut(strings.TrimPrefix(string(kv.Key), sema.KeyRoot), "/")
 		e := newEntry(seg, kv)
-		if !slash || ValidateName(seg) != nil {
-			e.Info = KeyInfo{Kind: KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), KeyRoot)}
+		if !slash || sema.ValidateName(seg) != nil {
+			e.Info = sema.KeyInfo{Kind: sema.KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), sema.KeyRoot)}
 			e.Max = 0
 		}
 		byName[seg] = append(byName[seg], e)
@@ -159,22 +133,22 @@ func groupAll(kvs, waits []*mvccpb.KeyValue) []Entry {
 	return out
 }
 
-// newNodeWaitEntry is the Entry of a marker read under NodeWaitRoot.
+// newNodeWaitEntry is the Entry of a marker read under sema.NodeWaitRoot.
 func newNodeWaitEntry(kv *mvccpb.KeyValue) Entry {
-	in := ParseNodeWaitKey(string(kv.Key))
-	info := KeyInfo{Kind: KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), NodeWaitRoot)}
+	in := sema.ParseNodeWaitKey(string(kv.Key))
+	info := sema.KeyInfo{Kind: sema.KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), sema.NodeWaitRoot)}
 	if in.Sound {
-		info = KeyInfo{Kind: KeySpread, Max: in.Max, Suffix: in.Node}
+		info = sema.KeyInfo{Kind: sema.KeySpread, Max: in.Max, Suffix: in.Node}
 	}
 	return Entry{Name: in.Name, Key: string(kv.Key), Max: info.Max, Info: info, Rank: -1,
-		Rev: kv.CreateRevision, Lease: kv.Lease, Record: DecodeRecord(kv.Value), NodeWait: true}
+		Rev: kv.CreateRevision, Lease: kv.Lease, Record: sema.DecodeRecord(kv.Value), NodeWait: true}
 }
 
 func newEntry(name string, kv *mvccpb.KeyValue) Entry {
-	info := ParseKey(name, string(kv.Key))
-	rec := DecodeRecord(kv.Value)
+	info := sema.ParseKey(name, string(kv.Key))
+	rec := sema.DecodeRecord(kv.Value)
 	return Entry{Name: name, Key: string(kv.Key), Max: info.Max, Info: info, Rank: -1,
-		Rev: kv.CreateRevision, Lease: kv.Lease, Record: rec, HeldAfter: heldAfterRecord(rec)}
+		Rev: kv.CreateRevision, Lease: kv.Lease, Record: rec, HeldAfter: rec.IsHeldAfter()}
 }
 
 // rankEntries sorts one name's entries (counted by capacity then create

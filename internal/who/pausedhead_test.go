@@ -1,10 +1,12 @@
-package sema
+package who
 
 import (
 	"testing"
+
+	"github.com/conch-project/conch/sema"
 )
 
-// MarkPausedHeads on keys written by hand: a key that waited and ranks
+// markPausedHeads on keys written by hand: a key that waited and ranks
 // first under the pause is marked; a holder that held at enqueue is not;
 // once the waiter's create revision is compacted away it is left HELD (no
 // guess hides a holder).
@@ -18,27 +20,27 @@ func TestMarkPausedHeads(t *testing.T) {
 		return resp.Header.Revision
 	}
 	rec := `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`
-	p := Prefix("mph", 2)
-	put(p+FormatLeaseID(1), rec) // held at enqueue
-	put(p+FormatLeaseID(2), rec) // held at enqueue
-	put(p+FormatLeaseID(3), rec) // waits: 2 ahead
-	put(PauseKey("mph", 2), `{"v":1,"who":"op@n","since":"2026-06-12T10:16:00Z"}`)
-	if _, err := c.Delete(t.Context(), p+FormatLeaseID(1)); err != nil {
+	p := sema.Prefix("mph", 2)
+	put(p+sema.FormatLeaseID(1), rec) // held at enqueue
+	put(p+sema.FormatLeaseID(2), rec) // held at enqueue
+	put(p+sema.FormatLeaseID(3), rec) // waits: 2 ahead
+	put(sema.PauseKey("mph", 2), `{"v":1,"who":"op@n","since":"2026-06-12T10:16:00Z"}`)
+	if _, err := c.Delete(t.Context(), p+sema.FormatLeaseID(1)); err != nil {
 		t.Fatal(err)
 	}
 	read := func() []Entry {
-		l, err := Snapshot(t.Context(), c, "mph")
+		l, err := snapshot(t.Context(), c, "mph")
 		if err != nil {
 			t.Fatal(err)
 		}
-		MarkPausedHeads(t.Context(), c, l)
+		markPausedHeads(t.Context(), c, l)
 		return l.Entries
 	}
 	es := read()
 	if len(es) != 2 || !es[0].Held || es[0].PausedHead || es[1].Held || !es[1].PausedHead || es[1].Rank != 1 {
 		t.Fatalf("entries %+v: want the holder HELD, the waiter ranked 1 held back", es)
 	}
-	rev := put(NamePrefix("other")+"x", "{}")
+	rev := put(sema.NamePrefix("other")+"x", "{}")
 	if _, err := c.Compact(t.Context(), rev); err != nil {
 		t.Fatal(err)
 	}

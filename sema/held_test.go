@@ -1,0 +1,59 @@
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// CheckHeld's answer and reasons, for a lease key and a --spread key.
+func TestCheckHeldReasons(t *testing.T) {
+	_, c := startEtcd(t)
+	for _, opts := range []Options{{}, {Spread: true, Node: "n1"}} {
+		s := newSem(t, c, fmt.Sprintf("ck%v", opts.Spread), 1, opts)
+		h := mustAcquire(t, s)
+		slot := Slot{Name: s.name, Max: 1, Lease: int64(h.Lease()), Rev: h.Rev()}
+		if got, err := CheckHeld(t.Context(), c, slot); err != nil || got.Rank != 0 || got.Key != h.Key() || !got.TTL.Known {
+			t.Fatalf("held: %+v %v", got, err)
+		}
+		forged := slot
+		forged.Rev += 1000
+		checkReason(t, c, forged, ErrHeldOtherRev)
+		if _, err := c.Delete(t.Context(), h.Key()); err != nil {
+			t.Fatal(err)
+		}
+		checkReason(t, c, slot, ErrHeldKeyGone)
+		if _, err := c.Revoke(t.Context(), h.Lease()); err != nil {
+			t.Fatal(err)
+		}
+		checkReason(t, c, slot, ErrHeldLeaseGone)
+		h.Release(t.Context())
+	}
+	s := newSem(t, c, "ckq", 1, Options{})
+	h := mustAcquire(t, s)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w := acquireAsync(ctx, s)
+	waitQueued(t, c, s, 2)
+	resp, err := c.Get(t.Context(), s.prefix, clientv3.WithPrefix(), byCreateAsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReason(t, c, Slot{Name: "ckq", Max: 1, Lease: resp.Kvs[1].Lease, Rev: resp.Kvs[1].CreateRevision}, ErrHeldNotWithin)
+	release(t, h)
+	if a := <-w; a.err != nil {
+		t.Fatal(a.err)
+	} else {
+		release(t, a.h)
+	}
+}
+
+func checkReason(t *testing.T, c *clientv3.Client, s Slot, reason error) {
+	t.Helper()
+	if _, err := CheckHeld(t.Context(), c, s); !errors.Is(err, ErrNotHeld) || !errors.Is(err, reason) {
+		t.Fatalf("CheckHeld(%+v) = %v, want %v", s, err, reason)
+	}
+}
