@@ -37,6 +37,8 @@ type lease struct {
 	onReach   func(down bool)                 // told when keep-alives stop or start being answered (reach.go)
 	down      bool                            // onReach was last told down
 	failSince time.Time                       // keep-alives failing since then (zero: answered)
+	lastSend  time.Time                       // when the last keep-alive was sent (noteSend)
+	sendGap   time.Duration                   // the longest gap between two sends since the last confirmation
 
 	done   chan struct{} // closed when the lease is lost or stopped
 	cause  error
@@ -216,6 +218,7 @@ func (l *lease) run(ctx context.Context) {
 			l.fail(l.lateCause(ErrFenced))
 			return
 		case <-tick.C:
+			l.noteSend()
 			ka.send(ctx, l)
 			tick.Reset(l.nextSend(ka))
 			l.tellReach(ka)
@@ -303,6 +306,7 @@ func (l *lease) confirm(sent time.Time) {
 	l.mu.Lock()
 	if sent.After(l.confirmed) {
 		l.confirmed = sent
+		l.sendGap = 0
 	}
 	l.mu.Unlock()
 }

@@ -50,3 +50,32 @@ func TestEtcdStallKeepsWaiters(t *testing.T) {
 		t.Errorf("%d waiters ran, want 3", n)
 	}
 }
+
+// D7h: a waiter whose lease a lone etcd expired at its thaw after a stall longer than the TTL
+// (5 s of --ttl 3s) says that etcd stopped answering, not that conch was stalled or cut off.
+func TestEtcdStallBlamesEtcd(t *testing.T) {
+	m := startEtcdProc(t)
+	e := m.env(t)
+	holder := e.start("sema", "sb", "--max", "1", "--ttl", "3s", "--kill-after", "0.5", "--scope=never", "--", "sh", "-c", e.gated("h"))
+	waitFor(t, "the holder", func() bool { return e.held("h") })
+	waiter := e.start("sema", "sb", "--max", "1", "--ttl", "3s", "--scope=never", "--", "true")
+	waitFor(t, "the waiter queued", func() bool { return e.keys(sema.NamePrefix("sb")) == 2 })
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stalled := true
+	defer func() {
+		if stalled {
+			m.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	time.Sleep(5 * time.Second) // the stall itself, longer than the 3 s TTL
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	stalled = false
+	e.open("h")
+	holder.wait(t)
+	r := waiter.wait(t)
+	if !strings.Contains(r.stderr, "lost our place") || !strings.Contains(r.stderr, "etcd stopped answering") || strings.Contains(r.stderr, "conch was stalled") {
+		t.Fatalf("waiter after a 5 s stall of etcd under --ttl 3s: %v\nwant its place lost, the line naming etcd", r)
+	}
+}
