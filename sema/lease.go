@@ -101,9 +101,10 @@ func (l *lease) useHoldCadence() {
 // hand the slot on). If the last confirmation is too old for that fence to be
 // at least one keep-alive interval away (a waiter promoted from deep in the
 // queue, on the slow cadence), it first confirms the lease with one
-// keep-alive, so a healthy lease is never fenced at once. margin must be > 0
-// (0 means waiting). Errors: ErrLeaseLost if the server no longer knows the
-// lease, ErrFenced if no answer came in time.
+// keep-alive, so a healthy lease is never fenced at once (confirmOnce: tried
+// again while the lease may live). margin must be > 0 (0 means waiting).
+// Errors: ErrLeaseLost if the server no longer knows the lease, ErrFenced if
+// no answer came before the lease's deadline or ctx ended.
 func (l *lease) startFencing(ctx context.Context, margin time.Duration, onRenew func(fence, deadline time.Time)) error {
 	l.mu.Lock()
 	l.onRenew = onRenew
@@ -113,22 +114,9 @@ func (l *lease) startFencing(ctx context.Context, margin time.Duration, onRenew 
 	stale := time.Until(l.confirmed.Add(fenceDelay(l.ttl, margin))) < iv
 	l.mu.Unlock()
 	if stale {
-		cctx, cancel := context.WithTimeout(ctx, iv)
-		sent := time.Now()
-		resp, err := l.c.KeepAliveOnce(cctx, l.id)
-		cancel()
-		switch {
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
-			l.fail(ErrLeaseLost)
-			return ErrLeaseLost
-		case err != nil:
-			return fmt.Errorf("%w: %w", ErrFenced, err)
+		if err := l.confirmOnce(ctx, iv); err != nil {
+			return err
 		}
-		l.mu.Lock()
-		if sent.After(l.confirmed) {
-			l.confirmed = sent
-		}
-		l.mu.Unlock()
 	}
 	l.mu.Lock()
 	l.fast, l.margin = true, margin
