@@ -138,7 +138,7 @@ func TestMoveKeyTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stop()
-	end := time.Now().Add(testTimeout)
+	end := holdTries{c: c, end: time.Now().Add(testTimeout), limit: time.Now().Add(testTimeout)}
 	for try := 1; try <= 2; try++ {
 		if err := h.moveKey(t.Context(), "held", g.ID, end); err != nil {
 			t.Fatalf("move, try %d: %v", try, err)

@@ -54,7 +54,7 @@ func (s *Semaphore) newHolder(ctx context.Context, l *lease, c heldKey) (*Holder
 	if err := l.startFencing(ctx, s.opts.FenceMargin, s.opts.OnRenew); err != nil {
 		return nil, err
 	}
-	s.emit(Event{Kind: Held, Rev: c.rev, Lease: l.id, TTL: l.ttl})
+	s.emit(Event{Kind: Held, Rev: c.rev, Lease: l.id, TTL: l.ttl, Cluster: l.clusterID()})
 	hctx, cancel := context.WithCancelCause(context.Background())
 	wctx, stop := context.WithCancel(context.Background())
 	h := &Holder{s: s, l: l, key: c.key, rev: c.rev, ctx: hctx, cancel: cancel, stop: stop}

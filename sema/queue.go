@@ -22,7 +22,7 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 	if err != nil {
 		return nil, err
 	}
-	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others, OtherKind: r.mixed})
+	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, Cluster: l.clusterID(), OtherCapacities: r.others, OtherKind: r.mixed})
 	if r.held { // held at once: no rewrite, D2's three requests
 		return s.newHolder(enqCtx, l, heldKey{key: key, rev: myRev, seen: r.rev})
 	}
@@ -33,11 +33,12 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 	for {
 		t, r2 := turnPromoted, r
 		if !r.held {
-			s.emit(Event{Kind: Waiting, Ahead: max(ahead, 0), Rev: myRev, Lease: l.id, TTL: l.ttl, Paused: r.pause})
+			s.emitWaiting(Event{Kind: Waiting, Ahead: max(ahead, 0), Rev: myRev, Lease: l.id, TTL: l.ttl, Paused: r.pause, Unreachable: l.unreachable()})
 			if r.holders != nil {
 				l.useHoldCadence() // next in line: keep the lease fresh for the hand-off
 			}
 			t, r2 = s.watchTurn(ctx, l, key, myRev, r)
+			s.doneWaiting()
 		}
 		if t == turnPromoted && !r2.held { // a holder's DELETE alone promoted us (D1), unconfirmed (D16b)
 			t = s.pauseCheck(ctx, t) // D16: not while paused

@@ -30,7 +30,7 @@ type Options struct {
 	// is cancelled with ErrFenced: the child's stop grace + 1 s (D7).
 	FenceMargin time.Duration
 	// WaitKeepAlive is the keep-alive interval of our lease while our key
-	// waits behind the head of the queue. Zero means TTL/3; it is clamped
+	// waits behind the head of the queue. Zero means TTL/6 (D7h); it is clamped
 	// to [min(TTL/6, 1 s), TTL/3] (see waitKeepAlive). The head of the
 	// queue and a holder always use min(TTL/6, 1 s) (D7).
 	WaitKeepAlive time.Duration
@@ -78,6 +78,7 @@ type Semaphore struct {
 	// seams, nil in production, are where a test looks into or changes the recipe
 	// (seams.go, set by export_test.go).
 	seams *seams
+	wr    waitReport // the Waiting event stood on, for the lease's word on etcd (reach.go)
 }
 
 // New returns the semaphore (name, max) using client c, which the caller
