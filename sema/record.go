@@ -13,7 +13,7 @@ import (
 // flagged (ReadRecord.Newer), never refused.
 const RecordVersion = 1
 
-// MaxRecordBytes bounds the value --who decodes: conch's own records are
+// MaxRecordBytes bounds the value a reader decodes: conch's own records are
 // about 150 bytes, etcd lets a client store 1.5 MiB. A larger value is not
 // decoded (ReadRecord.Err says so); its key is listed all the same.
 const MaxRecordBytes = 64 << 10
@@ -44,6 +44,9 @@ type Record struct {
 	// Ended plus the hold's granted TTL, by the writer's clock (D13). The
 	// lease, not this field, frees the slot: it is for people to read.
 	HeldUntil *time.Time `json:"held_until,omitempty"`
+	// Via names what granted a slot held after no run of conch's: ViaFleetLock for a
+	// reboot slot a lock server took on a node's behalf (D19); "" for a run.
+	Via string `json:"via,omitempty"`
 }
 
 func (r Record) encode() string {
@@ -63,7 +66,7 @@ type ReadRecord struct {
 	// object, or is larger than MaxRecordBytes. Record is then zero.
 	Err error
 	// Missing names the fields every version writes (v, host, pid, since)
-	// that are absent: --who shows them as unknown.
+	// that are absent: a listing shows them as unknown.
 	Missing []string
 	// Bad names the fields present with a value of the wrong type or out
 	// of range (a pid <= 0, a time that is not RFC 3339 or outside years
@@ -138,7 +141,7 @@ func DecodeRecord(b []byte) ReadRecord {
 
 // optionalFields may be absent or null: conch omits them when empty.
 var optionalFields = map[string]bool{"held_since": true, "unit": true, "scope": true,
-	"state": true, "ended": true, "held_until": true}
+	"state": true, "ended": true, "held_until": true, "via": true}
 
 // maxPID is the largest PID accepted: Linux's PID_MAX_LIMIT is 2^22, other
 // systems stay below 2^31.

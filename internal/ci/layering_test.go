@@ -34,12 +34,13 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
-	for pkg, banned := range map[string][]string{sema: {unitrun, cmd, who}, unitrun: {sema, cmd, who}, conn: {sema, unitrun, cmd, who},
+	slotrunPkg := mod + "/internal/slotrun"
+	for pkg, banned := range map[string][]string{sema: {unitrun, cmd, who, slotrunPkg}, unitrun: {sema, cmd, who}, conn: {sema, unitrun, cmd, who},
 		who: {unitrun, cmd, mod + "/internal/systemd"}} {
 		for _, dep := range goList(t, "list", "-test", "-deps", pkg) {
 			for _, b := range banned {
 				if dep == b || (strings.HasSuffix(b, "/") && strings.HasPrefix(dep, b)) {
-					t.Errorf("%s imports %s (directly or through another package): sema, unitrun and etcdconn never import each other (etcdconn none of them) or cmd; who imports none of unitrun, internal/systemd or cmd", pkg, dep)
+					t.Errorf("%s imports %s (directly or through another package): sema, unitrun and etcdconn never import each other (etcdconn none of them) or cmd, sema none of the layers above it (who, slotrun); who imports none of unitrun, internal/systemd or cmd", pkg, dep)
 				}
 			}
 		}
@@ -58,6 +59,14 @@ func TestLayering(t *testing.T) {
 	for _, dep := range goList(t, "list", "-test", "-deps", slotrun) {
 		if strings.HasPrefix(dep, cmd) || dep == conn {
 			t.Errorf("%s imports %s (directly or through another package): the run knows sema, unitrun and the systemd plumbing, not the CLI or how to connect", slotrun, dep)
+		}
+	}
+	// the FleetLock server (D19): a protocol over sema and the listings; it runs no child
+	// and knows no CLI or systemd (the CLI tells the service manager)
+	fl := mod + "/internal/fleetlock"
+	for _, dep := range goList(t, "list", "-test", "-deps", fl) {
+		if dep == unitrun || dep == slotrun || dep == sd || strings.HasPrefix(dep, cmd) {
+			t.Errorf("%s imports %s (directly or through another package): the FleetLock server knows sema and the listings, not the run, systemd or the CLI", fl, dep)
 		}
 	}
 	// every package of the module but cmd/conch and the run: not both (test files may:
