@@ -288,7 +288,7 @@ func (q *queue) script(t *testing.T) captures {
 		t.Fatal(err)
 	}
 
-	d1 := q.start(t, append([]string{"sema", "deploy", "--max", "1"}, sleep...)...)
+	d1 := q.start(t, append([]string{"sema", "deploy", "--max", "1", "--change-max"}, sleep...)...)
 	d2 := q.start(t, append([]string{"sema", "deploy", "--max", "2", "--change-max"}, sleep...)...) // a second capacity on purpose (D17)
 	c.capacities = only(q.until(t, "two capacities", sample{m("conch_sema_holders", "deploy", "1"): 1, m("conch_sema_holders", "deploy", "2"): 1}), "deploy")
 	q.stop(d1)
