@@ -75,12 +75,18 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 // or waiting: "no slot free" for us (D11). With Nonblock writeKey then returns
 // ErrNoSlot wrapping ErrNodeHasKey; otherwise it waits for that key's DELETE
 // (Waiting event with NodeBusy) and tries again, at the back of the queue.
+// An enqueue whose answer was lost (an etcd error, no refusal) may have
+// committed: enqueueAgain reads our key before writing again and keeps the
+// place it took (D7j).
 // Errors: those of enqueue, ErrKeyDeleted when a key of our fresh lease was
 // there without Spread (someone wrote it), the lease's error, ctx's error.
 func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, rec *Record) (int64, ranking, error) {
 	for c := enqCtx; ; c = ctx {
 		rec.Since = time.Now().UTC().Truncate(time.Second)
 		myRev, r, err := s.enqueue(c, key, l, rec.encode())
+		if answerLost(err) && ctx.Err() == nil { // it may have committed: read before writing again
+			myRev, r, err = s.enqueueAgain(ctx, l, key, rec.encode())
+		}
 		if !errors.Is(err, errKeyExists) {
 			return myRev, r, err
 		}
