@@ -44,6 +44,9 @@ type Record struct {
 	// Ended plus the hold's granted TTL, by the writer's clock (D13). The
 	// lease, not this field, frees the slot: it is for people to read.
 	HeldUntil *time.Time `json:"held_until,omitempty"`
+	// Via names what granted a slot held after no run of conch's: ViaFleetLock for a
+	// reboot slot a lock server took on a node's behalf (D19); "" for a run.
+	Via string `json:"via,omitempty"`
 }
 
 func (r Record) encode() string {
@@ -138,7 +141,7 @@ func DecodeRecord(b []byte) ReadRecord {
 
 // optionalFields may be absent or null: conch omits them when empty.
 var optionalFields = map[string]bool{"held_since": true, "unit": true, "scope": true,
-	"state": true, "ended": true, "held_until": true}
+	"state": true, "ended": true, "held_until": true, "via": true}
 
 // maxPID is the largest PID accepted: Linux's PID_MAX_LIMIT is 2^22, other
 // systems stay below 2^31.

@@ -76,12 +76,16 @@ func runCLI(args []string, stdout, stderr io.Writer, getenv func(string) string)
 // parseAndRun parses the arguments before "--" and runs what they ask for: the semaphore's
 // run (semaCmd.Execute), or help, the version, the man page or shell completions.
 func (s *semaCmd) parseAndRun(before []string) error {
-	if len(before) > 0 && !strings.HasPrefix(before[0], "-") && before[0] != "sema" && s.getenv("GO_FLAGS_COMPLETION") == "" {
-		hint := "conch has one command, sema"
+	if len(before) > 0 && !strings.HasPrefix(before[0], "-") && before[0] != "sema" && before[0] != "fleetlock" && s.getenv("GO_FLAGS_COMPLETION") == "" {
+		hint := "conch's commands are sema and fleetlock"
 		if before[0] == "version" {
 			hint = "did you mean conch --version?"
 		}
 		return usagef("unknown command %q: %s\nTry 'conch sema --help'.", before[0], hint)
+	}
+	cmd, epilog := "sema", semaEpilog
+	if slices.Contains(before, "fleetlock") && !slices.Contains(before, "sema") {
+		cmd, epilog = "fleetlock", fleetlockEpilog
 	}
 	var g globalOptions
 	p := newParser(&g, s)
@@ -99,15 +103,15 @@ func (s *semaCmd) parseAndRun(before []string) error {
 	case errors.As(err, &ferr) && ferr.Type == flags.ErrHelp:
 		fmt.Fprintln(s.stdout, ferr.Message)
 		fmt.Fprintln(s.stdout)
-		fmt.Fprint(s.stdout, semaEpilog)
+		fmt.Fprint(s.stdout, epilog)
 		return nil
-	case err != nil && errors.As(err, &ferr) && ferr.Type == flags.ErrUnknownFlag && !s.dashdash:
+	case err != nil && errors.As(err, &ferr) && ferr.Type == flags.ErrUnknownFlag && !s.dashdash && cmd == "sema":
 		// `conch sema x --max 1 ls -l`: the child's flags were read as conch's
 		return usagef("%v: the command and its arguments go after --, as in: conch sema NAME --max N -- CMD ARGS...\nTry 'conch sema --help'.", plainFlagError(err))
 	case errors.As(err, new(*exitError)): // its own line says what to do (configAccessError)
 		return err
 	case err != nil:
-		return usagef("%v\nTry 'conch sema --help'.", plainFlagError(err))
+		return usagef("%v\nTry 'conch %s --help'.", plainFlagError(err), cmd)
 	case g.Version:
 		fmt.Fprintf(s.stdout, "conch %s\n", versionString())
 		return nil

@@ -26,6 +26,10 @@ func writeManPage(w io.Writer, p *flags.Parser) error {
 	// the command, go-flags would print them twice.
 	p.LongDescription = semaLong
 	sema.ShortDescription, sema.LongDescription = "", ""
+	// conch fleetlock's description is printed once, under its options' heading
+	if fl := p.Find("fleetlock"); fl != nil {
+		fl.LongDescription = ""
+	}
 
 	var buf bytes.Buffer
 	p.WriteManPage(&buf)

@@ -219,6 +219,9 @@ func newParser(g *globalOptions, s *semaCmd) *flags.Parser {
 		panic(err)
 	}
 	c.ArgsRequired = false
+	if _, err := p.AddCommand("fleetlock", "serve FleetLock (Fedora CoreOS, Flatcar reboots) with groups that are conch semaphores", fleetlockLong, &fleetlockCmd{s: s}); err != nil {
+		panic(err)
+	}
 	// --kill-after's default is unitrun's, which decides the child's stop timing: shown here,
 	// applied there (an unset --kill-after reaches unitrun as 0)
 	c.FindOptionByLongName("kill-after").DefaultMask = unitrun.DefaultKillAfter.String()

@@ -291,8 +291,8 @@ func TestReportOneLine(t *testing.T) {
 	// before a semaphore was named (a usage error), and --who: "conch: <line>"
 	b, buf := (&fakeSinks{}).reporter(false, false)
 	b.bare = true
-	report(b, usagef("unknown command %q: conch has one command, sema", "x"))
-	if got := buf.String(); got != "conch: unknown command \"x\": conch has one command, sema\n" {
+	report(b, usagef("unknown command %q: conch's commands are sema and fleetlock", "x"))
+	if got := buf.String(); got != "conch: unknown command \"x\": conch's commands are sema and fleetlock\n" {
 		t.Fatalf("bare line %q", got)
 	}
 }

@@ -60,6 +60,14 @@ func TestLayering(t *testing.T) {
 			t.Errorf("%s imports %s (directly or through another package): the run knows sema, unitrun and the systemd plumbing, not the CLI or how to connect", slotrun, dep)
 		}
 	}
+	// the FleetLock server (D19): a protocol over sema and the listings; it runs no child
+	// and knows no CLI or systemd (the CLI tells the service manager)
+	fl := mod + "/internal/fleetlock"
+	for _, dep := range goList(t, "list", "-test", "-deps", fl) {
+		if dep == unitrun || dep == slotrun || dep == sd || strings.HasPrefix(dep, cmd) {
+			t.Errorf("%s imports %s (directly or through another package): the FleetLock server knows sema and the listings, not the run, systemd or the CLI", fl, dep)
+		}
+	}
 	// every package of the module but cmd/conch and the run: not both (test files may:
 	// tests/vm drives the whole program end to end)
 	for _, pkg := range goList(t, "list", mod+"/...") {

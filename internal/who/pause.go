@@ -17,6 +17,9 @@ type HeldAfter struct {
 	Node  *string `json:"node"`
 	Ended *string `json:"ended"`      // RFC 3339, UTC
 	Until *string `json:"held_until"` // RFC 3339, UTC
+	// Via names what granted a slot held after no run of conch's: "fleetlock" for a
+	// reboot slot of a FleetLock server (D19); absent for a run's.
+	Via string `json:"via,omitempty"`
 }
 
 // heldAfterRecord is the "held_after" object of record r, nil unless r says
@@ -31,6 +34,7 @@ func heldAfterRecord(r sema.ReadRecord) *HeldAfter {
 	}
 	w.Ended = rfc3339(r.Ended)
 	w.Until = rfc3339(r.HeldUntil)
+	w.Via = r.Via
 	return w
 }
 
@@ -43,13 +47,18 @@ func rfc3339(t *time.Time) *string {
 }
 
 // heldAfterText is the text form's words for a slot kept after its run,
-// " held-after node=N ended=T until=U" ("" for none); fields escaped.
+// " held-after node=N ended=T until=U", with " via=V" before until= for a slot a lock
+// server granted (D19) ("" for none); fields escaped.
 func heldAfterText(h *HeldAfter) string {
 	if h == nil {
 		return ""
 	}
+	via := ""
+	if h.Via != "" {
+		via = " via=" + Escape(h.Via, hostWidth)
+	}
 	return " held-after node=" + Escape(deref(h.Node, "?"), hostWidth) +
-		" ended=" + deref(h.Ended, "?") + " until=" + deref(h.Until, "?")
+		" ended=" + deref(h.Ended, "?") + via + " until=" + deref(h.Until, "?")
 }
 
 // Paused is a JSON record's "paused" object (D16): who paused the

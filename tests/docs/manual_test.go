@@ -80,16 +80,18 @@ var otherTools = map[string][]string{
 
 var longFlag = regexp.MustCompile(`(?:^|[^A-Za-z0-9-])(--[a-z][a-z0-9-]+)`)
 
-// Every long flag README and the manual name is one of conch's, as `conch sema --help` lists
-// them, or one of another program's named on the same line.
+// Every long flag README and the manual name is one of conch's, as `conch sema --help` and
+// `conch fleetlock --help` list them, or one of another program's named on the same line.
 func TestManualFlagsExist(t *testing.T) {
-	out, err := exec.Command(conchBinary(t), "sema", "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("conch sema --help: %v\n%s", err, out)
-	}
 	known := map[string]bool{}
-	for _, m := range longFlag.FindAllStringSubmatch(string(out), -1) {
-		known[m[1]] = true
+	for _, command := range []string{"sema", "fleetlock"} {
+		out, err := exec.Command(conchBinary(t), command, "--help").CombinedOutput()
+		if err != nil {
+			t.Fatalf("conch %s --help: %v\n%s", command, err, out)
+		}
+		for _, m := range longFlag.FindAllStringSubmatch(string(out), -1) {
+			known[m[1]] = true
+		}
 	}
 	if !known["--max"] || !known["--who"] || len(known) < 30 {
 		t.Fatalf("found %d flags in --help: %v", len(known), known)
@@ -107,7 +109,7 @@ func TestManualFlagsExist(t *testing.T) {
 					continue
 				}
 				if !slices.ContainsFunc(otherTools[m[1]], func(tool string) bool { return strings.Contains(line, tool) }) {
-					t.Errorf("%s:%d names %s, which is not a flag of conch sema (nor of a program named on the line)", page, i+1, m[1])
+					t.Errorf("%s:%d names %s, which is not a flag of conch sema or conch fleetlock (nor of a program named on the line)", page, i+1, m[1])
 				}
 			}
 		}

@@ -27,6 +27,7 @@ var commonFiles = []string{
 	"/usr/share/doc/conch/examples/conch-maintenance.timer",
 	"/usr/share/doc/conch/examples/conch-metrics.service",
 	"/usr/share/doc/conch/examples/conch-metrics.timer",
+	"/usr/share/doc/conch/examples/conch-fleetlock.service",
 	"/usr/share/doc/conch/examples/conch-job@.service",
 	"/usr/share/doc/conch/examples/conch-rolling-reboot.service",
 	"/usr/share/doc/conch/examples/conch-rolling-reboot.timer",

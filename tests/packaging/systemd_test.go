@@ -176,6 +176,7 @@ func (n *node) installExamples() {
 	n.must("systemctl", "daemon-reload")
 	n.must("systemd-analyze", "verify", "--man=no", "conch-worker.service", "conch-maintenance.service", "conch-maintenance.timer")
 	n.must("systemd-analyze", "verify", "--man=no", "/usr/share/doc/conch/examples/conch-metrics.service", "/usr/share/doc/conch/examples/conch-metrics.timer")
+	n.must("systemd-analyze", "verify", "--man=no", "/usr/share/doc/conch/examples/conch-fleetlock.service")
 	n.sh(`cd /usr/share/doc/conch/examples && cp conch-rolling-reboot.service conch-rolling-reboot.timer conch-rolling-reboot-release.service conch-ha-job.service conch-ha-job.timer /etc/systemd/system/`)
 	n.must("systemctl", "daemon-reload")
 	n.must("systemd-analyze", "verify", "--man=no", "conch-rolling-reboot.service", "conch-rolling-reboot.timer", "conch-rolling-reboot-release.service", "conch-ha-job.service", "conch-ha-job.timer")
