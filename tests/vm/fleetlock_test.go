@@ -75,10 +75,10 @@ func testFleetLockReboot(t *testing.T, c *cluster) {
 	s.wantExit(job1, "the first maintenance job", 0)
 
 	type slot struct {
-		node                 int
+		node       int
 		down, back int64 // as the host saw them: init gone, booted again
 		released   int64 // etcd deleted its key, as the host's watch saw it
-		key                  holder
+		key        holder
 	}
 	var slots []slot
 	var job2 *systemdtest.Proc
