@@ -2,6 +2,7 @@ package vm
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -40,6 +41,7 @@ func testFleetLockReboot(t *testing.T, c *cluster) {
 		sum := sha256.Sum256([]byte("fleetlock " + n.Name())) // zincati: 32 hex digits from the machine id
 		ids[i] = hex.EncodeToString(sum[:16])
 	}
+	t.Cleanup(s.removeFleetLock)
 	s.installFleetLockServer(server)
 	base := "http://" + c.nw.Addr(server) + ":8080/"
 	for i := range c.nodes {
@@ -60,6 +62,9 @@ func testFleetLockReboot(t *testing.T, c *cluster) {
 	}
 	s.waitFor("every client to be refused while the job runs", func() bool {
 		for i := range c.nodes {
+			if slices.ContainsFunc(s.fleetEvents(i), func(e fleetEvent) bool { return e.Ev == "pre-reboot" && e.Status/100 == 2 }) {
+				t.Fatalf("%s was granted a reboot while a job of the group runs", c.nodes[i].Name())
+			}
 			if !slices.ContainsFunc(s.fleetEvents(i), func(e fleetEvent) bool {
 				return e.Ev == "pre-reboot" && e.Status == 423 && e.Kind == "failed_lock_semaphore_full" &&
 					strings.Contains(e.Value, c.nodes[1].Name()) && strings.Contains(e.Value, "a running job")
@@ -211,6 +216,27 @@ WantedBy=multi-user.target
 	}
 	s.nsenter(n, "systemctl", "daemon-reload")
 	s.nsenter(n, "systemctl", "enable", "fleetclient.service")
+}
+
+// removeFleetLock leaves the nodes as the scenario found them, also when it failed: each node
+// running (booted again if it went down), no FleetLock server or client enabled, no update
+// staged (a client left behind would reboot its node in a later scenario).
+func (s *scenario) removeFleetLock() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, n := range s.nodes {
+		if !procAlive(n.Init()) {
+			if err := n.Reboot(); err != nil {
+				s.t.Errorf("cannot boot %s again: %v", n.Name(), err)
+				continue
+			}
+			_ = s.etcd.StartMember(ctx, i)
+		}
+		if res, err := n.Nsenter(ctx, "sh", "-c", "rm -f /var/lib/fleetclient/staged; for u in fleetclient conch-fleetlock; do "+
+			"if [ -e /etc/systemd/system/$u.service ]; then systemctl disable --now $u.service || exit 1; fi; done"); err != nil {
+			s.t.Errorf("cannot remove the FleetLock units of %s: %v %s", n.Name(), err, res.Stderr)
+		}
+	}
 }
 
 // nsenter runs argv in node n outside any unit and fails the test if it fails.
