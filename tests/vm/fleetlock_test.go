@@ -225,6 +225,11 @@ func (s *scenario) removeFleetLock() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i, n := range s.nodes {
+		// a node whose client ran systemctl reboot goes down first: it would refuse units
+		_ = systemdtest.WaitFor(ctx, n.Name()+" not shutting down", func() (bool, error) {
+			res, _ := n.Systemctl(ctx, "is-system-running")
+			return !procAlive(n.Init()) || strings.TrimSpace(string(res.Stdout)) != "stopping", nil
+		})
 		if !procAlive(n.Init()) {
 			if err := n.Reboot(); err != nil {
 				s.t.Errorf("cannot boot %s again: %v", n.Name(), err)
