@@ -220,22 +220,29 @@ WantedBy=multi-user.target
 
 // removeFleetLock leaves the nodes as the scenario found them, also when it failed: each node
 // running (booted again if it went down), no FleetLock server or client enabled, no update
-// staged (a client left behind would reboot its node in a later scenario).
+// staged (a client left behind would reboot its node in a later scenario). A client stopped
+// after its last event was "reboot" has asked systemd for a reboot: its node is let go down
+// first (a node shutting down refuses units, so heal could not start its etcd member).
 func (s *scenario) removeFleetLock() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i, n := range s.nodes {
-		// a node whose client ran systemctl reboot goes down first: it would refuse units
-		_ = systemdtest.WaitFor(ctx, n.Name()+" not shutting down", func() (bool, error) {
-			res, _ := n.Systemctl(ctx, "is-system-running")
-			return !procAlive(n.Init()) || strings.TrimSpace(string(res.Stdout)) != "stopping", nil
-		})
+		if procAlive(n.Init()) {
+			_, _ = n.Systemctl(ctx, "stop", "fleetclient.service")
+			if evs := s.fleetEvents(i); len(evs) > 0 && evs[len(evs)-1].Ev == "reboot" {
+				if err := systemdtest.WaitFor(ctx, n.Name()+" to go down", func() (bool, error) { return !procAlive(n.Init()), nil }); err != nil {
+					s.t.Error(err)
+				}
+			}
+		}
 		if !procAlive(n.Init()) {
 			if err := n.Reboot(); err != nil {
 				s.t.Errorf("cannot boot %s again: %v", n.Name(), err)
 				continue
 			}
-			_ = s.etcd.StartMember(ctx, i)
+			if err := s.etcd.StartMember(ctx, i); err != nil {
+				s.t.Error(err)
+			}
 		}
 		if res, err := n.Nsenter(ctx, "sh", "-c", "rm -f /var/lib/fleetclient/staged; for u in fleetclient conch-fleetlock; do "+
 			"if [ -e /etc/systemd/system/$u.service ]; then systemctl disable --now $u.service || exit 1; fi; done"); err != nil {
