@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Timers of the members (TESTING-INFRA.md): a cut leader is replaced in 1-2 s, and the minimum
@@ -142,9 +143,15 @@ func (c *EtcdCluster) signalMember(ctx context.Context, i int, sig string) error
 	return nil
 }
 
+// clientBackoff caps the test binary's reconnect back-off at a second (gRPC's default grows to
+// 120 s): after a member was killed, powered off or cut, the observers' watches and the
+// harness's requests find it again within a second of its return.
+var clientBackoff = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
+
 // Client returns a client from the test binary to the members given (by index; all of them
 // when none is given), dialled through Network.Dial, closed at test cleanup. It has gRPC
-// keep-alive (10 s, gRPC's floor, plus 3 s) so a dead connection does not hang it forever.
+// keep-alive (10 s, gRPC's floor, plus 3 s) so a dead connection does not hang it forever, and
+// reconnects within a second of a member's return (clientBackoff).
 func (c *EtcdCluster) Client(members ...int) *clientv3.Client {
 	c.t.Helper()
 	if len(members) == 0 {
@@ -161,8 +168,11 @@ func (c *EtcdCluster) Client(members ...int) *clientv3.Client {
 		DialTimeout:          5 * time.Second,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
-		DialOptions:          []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return c.nw.Dial(ctx, "tcp", addr) })},
-		Logger:               zap.NewNop(),
+		DialOptions: []grpc.DialOption{
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return c.nw.Dial(ctx, "tcp", addr) }),
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: clientBackoff, MinConnectTimeout: 2 * time.Second}),
+		},
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
 		c.t.Fatalf("systemdtest: etcd client for %v: %v", eps, err)

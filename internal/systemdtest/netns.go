@@ -159,6 +159,32 @@ func (nw *Network) AllowOutgoing(i int) error {
 	return nw.ip("netns", "exec", nw.nodes[i], "nft", "delete", "table", "inet", dropTable)
 }
 
+// pairTable is the nftables table DropBetween installs in a node's namespace (apart from
+// dropTable, so a one-way partition and a pair partition of one node can coexist).
+const pairTable = "conch_fault_pair"
+
+// DropBetween partitions nodes i and j from each other only: an nftables table in node i's
+// namespace drops every packet it sends to j's address and every packet it receives from it,
+// both ways, while both still reach every other node (and the bridge, so the test binary still
+// reaches both). With an etcd member in each, the two members lose each other but not the
+// third. AllowBetween removes it. Needs nft (apt package nftables). It fails when node i has
+// such a table already.
+func (nw *Network) DropBetween(i, j int) error {
+	rules := fmt.Sprintf("table inet %s {\n chain out {\n  type filter hook output priority 0; policy accept;\n  ip daddr %s drop\n }\n"+
+		" chain in {\n  type filter hook input priority 0; policy accept;\n  ip saddr %s drop\n }\n}\n", pairTable, nw.Addr(j), nw.Addr(j))
+	cmd := exec.Command("ip", "netns", "exec", nw.nodes[i], "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft in %s: %w: %s", nw.nodes[i], err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// AllowBetween removes DropBetween's table from node i's namespace; it fails when there is none.
+func (nw *Network) AllowBetween(i int) error {
+	return nw.ip("netns", "exec", nw.nodes[i], "nft", "delete", "table", "inet", pairTable)
+}
+
 // Dial connects to addr (host:port on the Subnet) from the bridge's namespace, for clients in
 // the test binary (grpc.WithContextDialer, http.Transport.DialContext). The socket is created
 // on an OS thread that enters the namespace and leaves it again; a thread that cannot leave is

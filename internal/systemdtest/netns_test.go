@@ -129,3 +129,57 @@ func TestNetworkFaults(t *testing.T) {
 		t.Error("node 0 unreachable after AllowOutgoing")
 	}
 }
+
+// dialFrom reports whether a TCP connection to addr from node i's namespace succeeds within
+// timeout.
+func dialFrom(nw *Network, i int, addr string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ok := make(chan bool, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked when the thread cannot leave the namespace
+		c, back, err := dialIn(ctx, nw.NSPath(i), "tcp", addr)
+		if back {
+			runtime.UnlockOSThread()
+		}
+		if err == nil {
+			_ = c.Close()
+		}
+		ok <- err == nil
+	}()
+	return <-ok
+}
+
+// A pair partition cuts two nodes from each other only: node 1 cannot reach node 0 while
+// node 0 drops its traffic with node 1, the bridge (and so any third node) still can, and
+// AllowBetween undoes it.
+func TestNetworkDropBetween(t *testing.T) {
+	if os.Geteuid() != 0 {
+		ci.Unavailable(t, "systemdtest: network namespaces need root")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		ci.Unavailable(t, "systemdtest: nft not found (apt package nftables; scripts/test-deps.sh installs it)")
+	}
+	nw := NewNetwork(t, 2)
+	addr := nw.Addr(0) + ":2379"
+	listenIn(t, nw.NSPath(0), addr)
+	const quick, dead = 5 * time.Second, 300 * time.Millisecond
+	if !dialFrom(nw, 1, addr, quick) {
+		t.Fatal("node 0 unreachable from node 1 on a healthy network")
+	}
+	if err := nw.DropBetween(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if dialFrom(nw, 1, addr, dead) {
+		t.Error("node 1 reached node 0 across the pair partition")
+	}
+	if !dialOK(nw, addr, quick) {
+		t.Error("the bridge lost node 0 in a partition between nodes 0 and 1 only")
+	}
+	if err := nw.AllowBetween(0); err != nil {
+		t.Fatal(err)
+	}
+	if !dialFrom(nw, 1, addr, quick) {
+		t.Error("node 0 unreachable from node 1 after AllowBetween")
+	}
+}

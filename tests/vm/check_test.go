@@ -50,8 +50,20 @@ type report struct {
 	CrossNode     int             // hand-offs from a child on one node to a child on another
 	RanPastKey    []time.Duration // how long children ran after etcd deleted their key (>0 only)
 	Leaderless    []span          // spec.Leaderless: idle time in them was not counted
-	Violations    []string
-	Base          int64 // the history's first instant (CLOCK_MONOTONIC ns): spans are told from it
+	// Free are all the spans in which a slot was free while someone waited, however short
+	// (Idle keeps those judged too long): the nemesis attributes them to its faults.
+	Free       []span
+	Violations []string
+	// At is when each of Violations happened (CLOCK_MONOTONIC ns), index for index: the
+	// nemesis prints the history around it.
+	At   []int64
+	Base int64 // the history's first instant (CLOCK_MONOTONIC ns): spans are told from it
+}
+
+// violate records a violation that happened at the CLOCK_MONOTONIC instant at.
+func (r *report) violate(at int64, msg string) {
+	r.Violations = append(r.Violations, msg)
+	r.At = append(r.At, at)
 }
 
 // failed reports whether the history breaks the promise.
@@ -155,8 +167,9 @@ func (r *report) sweep(pts []point, spec checkSpec) {
 	}
 	r.Overlaps = longer(r.Overlaps, spec.Overlap)
 	for _, s := range r.Overlaps {
-		r.Violations = append(r.Violations, fmt.Sprintf("%d+ children ran at once for %v (tolerated: %v)", spec.Max+1, ms(s.dur()), spec.Overlap))
+		r.violate(s.From, fmt.Sprintf("%d+ children ran at once for %v (tolerated: %v)", spec.Max+1, ms(s.dur()), spec.Overlap))
 	}
+	r.Free = r.Idle
 	r.Idle = settled(r.Idle, spec.Settled)
 	var judged []span
 	for _, s := range r.Idle {
@@ -169,7 +182,7 @@ func (r *report) sweep(pts []point, spec checkSpec) {
 		if off > 0 {
 			msg += fmt.Sprintf("; %v of it with etcd leaderless, not counted", ms(off))
 		}
-		r.Violations = append(r.Violations, msg)
+		r.violate(s.From, msg)
 	}
 	r.Idle = judged
 }
@@ -312,25 +325,25 @@ func (r *report) checkKeys(chs []childRec, keys []*keyLife, spec checkSpec, now 
 	for _, k := range keys {
 		byRev[k.createRev] = k
 		if k.deleted > now {
-			r.Violations = append(r.Violations, "key "+k.key+" is still in etcd")
+			r.violate(k.created, "key "+k.key+" is still in etcd")
 		}
 	}
 	for _, c := range chs {
 		k := byRev[c.rev()]
 		if k == nil {
-			r.Violations = append(r.Violations, fmt.Sprintf("child %s: CONCH_REV %s is no key in etcd's history", c.ID, c.Rev))
+			r.violate(c.Start, fmt.Sprintf("child %s: CONCH_REV %s is no key in etcd's history", c.ID, c.Rev))
 			continue
 		}
 		if lease, err := strconv.ParseInt(c.Lease, 16, 64); err != nil || lease != k.lease {
-			r.Violations = append(r.Violations, fmt.Sprintf("child %s: CONCH_LEASE %s, but its key has lease %x", c.ID, c.Lease, k.lease))
+			r.violate(c.Start, fmt.Sprintf("child %s: CONCH_LEASE %s, but its key has lease %x", c.ID, c.Lease, k.lease))
 		}
 		if k.held == 0 || c.Start < k.held-int64(spec.Slop) {
-			r.Violations = append(r.Violations, fmt.Sprintf("child %s started before etcd ranked its key %s among the first %d", c.ID, k.key, spec.Max))
+			r.violate(c.Start, fmt.Sprintf("child %s started before etcd ranked its key %s among the first %d", c.ID, k.key, spec.Max))
 		}
 		if past := time.Duration(min(c.until(), now) - k.deleted); past > 0 {
 			r.RanPastKey = append(r.RanPastKey, ms(past))
 			if past > spec.Overlap {
-				r.Violations = append(r.Violations, fmt.Sprintf("child %s on %s ran %v after etcd deleted its key (tolerated: %v)", c.ID, c.Node, ms(past), spec.Overlap))
+				r.violate(k.deleted, fmt.Sprintf("child %s on %s ran %v after etcd deleted its key (tolerated: %v)", c.ID, c.Node, ms(past), spec.Overlap))
 			}
 		}
 	}

@@ -288,6 +288,7 @@ func (c *cluster) heal() error {
 	for i, n := range c.nodes {
 		_ = c.nw.Heal(i)
 		_ = c.nw.AllowOutgoing(i) // fails when there is no drop table: fine
+		_ = c.nw.AllowBetween(i)  // likewise
 		if n.Init() == 0 {
 			if err := n.Reboot(); err != nil {
 				errs = append(errs, err)
