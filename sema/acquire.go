@@ -69,6 +69,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 			continue
 		}
 		l.setWaitInterval(s.opts.WaitKeepAlive)
+		l.setOnReach(s.reach) // D7g
 		// our new key must not queue behind our own old one
 		a.stale = s.revokeIDs(ctx, a.stale, giveUpTimeout)
 		h, err := s.enqueueAndWait(gctx, ctx, l)

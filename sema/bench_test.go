@@ -59,13 +59,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // BenchmarkHandoff times one hand-off: from the holder's Release call to
 // the return of the waiter's Acquire (the waiter, queued behind, sees the
 // DELETE and takes the slot, D1). Two semaphores on separate clients take
-// turns; only the hand-off is timed. Sub-benchmarks, for same-run A/B:
+// turns; only the hand-off is timed. The recipe is the one conch runs (D1a's
+// watches served at once, the rewrite beside the caller's work, the pause followed
+// on the stream, D16b); `make bench`'s -alt compares it with another build. Sub-benchmarks:
 //
-//   - mode=d1: watches start at the ranking read + 1 (D1 as first
-//     written) and the promoted waiter rewrites its key before Acquire
-//     returns; mode=d1a: watches served at once, with the re-read (D1a);
-//     mode=d1a+early: also returns the Holder at once, the rewrite
-//     running beside the caller's work, as conch now does;
+//   - mode=d1a+early: the name the earlier same-run modes left, kept so runs compare;
 //   - release=settled: the holder releases once every watch is registered
 //     and synced (the recipe alone); release=at-once: as soon as the
 //     waiter says it waits, as a short job does, so a watch still being
@@ -82,31 +80,15 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 }
 
-// benchMode is one way of running the recipe, for same-run A/B.
-type benchMode struct {
-	name                                 string
-	legacyWatch, legacyHold, legacyPause bool
-}
+// benchMode names the recipe's sub-benchmarks: one mode, the recipe conch runs (the
+// same-run A/B modes went; `make bench -alt` compares builds).
+type benchMode struct{ name string }
 
-// mode=d1a+early+pauseread: the head reads the pause before a promotion (D16 as first
-// done); the others follow it on their stream (D16b), except d1, whose watches cannot.
-var benchModes = []benchMode{{"d1", true, true, true}, {"d1a", false, true, false},
-	{"d1a+early+pauseread", false, false, true}, {"d1a+early", false, false, false}}
-
-func (m benchMode) apply(s *sema.Semaphore) {
-	sema.SetLegacyWatch(s, m.legacyWatch)
-	sema.SetLegacyHold(s, m.legacyHold)
-	sema.SetLegacyPause(s, m.legacyPause)
-}
+var benchModes = []benchMode{{"d1a+early"}}
 
 // watchers is how many watches a hand-off's waiter and holder have once settled: the
-// holder's key, the waiter's holder and own key, and the pause when followed (D16b).
-func (m benchMode) watchers() float64 {
-	if m.legacyPause {
-		return 3
-	}
-	return 4
-}
+// holder's key, the waiter's holder and own key, and the pause (D16b).
+func (m benchMode) watchers() float64 { return 4 }
 
 func benchHandoff(b *testing.B, m benchMode, settle bool) {
 	srv := etcdtest.Start(b)
@@ -124,7 +106,6 @@ func benchHandoff(b *testing.B, m benchMode, settle bool) {
 				}
 			}
 		}})
-		m.apply(sems[i])
 	}
 	holder, err := sems[0].Acquire(ctx)
 	if err != nil {
@@ -208,7 +189,6 @@ func benchDrain(b *testing.B, max int, m benchMode) {
 		errs := make(chan error, jobs)
 		for range jobs {
 			s := benchSem(b, cli, "bench-drain", max, sema.Options{})
-			m.apply(s)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

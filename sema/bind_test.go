@@ -10,6 +10,7 @@ import (
 // Bind: one context whose cause is whichever came first, the parent's (a signal, say) or
 // the slot's loss, as the holder's own error.
 func TestBindCause(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "bind", 1, Options{})
 

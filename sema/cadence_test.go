@@ -14,8 +14,8 @@ func TestWaitKeepAliveBounds(t *testing.T) {
 	for _, tc := range []struct {
 		d, want time.Duration
 	}{
-		{0, ttl / 3},                       // default
-		{-time.Second, ttl / 3},            // nonsense: default
+		{0, ttl / 6},                       // default (D7h)
+		{-time.Second, ttl / 6},            // nonsense: default
 		{time.Minute, ttl / 3},             // slower than TTL/3: clamped (two keep-alives before expiry)
 		{2 * time.Second, 2 * time.Second}, // in range
 		{time.Nanosecond, time.Second},     // faster than the holders' min(TTL/6, 1 s): clamped
@@ -24,8 +24,8 @@ func TestWaitKeepAliveBounds(t *testing.T) {
 			t.Errorf("waitKeepAlive(%v, %v) = %v, want %v", tc.d, ttl, got, tc.want)
 		}
 	}
-	if got := waitKeepAlive(0, 3*time.Second); got != time.Second {
-		t.Errorf("waitKeepAlive(0, 3s) = %v, want 1s", got)
+	if got := waitKeepAlive(0, 3*time.Second); got != 500*time.Millisecond {
+		t.Errorf("waitKeepAlive(0, 3s) = %v, want 500ms", got)
 	}
 }
 
@@ -33,6 +33,9 @@ func TestWaitKeepAliveBounds(t *testing.T) {
 // real etcd over three TTLs, and sends no more keep-alives than that
 // cadence allows (the holders' cadence would send twice as many).
 func TestWaitingLeaseSurvivesSlowCadence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	srv, c := startEtcd(t)
 	ttl := 2 * time.Second
 	l, err := grantLease(t.Context(), c, ttl)
@@ -40,7 +43,7 @@ func TestWaitingLeaseSurvivesSlowCadence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.stop()
-	l.setWaitInterval(0)
+	l.setWaitInterval(time.Hour) // clamped to the slowest, TTL/3
 	if iv := l.interval(); iv != l.ttl/3 {
 		t.Fatalf("waiting interval %v, want TTL/3 = %v", iv, l.ttl/3)
 	}
@@ -69,6 +72,7 @@ func TestWaitingLeaseSurvivesSlowCadence(t *testing.T) {
 // from step 1 with a new lease and key at the back, and is still served
 // (04_sema.md "Failure behavior").
 func TestLostWaiterReenters(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	opts := Options{TTL: 2 * time.Second}
 	holder := mustAcquire(t, newSem(t, c, "lost", 1, opts))

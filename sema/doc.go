@@ -17,4 +17,9 @@
 // cause when the slot is lost; Holder.Release gives the slot back. Options.OnEvent
 // reports the queue's transitions (Enqueued, Waiting with the number ahead,
 // Held, Reentering) for logs and status lines: the package itself never logs.
+//
+// It owns the key schema (keys.go, keyparse.go, nodewait.go) and the decoding of what
+// any reader finds under it (DecodeRecord, DecodePause), so that acquisition and every
+// reader agree on each key. It does not list semaphores (internal/who does, over these),
+// and imports none of the layers above it.
 package sema

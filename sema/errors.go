@@ -42,6 +42,13 @@ var (
 	// frozen or starved meanwhile, and the server may have handed the slot on already, so
 	// the work under the slot must end at once, with no grace (D7b).
 	ErrDeadlinePassed = errors.New("its deadline had passed when conch noticed")
+	// ErrStateLost comes wrapped together with ErrLeaseLost when etcd lost or rewound its
+	// state while the lease was held (D18): the server no longer knew the lease before its
+	// deadline on our own clock, its cluster ID changed, or its revision went back. The
+	// server may have handed the slot on already (an etcd restarted empty, a restore from an
+	// older snapshot), so the work under the slot must end at once, with no grace, and its
+	// fencing token (the create revision) may be handed out again by the new store.
+	ErrStateLost = errors.New("etcd lost or rewound its state")
 	// ErrKeyDeleted: our key was deleted by someone else, e.g. an operator (D7).
 	ErrKeyDeleted = errors.New("key deleted")
 	// ErrReleased: the holder was released by its owner.

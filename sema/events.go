@@ -14,9 +14,9 @@ type EventKind int
 // Event kinds, in the order they usually happen.
 const (
 	// Enqueued: our key is written; Rank is exact; OtherCapacities counts
-	// keys under the same name with another --max (D6 warning); OtherKind
+	// keys under the same name with another capacity (D6 warning); OtherKind
 	// counts keys of the other kind (node-suffixed next to a lease key,
-	// lease-suffixed next to a --spread key) among those the enqueue read
+	// lease-suffixed next to a node key) among those the enqueue read
 	// returns (D11 warning).
 	Enqueued EventKind = iota
 	// Waiting: we wait; Ahead is the number of waiters ahead of us, 0 at
@@ -40,16 +40,28 @@ type Event struct {
 	Rev             int64
 	Lease           clientv3.LeaseID
 	TTL             time.Duration // granted lease TTL
+	Cluster         uint64        // the ID of the etcd cluster that granted the lease (D18), 0 if not known
 	OtherCapacities int64
 	OtherKind       int  // Enqueued: see EventKind Enqueued (D11)
 	NodeBusy        bool // Waiting: see EventKind Waiting (D11)
 	// Paused: Waiting while the semaphore is paused (D16), with the pause;
 	// a key of rank < max waits for the pause to go, in its place.
 	Paused *Pause
-	Err    error
+	// Unreachable: Waiting while etcd has not answered our lease's keep-alives for a second
+	// or more (no connection, or a member that does not answer); the place is kept while
+	// etcd keeps the lease. A Waiting event with it false follows when etcd answers again.
+	Unreachable bool
+	Err         error
 }
 
+// emit calls Options.OnEvent with e, one event at a time (waitReport).
 func (s *Semaphore) emit(e Event) {
+	s.wr.mu.Lock()
+	defer s.wr.mu.Unlock()
+	s.emitLocked(e)
+}
+
+func (s *Semaphore) emitLocked(e Event) {
 	if s.opts.OnEvent != nil {
 		s.opts.OnEvent(e)
 	}

@@ -37,7 +37,7 @@ func fenceDelay(ttl, margin time.Duration) time.Duration {
 	return d
 }
 
-// FenceTooLate reports whether a --kill-after of killAfter is too long for a
+// FenceTooLate reports whether a stop grace of killAfter is too long for a
 // lease of ttl to be fenced before it expires (D7: conch then warns at start
 // and fences at the first failed keep-alive). ttl is rounded up to seconds.
 func FenceTooLate(ttl, killAfter time.Duration) bool {

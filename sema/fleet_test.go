@@ -48,6 +48,7 @@ func TestRunRules(t *testing.T) {
 // writes it with the node of the semaphore's record and the run's start, and the next holder
 // finds the period done.
 func TestOnceRunRules(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "once-rules", 1, Options{Record: Record{Host: "node-r", PID: 1}})
 	rules := RunRules{OncePer: time.Minute}
@@ -82,6 +83,7 @@ func TestOnceRunRules(t *testing.T) {
 // keeps it, with the semaphore's record less its scope; a key no longer ours ends the
 // holding with the error and no key.
 func TestHoldAfterRunRules(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "hold-rules", 2, Options{Record: Record{Host: "node-k", PID: 7, Scope: true}})
 	rules := RunRules{HoldAfter: time.Minute}

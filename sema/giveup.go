@@ -9,10 +9,10 @@ import (
 // shared budget ends (markGiveUp).
 type giveUpKey struct{}
 
-// markGiveUp starts the give-up budget once ctx (the wait, --wait) has
-// ended: every later step (revoking our leases, the 75-vs-69 probe) is
+// markGiveUp starts the give-up budget once ctx (the caller's wait) has
+// ended: every later step (revoking our leases, the probe that tells a time-out from an outage) is
 // bounded by what is left of giveUpTimeout from now (giveUpWithin), so
-// --wait D returns within D + 1 s even while etcd hangs (three bounded
+// a wait of D returns within D + 1 s even while etcd hangs (three bounded
 // steps in a row would make a 3 s wait last 6 s). It returns ctx
 // itself while ctx has not ended, or once marked.
 func markGiveUp(ctx context.Context) context.Context {
@@ -24,7 +24,7 @@ func markGiveUp(ctx context.Context) context.Context {
 
 // giveUpWithin bounds one give-up step by d and by what is left of the budget
 // markGiveUp started in ctx (0 when spent: the step's request fails at once,
-// 69). Without a mark, d.
+// ErrUnavailable). Without a mark, d.
 func giveUpWithin(ctx context.Context, d time.Duration) time.Duration {
 	if end, ok := ctx.Value(giveUpKey{}).(time.Time); ok {
 		return max(0, min(d, time.Until(end)))

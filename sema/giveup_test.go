@@ -17,6 +17,9 @@ import (
 // giveUpWithin), with ErrUnavailable (69): its revoke could not be confirmed.
 // Before, three bounded steps in a row made a 3 s wait last 6 s.
 func TestWaitBoundWhileEtcdHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	srv, c := startEtcd(t)
 	f := etcdtest.NewFreezer(t, srv.Endpoint)
 	pc, err := clientv3.New(clientv3.Config{Endpoints: []string{f.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})

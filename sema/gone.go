@@ -19,6 +19,9 @@ func (h *Holder) goneErr() error { return h.l.goneErr(h.key) }
 // too: a waiter stopped past its lease lost its place to the expiry, not to an operator.
 func (l *lease) goneErr(key string) error {
 	if l.expiredAt(time.Now()) {
+		if silent := l.etcdSilent(); silent > 0 { // D7h: conch sent on time, etcd did not answer
+			return fmt.Errorf("%w: the lease expired (etcd stopped answering: none of the keep-alives conch sent for %v was answered within its %v TTL; a stopped or frozen etcd expires such leases when it resumes), and etcd deleted %s with it", ErrLeaseLost, silent.Round(time.Second), l.ttl, key)
+		}
 		return fmt.Errorf("%w: the lease expired (no keep-alive confirmed within its %v TTL: conch was stalled or cut off from etcd), and etcd deleted %s with it", ErrLeaseLost, l.ttl, key)
 	}
 	return fmt.Errorf("%w: %s", ErrKeyDeleted, key)
@@ -48,4 +51,34 @@ func (l *lease) lostPlace(key string, err error) error {
 		return l.goneErr(key)
 	}
 	return err
+}
+
+// sendSlack is how late a keep-alive may be sent, past its interval, before conch counts as
+// stalled itself (etcdSilent): a loaded machine's scheduling, not a stop.
+const sendSlack = time.Second
+
+// etcdSilent is how long conch has sent keep-alives that etcd left unanswered, when it sent
+// them on time all along since the last confirmed one (no gap between two sends longer than
+// the interval plus sendSlack, and the last sent within that): etcd stopped answering, not
+// conch (D7h). It is 0 when conch itself was late (stopped, frozen, starved) or sent nothing.
+func (l *lease) etcdSilent() time.Duration {
+	iv := l.interval()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lastSend.IsZero() || l.sendGap > iv+sendSlack || time.Since(l.lastSend) > iv+sendSlack {
+		return 0
+	}
+	return time.Since(l.confirmed)
+}
+
+// noteSend records that a keep-alive is sent now: the longest gap between two sends since
+// the last confirmation, for etcdSilent.
+func (l *lease) noteSend() {
+	now := time.Now()
+	l.mu.Lock()
+	if !l.lastSend.IsZero() {
+		l.sendGap = max(l.sendGap, now.Sub(l.lastSend))
+	}
+	l.lastSend = now
+	l.mu.Unlock()
 }

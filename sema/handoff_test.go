@@ -15,6 +15,7 @@ import (
 // ErrKeyDeleted (D7). The race is set up directly: the key is deleted before
 // newHolder is asked to rewrite it.
 func TestHeldRewriteFindsKeyGone(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "rw", 1, Options{})
 	l, err := grantLease(t.Context(), c, 5*time.Second)
@@ -49,34 +50,33 @@ func TestHeldRewriteFindsKeyGone(t *testing.T) {
 
 // A promoted waiter's Acquire returns before its key is rewritten as HELD
 // (the rewrite is off the hand-off path), and the rewrite still happens and
-// wakes the next waiter, in both hold modes.
+// wakes the next waiter.
 func TestPromotedRewritesAndWakesNext(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
-	for _, legacy := range []bool{false, true} {
-		newS := func() *Semaphore { s := newSem(t, c, "pw", 1, Options{}); s.legacyHold = legacy; return s }
-		a := mustAcquire(t, newS())
-		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-		bch := acquireAsync(ctx, newS())
-		waitQueued(t, c, a.s, 2)
-		var cLog eventLog
-		cs := newS()
-		cs.opts.OnEvent = cLog.add
-		cch := acquireAsync(ctx, cs)
-		waitQueued(t, c, a.s, 3)
-		release(t, a)
-		b := <-bch
-		if b.err != nil {
-			t.Fatalf("legacy=%v: b: %v", legacy, b.err)
-		}
-		waitHeldSince(t, c, "pw", 1, b.h.Key())
-		// b's rewrite (a PUT) wakes c, its successor, which is now next in line
-		cLog.waitFor(t, "c next in line", func(e Event) bool { return e.Kind == Waiting && e.Ahead == 0 })
-		release(t, b.h)
-		if r := <-cch; r.err != nil {
-			t.Fatalf("legacy=%v: c: %v", legacy, r.err)
-		} else {
-			release(t, r.h)
-		}
-		cancel()
+	newS := func() *Semaphore { return newSem(t, c, "pw", 1, Options{}) }
+	a := mustAcquire(t, newS())
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	bch := acquireAsync(ctx, newS())
+	waitQueued(t, c, a.s, 2)
+	var cLog eventLog
+	cs := newS()
+	cs.opts.OnEvent = cLog.add
+	cch := acquireAsync(ctx, cs)
+	waitQueued(t, c, a.s, 3)
+	release(t, a)
+	b := <-bch
+	if b.err != nil {
+		t.Fatalf("b: %v", b.err)
+	}
+	waitHeldSince(t, c, "pw", 1, b.h.Key())
+	// b's rewrite (a PUT) wakes c, its successor, which is now next in line
+	cLog.waitFor(t, "c next in line", func(e Event) bool { return e.Kind == Waiting && e.Ahead == 0 })
+	release(t, b.h)
+	if r := <-cch; r.err != nil {
+		t.Fatalf("c: %v", r.err)
+	} else {
+		release(t, r.h)
 	}
 }

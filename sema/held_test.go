@@ -11,6 +11,7 @@ import (
 
 // CheckHeld's answer and reasons, for a lease key and a --spread key.
 func TestCheckHeldReasons(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	for _, opts := range []Options{{}, {Spread: true, Node: "n1"}} {
 		s := newSem(t, c, fmt.Sprintf("ck%v", opts.Spread), 1, opts)

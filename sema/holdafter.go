@@ -39,17 +39,30 @@ type HeldAfter struct {
 // last confirmed keep-alive plus its TTL, after which etcd may expire it with
 // our key, D13d): each try waits at most 5 s, and one that gets no answer is
 // tried again every 200 ms until then, as Release does (a refusal is not);
-// the revoke of the old lease waits at most min(TTL, 5 s). It ignores ctx's
-// cancellation (cleanup runs on a fresh bounded context, so a signal that
-// ended the run cannot also cut the hold short). Like Release, it must be the holder's last call:
-// on any failure (the key is gone or no longer on our lease, etcd does not
-// answer) it releases the slot as Release does and returns an error
-// wrapping the cause (ErrKeyDeleted when the key was no longer ours, or
-// ErrLeaseLost when it went with our lease's expiry, D7d), on one line; the
-// HeldAfter is then zero.
+// past that deadline they go on while a member of etcd says it has no leader
+// (it then expires no lease, and renews every lease at the election), up to
+// d from the call (holdTries, D13f). The revoke of the old lease waits at most
+// min(TTL, 5 s). It ignores ctx's cancellation (cleanup runs on a fresh
+// bounded context, so a signal that ended the run cannot also cut the hold
+// short). Like Release, it must be the holder's last call: when the key is
+// gone or no longer on our lease, or etcd refuses, it releases the slot as
+// Release does; when etcd did not answer, it revokes nothing (etcd may still
+// keep the run's lease, D13f) and leaves the run's lease to expire. Either
+// way it returns an error wrapping the cause (ErrKeyDeleted when the key was
+// no longer ours, or ErrLeaseLost when it went with our lease's expiry, D7d),
+// on one line; the HeldAfter is then zero.
 func (h *Holder) HoldAfter(ctx context.Context, d time.Duration, rec Record) (HeldAfter, error) {
 	h.stop() // our own Put must not look like an operator's to the key's watch
-	ha, err := h.rebind(ctx, d, rec, h.l.deadline())
+	ha, err := h.rebind(ctx, d, rec, holdTries{c: h.s.c, end: h.l.deadline(), limit: time.Now().Add(RoundTTL(d))})
+	if err != nil && unanswered(err) {
+		// D13f: etcd did not answer, so it may still keep our lease (it expires none without a
+		// leader, and renews every lease at the election): never revoked on our clock alone,
+		// the lease is left to expire, within its TTL of etcd's answering again
+		h.l.stop()
+		h.cancel(ErrReleased)
+		h.wg.Wait()
+		return HeldAfter{}, fmt.Errorf("cannot keep %s after the run: %w; the slot frees when the run's lease expires, within %v of etcd's answering again", h.key, err, h.l.ttl)
+	}
 	if err != nil {
 		if rerr := h.Release(ctx); rerr != nil {
 			err = fmt.Errorf("%w; and the release failed too: %w", err, rerr)
@@ -69,12 +82,12 @@ func (h *Holder) HoldAfter(ctx context.Context, d time.Duration, rec Record) (He
 }
 
 // rebind grants the hold's lease and moves our key onto it (HoldAfter's
-// first two requests, each tried until end, untilDeadline). The new lease is
+// first two requests, each tried as end says, holdTries.retry). The new lease is
 // revoked again when the key cannot be moved.
-func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, end time.Time) (HeldAfter, error) {
+func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, end holdTries) (HeldAfter, error) {
 	var g *clientv3.LeaseGrantResponse
 	// (a try that timed out may still have granted a lease: it has no key and expires after d)
-	err := untilDeadline(ctx, end, func(tctx context.Context) (err error) {
+	err := end.retry(ctx, func(tctx context.Context) (err error) {
 		g, err = h.s.c.Grant(tctx, int64(RoundTTL(d)/time.Second))
 		return err
 	})
@@ -100,13 +113,13 @@ func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, end ti
 }
 
 // moveKey puts val on our key bound to lease to, if the key is still the one we created and
-// still on our lease, tried until end (untilDeadline). A try whose answer was lost but that
+// still on our lease, tried as end says (holdTries.retry). A try whose answer was lost but that
 // was done is recognised on the next: the key, created at our revision, is on lease to
 // already. Errors: the key is no longer ours (goneErr: ErrKeyDeleted, or ErrLeaseLost after
 // our lease's deadline, D7d), or etcd did not answer.
-func (h *Holder) moveKey(ctx context.Context, val string, to clientv3.LeaseID, end time.Time) error {
+func (h *Holder) moveKey(ctx context.Context, val string, to clientv3.LeaseID, end holdTries) error {
 	moved := false
-	err := untilDeadline(ctx, end, func(tctx context.Context) error {
+	err := end.retry(ctx, func(tctx context.Context) error {
 		resp, err := h.s.c.Txn(tctx).If(
 			clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev),
 			clientv3.Compare(clientv3.LeaseValue(h.key), "=", int64(h.l.id)),

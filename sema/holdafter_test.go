@@ -63,6 +63,7 @@ func TestHoldAfterKeepsSlot(t *testing.T) {
 // D13: a key that is no longer ours (an operator deleted it) cannot be held:
 // HoldAfter says ErrKeyDeleted, leaves no key and no lease behind.
 func TestHoldAfterKeyGone(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "holdgone", 1, Options{})
 	h := mustAcquire(t, s)
@@ -89,6 +90,7 @@ func TestHoldAfterKeyGone(t *testing.T) {
 // name frees nothing, a supervised holder of the same node is never
 // touched, and a second call frees none (idempotent).
 func TestReleaseHeld(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	rec := Record{Host: "node-a", PID: 1}
 	a := mustAcquire(t, newSem(t, c, "rel", 3, Options{Record: rec}))
@@ -128,6 +130,7 @@ func TestReleaseHeld(t *testing.T) {
 // time and succeeds, the key's create revision unchanged; a key deleted meanwhile is still
 // "no longer ours".
 func TestMoveKeyTwice(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	h := mustAcquire(t, newSem(t, c, "mv", 1, Options{Record: Record{Host: "n"}}))
 	g, err := c.Grant(t.Context(), 60)
@@ -135,7 +138,7 @@ func TestMoveKeyTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stop()
-	end := time.Now().Add(testTimeout)
+	end := holdTries{c: c, end: time.Now().Add(testTimeout), limit: time.Now().Add(testTimeout)}
 	for try := 1; try <= 2; try++ {
 		if err := h.moveKey(t.Context(), "held", g.ID, end); err != nil {
 			t.Fatalf("move, try %d: %v", try, err)
@@ -156,6 +159,7 @@ func TestMoveKeyTwice(t *testing.T) {
 // D13e: a refusal names the slots kept after a run (WaitError.HeldAfter), which costs one read;
 // a caller that words no refusal (Options.Terse, conch -q) is spared it.
 func TestRefusalNamesHeldAfterUnlessTerse(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	h := mustAcquire(t, newSem(t, c, "terse", 1, Options{Record: Record{Host: "node-t", PID: 1}}))
 	if _, err := h.HoldAfter(t.Context(), time.Minute, Record{Host: "node-t", PID: 1}); err != nil {

@@ -34,9 +34,8 @@ type heldKey struct {
 	key  string
 	rev  int64 // create revision: the fencing token
 	seen int64 // a revision at which the key is known to be ours
-	// held is the HELD record a promoted waiter still has to write (D1),
-	// "" when the key needs no rewrite (held at once, D2, or written
-	// before newHolder in the legacyHold mode).
+	// held is the HELD record a promoted waiter still has to write (D1), beside
+	// the caller's work; "" when the key needs no rewrite (held at once, D2).
 	held string
 }
 
@@ -55,7 +54,7 @@ func (s *Semaphore) newHolder(ctx context.Context, l *lease, c heldKey) (*Holder
 	if err := l.startFencing(ctx, s.opts.FenceMargin, s.opts.OnRenew); err != nil {
 		return nil, err
 	}
-	s.emit(Event{Kind: Held, Rev: c.rev, Lease: l.id, TTL: l.ttl})
+	s.emit(Event{Kind: Held, Rev: c.rev, Lease: l.id, TTL: l.ttl, Cluster: l.clusterID()})
 	hctx, cancel := context.WithCancelCause(context.Background())
 	wctx, stop := context.WithCancel(context.Background())
 	h := &Holder{s: s, l: l, key: c.key, rev: c.rev, ctx: hctx, cancel: cancel, stop: stop}
@@ -111,15 +110,10 @@ func (h *Holder) watchKey(ctx context.Context, rev int64) {
 		gen := streamGen.Load()
 		wctx, cancel := context.WithCancel(onStream(ctx))
 		opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
-		switch {
-		case again > 0: // every event since rev comes on the new stream, nothing to read
+		if again > 0 { // every event since rev comes on the new stream, nothing to read
 			opts = append(opts, resumeFrom(rev))
-		case h.s.legacyWatch:
-			opts = []clientv3.OpOption{clientv3.WithRev(rev + 1)}
 		}
-		if h.s.keyWatched != nil {
-			h.s.keyWatched()
-		}
+		h.s.seams.watchedKey()
 		wch, done := watchAsync(wctx, h.s.c, h.key, opts...)
 		var lost, silent, ok bool
 		rev, lost, silent = h.follow(wctx, wch, rev, again)
@@ -149,7 +143,7 @@ func (h *Holder) watchKey(ctx context.Context, rev int64) {
 func (h *Holder) follow(ctx context.Context, wch <-chan clientv3.WatchResponse, rev int64, again int) (int64, bool, bool) {
 	replay := again > 0
 	var probe *prober
-	if !h.s.noProbe {
+	if h.s.seams.probing() {
 		probe = &prober{cl: h.s.c, ctx: ctx, heard: newHeard(), tick: time.NewTicker(probeEvery), first: createdWithin(again)}
 		defer probe.tick.Stop()
 	}
@@ -248,7 +242,7 @@ func (h *Holder) Key() string { return h.key }
 func (h *Holder) Release(ctx context.Context) error {
 	h.stop()
 	within := min(h.l.ttl, releaseTry)
-	if h.s.noProbe { // as before D7b (3): one long first try
+	if !h.s.seams.probing() { // as before D7b (3): one long first try
 		within = min(h.l.ttl, releaseTimeout)
 	}
 	if h.ctx.Err() != nil {

@@ -17,13 +17,13 @@ import (
 //   - <max> is a capacity segment only in its canonical spelling, the one
 //     Prefix writes: decimal 1..MaxCapacity, no sign, no leading zero, no
 //     space. Under "/conch/v1/sema/x/01/" no conch ever ranks, so a key there
-//     is KeyForeign: shown by --who, counted by nobody.
+//     is KeyForeign: listed, counted by nobody.
 //   - with a canonical <max>, the suffix decides the kind: 16 lower-case hex
-//     digits is a lease key (KeyLease, what conch writes without --spread);
+//     digits is a lease key (KeyLease, what conch writes without Spread);
 //     a suffix matching the name rule of D4 is a node key (KeySpread, D11);
 //     anything else (empty, upper-case or short hex that is not a name, a
 //     further "/", control characters) is KeyUnexpected. All three are
-//     counted by acquisition and by --who, which flags the unexpected ones.
+//     counted by acquisition and by the listing, which flags the unexpected ones.
 type KeyKind int
 
 // Key kinds. Counted reports which of them take a rank.
@@ -40,7 +40,7 @@ const (
 	KeyUnexpected
 )
 
-// String is the kind's name as --who --json and docs spell it.
+// String is the kind's name as the JSON listing and docs spell it.
 func (k KeyKind) String() string {
 	switch k {
 	case KeyLease:
@@ -55,7 +55,7 @@ func (k KeyKind) String() string {
 }
 
 // Counted reports whether a key of kind k occupies a rank in its capacity's
-// queue, for acquisition as for --who.
+// queue, for acquisition as for the listing.
 func (k KeyKind) Counted() bool { return k != KeyForeign }
 
 // KeyInfo is what ParseKey reads from a key's name alone. The lease a key is
@@ -97,7 +97,7 @@ func ParseKey(name, key string) KeyInfo {
 // whether it is canonical: the spelling strconv.Itoa gives 1..MaxCapacity,
 // which is what Prefix writes and so the only one acquisition ever ranks.
 // "01", "+1", "0", "1e3" and "10001" are not capacity segments. (ParseMax,
-// for the --max flag, also takes "007": a flag may be spelled freely, a key
+// for a capacity given by a person, also takes "007": that may be spelled freely, a key
 // segment may not.)
 func ParseCapacitySegment(s string) (int, bool) {
 	if len(s) == 0 || len(s) > 5 || s[0] == '0' || strings.TrimLeft(s, "0123456789") != "" {
@@ -115,7 +115,7 @@ const leaseIDLen = 16
 
 // FormatLeaseID is the one spelling of a lease ID: 16 lower-case
 // hex digits, zero-padded, as etcdctl prints lease IDs (`lease grant`, `lease
-// list`). Key names, CONCH_LEASE, --who and the journal all use it, so an
+// list`). Key names, the slot's environment, the listing and the journal all use it, so an
 // ID read anywhere can be pasted into etcdctl or into a key name. etcd's
 // lease IDs are positive int64 (etcdserver masks the top bit); a negative id
 // is spelled as its two's complement all the same.

@@ -11,7 +11,7 @@ import (
 // KeyRoot is the prefix under which every semaphore lives (04_sema.md).
 const KeyRoot = "/conch/v1/sema/"
 
-// MaxCapacity is the largest --max accepted (D4).
+// MaxCapacity is the largest capacity accepted (D4).
 const MaxCapacity = 10000
 
 // ValidateName returns nil if name is a valid semaphore name, else an error
@@ -49,7 +49,7 @@ func ParseMax(s string) (int, error) {
 func NamePrefix(name string) string { return KeyRoot + name + "/" }
 
 // Prefix is the prefix of the semaphore (name, max): capacity is part of its
-// identity (04_sema.md, "--max is part of the name").
+// identity (04_sema.md, the capacity is part of the name).
 func Prefix(name string, max int) string {
 	return NamePrefix(name) + strconv.Itoa(max) + "/"
 }
@@ -60,11 +60,11 @@ func leaseKey(prefix string, id clientv3.LeaseID) string {
 	return prefix + FormatLeaseID(int64(id))
 }
 
-// NodeKey is the --spread key of node under prefix: prefix + node (D11).
+// NodeKey is the one-slot-per-node key of node under prefix: prefix + node (D11).
 // ParseKey reads it back as KeySpread.
 func NodeKey(prefix, node string) string { return prefix + node }
 
-// ValidateNode returns nil if node may name a node in --spread keys, else an
+// ValidateNode returns nil if node may name a node in one-slot-per-node keys, else an
 // error wrapping ErrBadNode (D11): it must match D4's name rule
 // [A-Za-z0-9][A-Za-z0-9._-]{0,127}, and it must not be 16 lower-case hex
 // digits, which ParseKey would read as a lease key (KeyLease). It does no

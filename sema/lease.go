@@ -32,6 +32,13 @@ type lease struct {
 	waitEvery time.Duration                   // waiting cadence (setWaitInterval); 0: TTL/3
 	changed   chan struct{}                   // poked when the cadence or margin change
 	onRenew   func(fence, deadline time.Time) // Options.OnRenew, while holding
+	cluster   uint64                          // the cluster ID of the grant's answer (D18)
+	maxRev    int64                           // the highest revision seen in etcd's answers (D18)
+	onReach   func(down bool)                 // told when keep-alives stop or start being answered (reach.go)
+	down      bool                            // onReach was last told down
+	failSince time.Time                       // keep-alives failing since then (zero: answered)
+	lastSend  time.Time                       // when the last keep-alive was sent (noteSend)
+	sendGap   time.Duration                   // the longest gap between two sends since the last confirmation
 
 	done   chan struct{} // closed when the lease is lost or stopped
 	cause  error
@@ -55,6 +62,8 @@ func grantLease(ctx context.Context, c *clientv3.Client, ttl time.Duration) (*le
 		ttl:       time.Duration(resp.TTL) * time.Second,
 		c:         c,
 		confirmed: sent,
+		cluster:   resp.ResponseHeader.GetClusterId(),
+		maxRev:    resp.ResponseHeader.GetRevision(),
 		changed:   make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		cancel:    cancel,
@@ -92,9 +101,10 @@ func (l *lease) useHoldCadence() {
 // hand the slot on). If the last confirmation is too old for that fence to be
 // at least one keep-alive interval away (a waiter promoted from deep in the
 // queue, on the slow cadence), it first confirms the lease with one
-// keep-alive, so a healthy lease is never fenced at once. margin must be > 0
-// (0 means waiting). Errors: ErrLeaseLost if the server no longer knows the
-// lease, ErrFenced if no answer came in time.
+// keep-alive, so a healthy lease is never fenced at once (confirmOnce: tried
+// again while the lease may live). margin must be > 0 (0 means waiting).
+// Errors: ErrLeaseLost if the server no longer knows the lease, ErrFenced if
+// no answer came before the lease's deadline or ctx ended.
 func (l *lease) startFencing(ctx context.Context, margin time.Duration, onRenew func(fence, deadline time.Time)) error {
 	l.mu.Lock()
 	l.onRenew = onRenew
@@ -104,22 +114,9 @@ func (l *lease) startFencing(ctx context.Context, margin time.Duration, onRenew 
 	stale := time.Until(l.confirmed.Add(fenceDelay(l.ttl, margin))) < iv
 	l.mu.Unlock()
 	if stale {
-		cctx, cancel := context.WithTimeout(ctx, iv)
-		sent := time.Now()
-		resp, err := l.c.KeepAliveOnce(cctx, l.id)
-		cancel()
-		switch {
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && resp.TTL <= 0):
-			l.fail(ErrLeaseLost)
-			return ErrLeaseLost
-		case err != nil:
-			return fmt.Errorf("%w: %w", ErrFenced, err)
+		if err := l.confirmOnce(ctx, iv); err != nil {
+			return err
 		}
-		l.mu.Lock()
-		if sent.After(l.confirmed) {
-			l.confirmed = sent
-		}
-		l.mu.Unlock()
 	}
 	l.mu.Lock()
 	l.fast, l.margin = true, margin
@@ -173,9 +170,11 @@ func (l *lease) fail(err error) {
 }
 
 type kaResult struct {
-	gen int
-	ttl int64
-	err error
+	gen     int
+	ttl     int64
+	cluster uint64 // the answer's header (D18)
+	rev     int64
+	err     error
 }
 
 // run owns the keep-alive stream. It returns when ctx ends or the lease is lost.
@@ -207,8 +206,10 @@ func (l *lease) run(ctx context.Context) {
 			l.fail(l.lateCause(ErrFenced))
 			return
 		case <-tick.C:
+			l.noteSend()
 			ka.send(ctx, l)
 			tick.Reset(l.nextSend(ka))
+			l.tellReach(ka)
 		case r := <-ka.results:
 			sent, ok := ka.answered(r)
 			if !ok {
@@ -217,11 +218,16 @@ func (l *lease) run(ctx context.Context) {
 				}
 				continue
 			}
+			if err := l.epochCheck(ctx, r.cluster, r.rev); err != nil { // D18
+				l.fail(err)
+				return
+			}
 			if r.ttl <= 0 {
-				l.fail(l.lateCause(ErrLeaseLost))
+				l.fail(l.notFoundCause())
 				return
 			}
 			l.confirm(sent)
+			l.tellReach(ka)
 			l.renewed()
 			fence.Reset(time.Until(l.fenceAt()))
 		}
@@ -288,6 +294,7 @@ func (l *lease) confirm(sent time.Time) {
 	l.mu.Lock()
 	if sent.After(l.confirmed) {
 		l.confirmed = sent
+		l.sendGap = 0
 	}
 	l.mu.Unlock()
 }
@@ -366,7 +373,7 @@ func (l *lease) recv(ctx context.Context, s pb.Lease_LeaseKeepAliveClient, gen i
 		resp, err := s.Recv()
 		r := kaResult{gen: gen, err: err}
 		if err == nil {
-			r.ttl = resp.TTL
+			r.ttl, r.cluster, r.rev = resp.TTL, resp.Header.GetClusterId(), resp.Header.GetRevision()
 		}
 		select {
 		case out <- r:

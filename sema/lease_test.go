@@ -10,6 +10,7 @@ import (
 // waiting cadence) must confirm the lease before it holds, instead of being
 // fenced at once: found by the benchmark drain at high load (D7).
 func TestHoldConfirmsStaleLease(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	l, err := grantLease(t.Context(), c, 5*time.Second)
 	if err != nil {
@@ -33,6 +34,7 @@ func TestHoldConfirmsStaleLease(t *testing.T) {
 }
 
 func TestHoldOnRevokedLease(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	l, err := grantLease(t.Context(), c, 5*time.Second)
 	if err != nil {

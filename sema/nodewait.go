@@ -6,20 +6,20 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// NodeWaitRoot is the prefix of the markers of --spread processes that wait
+// NodeWaitRoot is the prefix of the markers of one-slot-per-node (Spread) processes that wait
 // for their own node's key (D11): such a process has no key in the queue,
-// so without a marker --who could not list it. The marker is
+// so without a marker a listing could not show it. The marker is
 // NodeWaitRoot + <name> + "/" + <max> + "/" + <node> + "/" + <lease ID>,
 // bound to the waiter's lease and holding its record. It lives outside
 // KeyRoot, so no acquisition ever ranks it.
 const NodeWaitRoot = "/conch/v1/nodewait/"
 
-// nodeWaitKey is the marker of a --spread waiter of node on lease id.
+// nodeWaitKey is the marker of a Spread waiter of node on lease id.
 func nodeWaitKey(name string, max int, node string, id clientv3.LeaseID) string {
 	return NodeWaitRoot + strings.TrimPrefix(Prefix(name, max), KeyRoot) + node + "/" + FormatLeaseID(int64(id))
 }
 
-// nodeWaitOps are the ops the enqueue Txn (D2) adds for a --spread
+// nodeWaitOps are the ops the enqueue Txn (D2) adds for a Spread
 // waiter: when our node's key is there (the Txn's else branch) and we are
 // to wait for it, the marker is put bound to our lease; when our key is
 // written (the then branch), the marker is deleted. No request is added:

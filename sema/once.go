@@ -81,32 +81,62 @@ func (h *Holder) ReadOnce(ctx context.Context) (*OnceMarker, error) {
 
 // MarkOnce writes the period marker for the run h held (D15): a lease of
 // TTL period (whole seconds, rounded up) and a Put of rec on it, fenced on
-// our key (it still exists with our create revision), so a run whose slot
-// was lost writes none. Call it only after a successful run, before
-// Release. It blocks on etcd at most min(TTL, 5 s) per request and ignores
-// ctx's cancellation. Errors: ErrKeyDeleted when our key is no longer ours
-// (then no marker is left), or etcd's.
+// our key (it still exists with our create revision, on our lease), so a run
+// whose slot was lost writes none. Call it only after a successful run,
+// before Release. The grant and the Put may take until the run's lease's
+// deadline (its last confirmed keep-alive plus its TTL: etcd cannot expire
+// our key before it), as the hold's move does (D13d): each try waits at most
+// 5 s, and one that gets no answer is tried again every 200 ms until then (a
+// refusal is not). A Put whose answer was lost but that was done is
+// recognised on the next try (the marker is on the period's lease already).
+// It ignores ctx's cancellation. Errors: ErrKeyDeleted when our key is no
+// longer ours (then no marker is left), or etcd's.
 func (h *Holder) MarkOnce(ctx context.Context, period time.Duration, rec OnceRecord) error {
-	within := min(h.l.ttl, releaseTimeout)
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
-	defer cancel()
-	g, err := h.s.c.Grant(c, int64(RoundTTL(period)/time.Second))
+	end := h.l.deadline()
+	var g *clientv3.LeaseGrantResponse
+	// (a try that timed out may still have granted a lease: it has no key and expires after the period)
+	err := untilDeadline(ctx, end, func(tctx context.Context) (err error) {
+		g, err = h.s.c.Grant(tctx, int64(RoundTTL(period)/time.Second))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("cannot grant the period's lease: %w", err)
 	}
 	rec.Version, rec.Rev = 1, h.rev
 	b, _ := json.Marshal(rec) // plain fields: cannot fail
 	key := OnceKey(h.s.name, h.s.max)
-	resp, err := h.s.c.Txn(c).If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
-		Then(clientv3.OpPut(key, string(b), clientv3.WithLease(g.ID))).Commit()
+	written := false
+	err = untilDeadline(ctx, end, func(tctx context.Context) error {
+		resp, err := h.s.c.Txn(tctx).If(
+			clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev),
+			clientv3.Compare(clientv3.LeaseValue(h.key), "=", int64(h.l.id)),
+		).Then(clientv3.OpPut(key, string(b), clientv3.WithLease(g.ID))).Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return err
+		}
+		written = resp.Succeeded || markerOnLease(resp, g.ID)
+		return nil
+	})
 	switch {
 	case err != nil:
 		err = fmt.Errorf("cannot write %s: %w", key, err)
-	case !resp.Succeeded:
+	case !written:
 		err = fmt.Errorf("%w: %s, so no marker", ErrKeyDeleted, h.key)
 	}
 	if err != nil {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(h.l.ttl, releaseTimeout))
 		_, _ = h.s.c.Revoke(c, g.ID) // best effort: it expires after the period anyway
+		cancel()
 	}
 	return err
+}
+
+// markerOnLease reports whether the marker that a failed Txn's Else read is bound to lease:
+// an earlier try of ours wrote it, and only its answer was lost.
+func markerOnLease(resp *clientv3.TxnResponse, lease clientv3.LeaseID) bool {
+	if len(resp.Responses) == 0 {
+		return false
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	return len(kvs) == 1 && kvs[0].Lease == int64(lease)
 }

@@ -11,6 +11,7 @@ import (
 // run's token and the time left; it is gone when the period ends. A holder
 // whose key is gone writes none.
 func TestOnceMarker(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "once", 1, Options{})
 	h := mustAcquire(t, s)
@@ -53,6 +54,7 @@ func TestOnceMarker(t *testing.T) {
 // D15 against a hand-written marker: garbage counts as present and says
 // what it is; one without a lease has Left -1.
 func TestOnceMarkerGarbage(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	if _, err := c.Put(t.Context(), OnceKey("onceg", 1), "garbage"); err != nil {
 		t.Fatal(err)

@@ -111,6 +111,7 @@ func waitRewritten(t *testing.T, c *clientv3.Client, hs []*Holder) {
 // D16 against a hand-written pause: a value that is not a pause record still
 // pauses (never a silent start), and Nonblock's error says what was found.
 func TestPauseGarbage(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	if _, err := c.Put(t.Context(), PauseKey("pg", 1), "\x00garbage{"); err != nil {
 		t.Fatal(err)
@@ -139,6 +140,7 @@ func TestPauseGarbage(t *testing.T) {
 // the pause key; after Resume the first holds, and the node
 // waiter once it releases.
 func TestPauseSpreadNodeWaiters(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()

@@ -41,54 +41,32 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 	return zero
 }
 
-// waitServerWatchers polls until the server has at least n watchers.
-func waitServerWatchers(t *testing.T, srv *etcdtest.Server, n float64) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for srv.Scrape(t).Sum("etcd_debugging_mvcc_watcher_total", "") < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("never %v watchers", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // ranges is how many Range requests the server has handled.
 func ranges(t *testing.T, srv *etcdtest.Server) int {
 	return int(srv.Scrape(t).Sum("grpc_server_handled_total", `grpc_method="Range"`))
 }
 
 // D16b: a hand-off to a head that follows the pause on its stream reads nothing: the server
-// handles one Range fewer from the release to the promoted waiter's Acquire than with the
-// pause read of D16 as first done (the head's pause read before a promotion).
+// handles no Range from the release to the promoted waiter's Acquire (the pause read of D16
+// as first done, the head's read before a promotion, cost one).
 func TestHeadFollowsPauseNoRead(t *testing.T) {
 	srv, c := startEtcd(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	for _, legacy := range []bool{true, false} { // the legacy run first: its watches are the only ones
-		name := fmt.Sprintf("pf-%v", legacy)
-		h1 := mustAcquire(t, newSem(t, c, name, 1, Options{}))
-		s, armed := followingHead(t, c, name, Options{})
-		SetLegacyPause(s, legacy)
-		got := acquireAsync(ctx, s)
-		if legacy { // the holder's key, the head's on it and on its own key: the watches exist
-			waitServerWatchers(t, srv, 3)
-		} else {
-			await(t, armed, "armed pause watch")
-		}
-		before := ranges(t, srv)
-		release(t, h1)
-		r := await(t, got, "promotion")
-		if r.err != nil {
-			t.Fatalf("legacy %v: head after the release: %v", legacy, r.err)
-		}
-		n := ranges(t, srv) - before
-		t.Logf("legacy pause read %v: %d Range requests on the hand-off", legacy, n)
-		if want := map[bool]int{false: 0, true: 1}[legacy]; n != want {
-			t.Fatalf("legacy pause read %v: %d Range requests on the hand-off, want %d", legacy, n, want)
-		}
-		release(t, r.h)
+	h1 := mustAcquire(t, newSem(t, c, "pf", 1, Options{}))
+	s, armed := followingHead(t, c, "pf", Options{})
+	got := acquireAsync(ctx, s)
+	await(t, armed, "armed pause watch")
+	before := ranges(t, srv)
+	release(t, h1)
+	r := await(t, got, "promotion")
+	if r.err != nil {
+		t.Fatalf("head after the release: %v", r.err)
 	}
+	if n := ranges(t, srv) - before; n != 0 {
+		t.Fatalf("%d Range requests on the hand-off, want 0", n)
+	}
+	release(t, r.h)
 }
 
 // D16 with D16b: a pause written while the head follows it stops the head's promotion, both
@@ -97,6 +75,7 @@ func TestHeadFollowsPauseNoRead(t *testing.T) {
 // when it comes just before an ordinary release. The head stays queued, paused, and takes
 // the slot on resume.
 func TestPauseStopsFollowingHead(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()

@@ -22,7 +22,7 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 	if err != nil {
 		return nil, err
 	}
-	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, OtherCapacities: r.others, OtherKind: r.mixed})
+	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, Cluster: l.clusterID(), OtherCapacities: r.others, OtherKind: r.mixed})
 	if r.held { // held at once: no rewrite, D2's three requests
 		return s.newHolder(enqCtx, l, heldKey{key: key, rev: myRev, seen: r.rev})
 	}
@@ -33,11 +33,12 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 	for {
 		t, r2 := turnPromoted, r
 		if !r.held {
-			s.emit(Event{Kind: Waiting, Ahead: max(ahead, 0), Rev: myRev, Lease: l.id, TTL: l.ttl, Paused: r.pause})
+			s.emitWaiting(Event{Kind: Waiting, Ahead: max(ahead, 0), Rev: myRev, Lease: l.id, TTL: l.ttl, Paused: r.pause, Unreachable: l.unreachable()})
 			if r.holders != nil {
 				l.useHoldCadence() // next in line: keep the lease fresh for the hand-off
 			}
 			t, r2 = s.watchTurn(ctx, l, key, myRev, r)
+			s.doneWaiting()
 		}
 		if t == turnPromoted && !r2.held { // a holder's DELETE alone promoted us (D1), unconfirmed (D16b)
 			t = s.pauseCheck(ctx, t) // D16: not while paused
@@ -46,7 +47,7 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 		case turnPromoted, turnClear:
 			now := time.Now().UTC().Truncate(time.Second)
 			rec.HeldSince = &now
-			return s.promotedHolder(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})
+			return s.newHolder(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})
 		case turnKeyDeleted: // D7d: after a stall, the lease's expiry, not a deletion
 			return nil, l.goneErr(key)
 		case turnLeaseLost:
@@ -67,25 +68,6 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 			ahead--
 		}
 	}
-}
-
-// promotedHolder makes the Holder of a promoted waiter (D1). The HELD rewrite of
-// its key happens beside the caller's work (newHolder), except in the
-// legacyHold mode, kept for same-run A/B benchmarks, where it happens
-// first, retried so that a failed request does not cost our place.
-func (s *Semaphore) promotedHolder(ctx context.Context, l *lease, c heldKey) (*Holder, error) {
-	if !s.legacyHold {
-		return s.newHolder(ctx, l, c)
-	}
-	err := retryEtcd(ctx, l, func() (err error) {
-		c.seen, err = s.promote(ctx, c.key, c.rev, l, c.held)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.held = ""
-	return s.newHolder(ctx, l, c)
 }
 
 // writeKey writes our key and ranks it (D2), the first try bounded by enqCtx,

@@ -34,7 +34,7 @@ type ranking struct {
 
 // enqPause is the index of the pause read's answer (pauseOp) among the enqueue
 // Txn's: after the put and the four ranking reads, before the node-wait
-// marker's ops (nodeWaitOps), which only --spread adds.
+// marker's ops (nodeWaitOps), which only Spread adds.
 const enqPause = 5
 
 var (
@@ -49,7 +49,7 @@ var (
 // the whole queue. With Spread it also keeps the node-wait marker
 // (nodeWaitOps), whose ops come after the pause read.
 func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value string) (myRev int64, r ranking, err error) {
-	waitThen, waitElse := s.nodeWaitOps(l, value) // --spread: list a waiter for its node's key
+	waitThen, waitElse := s.nodeWaitOps(l, value) // Spread: list a waiter for its node's key
 	resp, err := s.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 	).Then(append([]clientv3.Op{

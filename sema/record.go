@@ -13,7 +13,7 @@ import (
 // flagged (ReadRecord.Newer), never refused.
 const RecordVersion = 1
 
-// MaxRecordBytes bounds the value --who decodes: conch's own records are
+// MaxRecordBytes bounds the value a reader decodes: conch's own records are
 // about 150 bytes, etcd lets a client store 1.5 MiB. A larger value is not
 // decoded (ReadRecord.Err says so); its key is listed all the same.
 const MaxRecordBytes = 64 << 10
@@ -66,7 +66,7 @@ type ReadRecord struct {
 	// object, or is larger than MaxRecordBytes. Record is then zero.
 	Err error
 	// Missing names the fields every version writes (v, host, pid, since)
-	// that are absent: --who shows them as unknown.
+	// that are absent: a listing shows them as unknown.
 	Missing []string
 	// Bad names the fields present with a value of the wrong type or out
 	// of range (a pid <= 0, a time that is not RFC 3339 or outside years

@@ -55,6 +55,7 @@ func TestRefusedRequestFailsFast(t *testing.T) {
 }
 
 func TestTTLAboveEtcdMaximumRefused(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "bigttl", 1, Options{TTL: 9000000001 * time.Second})
 	if _, err := s.Acquire(t.Context()); !errors.Is(err, ErrRefused) {

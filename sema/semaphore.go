@@ -13,7 +13,7 @@ import (
 const (
 	DefaultTTL            = 10 * time.Second
 	DefaultConnectTimeout = 5 * time.Second
-	DefaultFenceMargin    = 6 * time.Second // default --kill-after 5 s + 1 s (D7)
+	DefaultFenceMargin    = 6 * time.Second // the default stop grace 5 s + 1 s (D7)
 	retryMin              = 100 * time.Millisecond
 	retryMax              = 2 * time.Second
 )
@@ -30,25 +30,25 @@ type Options struct {
 	// is cancelled with ErrFenced: the child's stop grace + 1 s (D7).
 	FenceMargin time.Duration
 	// WaitKeepAlive is the keep-alive interval of our lease while our key
-	// waits behind the head of the queue. Zero means TTL/3; it is clamped
+	// waits behind the head of the queue. Zero means TTL/6 (D7h); it is clamped
 	// to [min(TTL/6, 1 s), TTL/3] (see waitKeepAlive). The head of the
 	// queue and a holder always use min(TTL/6, 1 s) (D7).
 	WaitKeepAlive time.Duration
 	// Nonblock makes Acquire give up with ErrNoSlot instead of waiting
-	// (--nonblock, flock -n style).
+	// (flock -n style).
 	Nonblock bool
 	// Terse says the caller words no refusal (conch -q): a wait that ends
 	// without a slot then skips the read that names the slots kept after a
 	// run (WaitError.HeldAfter stays nil, D13e), one request fewer.
 	Terse bool
-	// Spread allows at most one slot per node (--spread, D11): our key is
+	// Spread allows at most one slot per node (D11): our key is
 	// Prefix(name, max) + Node instead of + our lease ID, still bound to
 	// our lease, so a node that already has a key there (held or waiting)
 	// finds "no slot free": Nonblock returns ErrNoSlot with ErrNodeHasKey,
 	// otherwise Acquire waits for that key to go, then enqueues at the back.
 	Spread bool
-	// Node is this node's name, the suffix of its --spread key: the
-	// kernel hostname or --node (D11). Required with Spread; New checks it
+	// Node is this node's name, the suffix of its Spread key: the
+	// kernel hostname or a name the caller gives (D11). Required with Spread; New checks it
 	// with ValidateNode.
 	Node string
 	// Record is the template of the value written under our key; Version
@@ -75,28 +75,10 @@ type Semaphore struct {
 	max    int
 	prefix string
 	opts   Options
-	// legacyWatch: watches start at the ranking read + 1 as D1 first said,
-	// not served at once as D1a allows; only for same-run A/B benchmarks
-	// and tests (export_test.go).
-	legacyWatch bool
-	// legacyHold: a promoted waiter rewrites its key before Acquire
-	// returns, not beside the caller's work (the old way, kept to measure
-	// the difference); same use.
-	legacyHold bool
-	// noProbe: the head of the queue and a holder do not check that their watch's stream
-	// still answers, and a release's first revoke may take 5 s (D7b (3) off); only for tests
-	// that show what the checks are for (export_test.go).
-	noProbe bool
-	// legacyPause: the head of the queue reads the pause before a promotion a holder's
-	// DELETE proved, as D16 first did, instead of following it on its stream (D16b); for
-	// same-run A/B benchmarks (export_test.go).
-	legacyPause bool
-	// followArmed, if set, is called when the head's pause watch covers every revision
-	// after its ranking read (D16b), so a test knows which path a promotion takes.
-	followArmed func()
-	// keyWatched, if set, is called each time a holder makes a watch of its key, so a test
-	// can count them (export_test.go).
-	keyWatched func()
+	// seams, nil in production, are where a test looks into or changes the recipe
+	// (seams.go, set by export_test.go).
+	seams *seams
+	wr    waitReport // the Waiting event stood on, for the lease's word on etcd (reach.go)
 }
 
 // New returns the semaphore (name, max) using client c, which the caller

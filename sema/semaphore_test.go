@@ -14,6 +14,7 @@ import (
 )
 
 func TestAcquireReleaseCapacity(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "cap", 2, Options{})
 	h1, h2 := mustAcquire(t, s), mustAcquire(t, s)
@@ -45,6 +46,7 @@ func TestAcquireReleaseCapacity(t *testing.T) {
 // D1's counter-example: N=2, A and B hold, C and D wait; the YOUNGER holder
 // B releases. C must start while A still holds.
 func TestD1YoungerHolderReleasesFirst(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "d1", 2, Options{})
 	a, b := mustAcquire(t, s), mustAcquire(t, s)
@@ -80,6 +82,7 @@ func TestD1YoungerHolderReleasesFirst(t *testing.T) {
 // waiters in all orders for N=3 and check that each waiter holds as soon as
 // fewer than N keys are ahead of it (D1).
 func TestD1AnyReleaseOrder(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	const n = 3
 	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}, {2, 0, 1}} {
@@ -110,6 +113,7 @@ func TestD1AnyReleaseOrder(t *testing.T) {
 }
 
 func TestWaitTimeoutRemovesKey(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "to", 1, Options{})
 	h := mustAcquire(t, s)
@@ -132,6 +136,7 @@ func TestWaitTimeoutRemovesKey(t *testing.T) {
 // (D3: 75 vs 69). Seen in CI as a 200 ms wait against a slow etcd reported
 // as "unavailable".
 func TestWaitEndsBeforeFirstAnswer(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 	defer cancel()
@@ -214,6 +219,9 @@ func TestLeaseRevokedWhileHolding(t *testing.T) { // D7
 // With etcd gone, a holder fences itself before the server could expire its
 // lease: at confirmed + TTL - margin (D7), not at Session.Done() time.
 func TestSelfFencingBeforeDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	srv, c := startEtcd(t)
 	s := newSem(t, c, "fence", 1, Options{TTL: 4 * time.Second, FenceMargin: 2 * time.Second})
 	h := mustAcquire(t, s)
@@ -239,6 +247,7 @@ func TestSelfFencingBeforeDeadline(t *testing.T) {
 // A waiter whose key an operator deletes re-enters at the back (D7) and
 // still gets the slot later.
 func TestWaiterKeyDeletedReenters(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "reenter", 1, Options{})
 	h := mustAcquire(t, s)
@@ -285,6 +294,7 @@ func TestWaiterKeyDeletedReenters(t *testing.T) {
 // A waiter that vanishes without cleaning up (its lease simply expires, as
 // after SIGKILL) blocks the queue no longer than its TTL.
 func TestCrashedWaiterExpires(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "crash", 1, Options{})
 	h := mustAcquire(t, s)
@@ -312,6 +322,7 @@ func TestCrashedWaiterExpires(t *testing.T) {
 // holder must learn it lost the slot, and its release must still free the
 // slot (found by the hostile test: the slot stayed taken for good).
 func TestOverwrittenHolderKey(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "ow", 1, Options{})
 	h := mustAcquire(t, s)

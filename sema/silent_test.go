@@ -22,6 +22,9 @@ import (
 // where nothing was noticed before the release. It fails with the check off (SetNoProbe):
 // the head then starts after the keep-alive's 13 s.
 func TestHeadLeavesSilentMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	elapsed := silentMemberHandoff(t, true)
 	t.Logf("head promoted %v after the release, its watch's member silent", elapsed.Round(time.Millisecond))
 	if elapsed >= silentBound {
@@ -38,7 +41,7 @@ const silentBound = 6 * time.Second
 func silentMemberHandoff(t *testing.T, probe bool) time.Duration {
 	g := etcdtest.StartSilentRig(t)
 	s := newSem(t, g.WC, "silent", 1, Options{TTL: 10 * time.Second})
-	s.noProbe = !probe
+	SetNoProbe(s, !probe)
 	lease, err := g.Admin.Grant(t.Context(), 60)
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +72,9 @@ func silentMemberHandoff(t *testing.T, probe bool) time.Duration {
 // gives up on the connection: another holder may run already (D7, D7b (3)). Same set-up as
 // TestHeadLeavesSilentMember; it fails with the check off (SetNoProbe).
 func TestHolderLeavesSilentMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	elapsed := silentMemberDelete(t, true)
 	t.Logf("holder lost its slot %v after its key's deletion, its watch's member silent", elapsed.Round(time.Millisecond))
 	if elapsed >= silentBound {
@@ -81,7 +87,7 @@ func TestHolderLeavesSilentMember(t *testing.T) {
 func silentMemberDelete(t *testing.T, probe bool) time.Duration {
 	g := etcdtest.StartSilentRig(t)
 	s := newSem(t, g.WC, "silent", 1, Options{TTL: 10 * time.Second})
-	s.noProbe = !probe
+	SetNoProbe(s, !probe)
 	h := mustAcquire(t, s)
 	g.Watchers(t, 1, "the holder's watch of its key")
 	g.GoSilent(t)
@@ -108,6 +114,9 @@ func silentMemberDelete(t *testing.T, probe bool) time.Duration {
 // a read that gets no answer shows where the round robin is. Same set-up as
 // TestHeadLeavesSilentMember, the head on a live member; it fails with the checks off.
 func TestReleaseLeavesSilentMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	elapsed := silentMemberRelease(t, true)
 	t.Logf("head promoted %v after the release began, the holder's revoke sent to the silent member", elapsed.Round(time.Millisecond))
 	if elapsed >= 3*time.Second {
@@ -119,8 +128,10 @@ func TestReleaseLeavesSilentMember(t *testing.T) {
 // long after the release began the head's Acquire returned.
 func silentMemberRelease(t *testing.T, probe bool) time.Duration {
 	g := etcdtest.StartSilentRig(t)
-	s := newSem(t, g.WC, "silent", 1, Options{TTL: 10 * time.Second})
-	s.noProbe = !probe
+	var renewed, watches atomic.Int32 // the holder's confirmed keep-alives, watches of its key
+	s := newSem(t, g.WC, "silent", 1, Options{TTL: 10 * time.Second, OnRenew: func(_, _ time.Time) { renewed.Add(1) }})
+	SetNoProbe(s, !probe)
+	SetKeyWatched(s, func() { watches.Add(1) })
 	h := mustAcquire(t, s)
 	w := newSem(t, g.Admin, "silent", 1, Options{TTL: 10 * time.Second})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*testTimeout)
@@ -130,8 +141,13 @@ func silentMemberRelease(t *testing.T, probe bool) time.Duration {
 	g.GoSilent(t)
 	// the holder's streams that were on the silent member move (its watch within about a
 	// second, its keep-alive stream after one unanswered interval, 1 s): after that only
-	// the reads below and the revoke take turns in wc's round robin
-	time.Sleep(3 * time.Second)
+	// the reads below and the revoke take turns in wc's round robin. Two keep-alives
+	// confirmed after the freeze: at least one went over a live member's stream.
+	silentAt := renewed.Load()
+	if probe {
+		polltest.Until(t, testTimeout, "the holder's watch made again off the silent member", func() bool { return watches.Load() >= 2 })
+	}
+	polltest.Until(t, testTimeout, "the holder's keep-alive confirmed again after the freeze", func() bool { return renewed.Load() >= silentAt+2 })
 	steerToSilent(t, g.WC)
 	start := time.Now()
 	release(t, h)
@@ -172,6 +188,9 @@ func steerToSilent(t *testing.T, c *clientv3.Client) {
 // watch gets etcd's progress notifications, so it is not taken for silent again and again
 // (a watch that starts past etcd's current revision gets none).
 func TestHolderSettlesAfterSilentMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	g := etcdtest.StartSilentRig(t)
 	s := newSem(t, g.WC, "settle", 1, Options{TTL: 10 * time.Second})
 	var watches atomic.Int32 // the watches of the holder's key made so far

@@ -14,6 +14,9 @@ const (
 	EnvMax   = "CONCH_MAX"
 	EnvLease = "CONCH_LEASE"
 	EnvRev   = "CONCH_REV"
+	// EnvCluster is the ID of the etcd cluster that granted the slot (FormatClusterID's
+	// spelling): with EnvRev it names the fencing token's epoch (D18).
+	EnvCluster = "CONCH_CLUSTER_ID"
 )
 
 // ErrNoSlotEnv is SlotFromEnv's error when none of EnvName, EnvLease and EnvRev is set: the

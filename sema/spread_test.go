@@ -52,6 +52,7 @@ func nodeBusy(e Event) bool { return e.Kind == Waiting && e.NodeBusy }
 // ErrNodeHasKey) although a slot is free, and leaves no key or lease behind;
 // another node takes the free slot.
 func TestSpreadOneSlotPerNode(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	a1 := mustAcquire(t, spreadSem(t, c, "sp", 2, "node-a", Options{}))
 	if want := Prefix("sp", 2) + "node-a"; a1.Key() != want {
@@ -90,6 +91,7 @@ func TestSpreadOneSlotPerNode(t *testing.T) {
 // key to go (NodeBusy), then enqueues at the back: N=2 with three nodes,
 // a job of node-a waiting behind node-c's ordinary queue place.
 func TestSpreadSecondJobWaitsThreeNodes(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	const n = 2
 	a1 := mustAcquire(t, spreadSem(t, c, "sp3", n, "node-a", Options{}))
@@ -131,6 +133,7 @@ func TestSpreadSecondJobWaitsThreeNodes(t *testing.T) {
 // D11 with --wait: a job whose node's key does not go within the wait gets
 // ErrTimeout (75), its lease revoked and no key of its own written.
 func TestSpreadWaitRunsOut(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	a1 := mustAcquire(t, spreadSem(t, c, "spw", 3, "node-a", Options{}))
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -147,6 +150,7 @@ func TestSpreadWaitRunsOut(t *testing.T) {
 // A crashed spread holder (its lease revoked, as at expiry) frees its node's
 // slot: the node's waiting job takes it (D11, D7).
 func TestSpreadCrashFreesNodeSlot(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	a1 := mustAcquire(t, spreadSem(t, c, "spc", 1, "node-a", Options{}))
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
@@ -169,6 +173,7 @@ func TestSpreadCrashFreesNodeSlot(t *testing.T) {
 // D11: lease-suffixed and node-suffixed keys under one (name, max) are a
 // mistake: each side's Enqueued event counts the other kind.
 func TestSpreadMixedKindsWarn(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	plain := mustAcquire(t, newSem(t, c, "mix", 3, Options{}))
 	var sLog eventLog

@@ -22,7 +22,7 @@ type WaitError struct {
 	Err         error  // with Unreachable: the request that got no answer
 	Paused      *Pause // with Nonblock: the semaphore is paused, by this pause (D16)
 	// HeldAfter are the slots among the first Max keys that were kept after a run (D13),
-	// read once when etcd answered and no pause or --spread explains the refusal; nil when
+	// read once when etcd answered and no pause or node key explains the refusal; nil when
 	// there were none or the read failed. Node and Until come from etcd: hostile input.
 	HeldAfter []HeldAfter
 }
@@ -98,9 +98,9 @@ func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
 
 // heldAfterHolders reads the first Max keys of the semaphore by create revision, in one
 // request within the give-up budget (at most probeTimeout), and returns those kept after a
-// run (D13e): the holders no process will release before their hold ends or --release frees
+// run (D13e): the holders no process will release before their hold ends or a release frees
 // them, which the refusal names. It returns nil when v is explained otherwise (a pause,
-// --spread's node key), the caller words no refusal (Options.Terse) or the read fails: the
+// Spread's node key), the caller words no refusal (Options.Terse) or the read fails: the
 // note is extra, never a verdict.
 func (s *Semaphore) heldAfterHolders(ctx context.Context, v *WaitError) []HeldAfter {
 	if v.Paused != nil || v.NodeBusy || s.opts.Terse {

@@ -82,28 +82,24 @@ func (s *Semaphore) watchOnce(ctx context.Context, l *lease, p position, again i
 	if again > 0 {
 		k.from = r.rev
 	}
-	if r.holders != nil && r.pause == nil && !s.legacyWatch && !s.legacyPause {
+	if r.holders != nil && r.pause == nil {
 		k.follow = newPauseFollow(s.c, wctx)
 	}
 	n := k.startAll(p)
 	var probe *prober
-	if r.holders != nil && !s.noProbe {
+	if r.holders != nil && s.seams.probing() {
 		probe = &prober{cl: s.c, ctx: wctx, heard: k.hd, tick: time.NewTicker(probeEvery)}
 		defer probe.tick.Stop()
 	}
-	if k.from != 0 || !s.legacyWatch {
-		t, r2 := s.awaitCreated(ctx, l, p, watchSet{k.out, k.created, n, k.from != 0, probe, createdWithin(again)})
-		if t != turnNone { // a promotion here is not confirmed: the caller reads the pause
-			return t, r2
-		}
-		if k.follow != nil { // from the ranking read (or the re-read) on, every pause event comes
-			k.follow.armed.Store(true)
-			if s.followArmed != nil {
-				s.followArmed()
-			}
-		}
+	t, r2 := s.awaitCreated(ctx, l, p, watchSet{k.out, k.created, n, k.from != 0, probe, createdWithin(again)})
+	if t != turnNone { // a promotion here is not confirmed: the caller reads the pause
+		return t, r2
 	}
-	t := awaitTurn(ctx, l, k.out, probe)
+	if k.follow != nil { // from the ranking read (or the re-read) on, every pause event comes
+		k.follow.armed.Store(true)
+		s.seams.armed()
+	}
+	t = awaitTurn(ctx, l, k.out, probe)
 	if t == turnPromoted && k.follow != nil {
 		t = k.follow.clear(ctx, l, k.out) // D16b: not while paused, and no read
 	}
@@ -156,14 +152,10 @@ func (k *watchKit) startAll(p position) int {
 // progress, if not nil, is the followed pause key's hook (pauseFollow.progressed), and the
 // follow is marked changed when that watch returns.
 func (k *watchKit) watch(key string, onEvent turn, progress func(int64), opts ...clientv3.OpOption) {
-	switch {
-	case k.from != 0:
-		opts = append(opts, resumeFrom(k.from), clientv3.WithCreatedNotify())
-	case k.s.legacyWatch: // D1 as first written: from the ranking read
-		opts = append(opts, clientv3.WithRev(k.rev+1))
-	default:
-		opts = append(opts, clientv3.WithCreatedNotify())
+	if k.from != 0 {
+		opts = append(opts, resumeFrom(k.from))
 	}
+	opts = append(opts, clientv3.WithCreatedNotify())
 	k.wg.Add(1)
 	go func() {
 		defer k.wg.Done()
@@ -362,11 +354,7 @@ func (s *Semaphore) recheck(ctx context.Context, key string, myRev int64, r rank
 func (s *Semaphore) waitGone(ctx context.Context, l *lease, key string, rev int64) turn {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	opts := []clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
-	if s.legacyWatch {
-		opts = []clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithRev(rev + 1)}
-	}
-	wch := s.c.Watch(wctx, key, opts...)
+	wch := s.c.Watch(wctx, key, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 	for {
 		select {
 		case wr, ok := <-wch:

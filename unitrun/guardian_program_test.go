@@ -83,6 +83,9 @@ func TestGuardianInUse(t *testing.T) {
 // every D7 test passes with it: caller SIGKILLed, guardian stopped or killed, setsid
 // grandchild); when its build differs, or it is missing, Run re-executes itself instead.
 func TestGuardianProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	bin := buildGuardianProgram(t, testProgramID)
 	d7 := "TestGuardianInUse|TestRunCallerKilled|TestRunGuardianStopped|TestRunGuardianStaysStopped|" +
 		"TestRunGuardianKilledStopsSetsidGrandchild|TestRunGuardianDies|TestRunCancelEscalatesToSIGKILL|" +

@@ -38,6 +38,9 @@ func deafGuardianMain(marker string, mute bool) int {
 // readyTimeout (hung), is killed and the command is started by a fresh guardian, so the
 // caller's slot is not held with nothing running.
 func TestGuardianDeafToGoIsReplaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	for _, mode := range []string{"deaf", "mute"} {
 		t.Run(mode, func(t *testing.T) { guardianReplaced(t, mode) })
 	}

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/internal/sigdefault"
 )
 
@@ -160,16 +161,11 @@ func readHelperResults(t *testing.T, path string) []helperResult {
 	return out
 }
 
-// waitFor polls cond until it holds or timeout passes, then fails the test with what.
+// waitFor polls cond until it holds or timeout passes, then fails the test with what
+// (polltest.Until, the tests' one polling helper).
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(pollInterval)
-	}
+	polltest.Until(t, timeout, what, cond)
 }
 
 // waitPIDFile polls until path holds a PID and returns it.

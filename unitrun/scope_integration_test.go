@@ -131,6 +131,9 @@ func noScopeLeft(t *testing.T, ctx context.Context, conn *sdbus.Conn) {
 }
 
 func TestScopeStartStopInNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	n, ctx, conn := scopeNode(t)
 	scope := systemd.ScopeName("video-encode", 8812)
 	const killAfter = time.Second
@@ -222,6 +225,9 @@ func TestScopeStartStopInNode(t *testing.T) {
 }
 
 func TestScopeBoundToServiceStopsWithIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	n, ctx, conn := scopeNode(t)
 	scope := systemd.ScopeName("bound", 7)
 	p, err := n.StartWith(ctx, systemdtest.RunOptions{Unit: "bound-helper.service"},
@@ -253,6 +259,9 @@ func TestScopeBoundToServiceStopsWithIt(t *testing.T) {
 }
 
 func TestAvailableInNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	n, ctx, _ := scopeNode(t)
 	res, err := n.Run(ctx, systemdtest.BinMount+"/scopehelper", "available")
 	if err != nil {
@@ -269,6 +278,9 @@ func TestAvailableInNode(t *testing.T) {
 // mounted outside it, our cgroup's path names another cgroup there (the node's root): it
 // refuses, and the caller stays in its service.
 func TestPrimeMoveInNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	n, ctx, _ := scopeNode(t)
 	for _, tc := range []struct {
 		name    string
@@ -301,6 +313,9 @@ func TestPrimeMoveInNode(t *testing.T) {
 
 // As a non-root user, scope mode talks to the user's own manager (D8), like systemd-run --user.
 func TestScopeUserManagerInNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	n, ctx, _ := scopeNode(t)
 	const uid = "1000" // the user tests/vm/mkrootfs.sh creates
 	if _, err := n.Systemctl(ctx, "start", "user@"+uid+".service"); err != nil {
@@ -335,6 +350,9 @@ func TestScopeUserManagerInNode(t *testing.T) {
 // command through the scope (RuntimeExceeded); a scope that cannot be created gives
 // ErrScopeFailed without running the command, and Run leaves the unit holding the name alone.
 func TestRunScopeModeInNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	n, ctx, conn := scopeNode(t)
 	helper := systemdtest.BinMount + "/scopehelper"
 	result := func(p *systemdtest.Proc) helperEvent {

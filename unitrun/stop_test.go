@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -199,7 +200,9 @@ func TestRunNoGraceKillsAtOnce(t *testing.T) {
 	for _, graceFirst := range []bool{false, true} {
 		dir := t.TempDir()
 		ctx, cancel := context.WithCancelCause(t.Context())
-		ch := startRunSh(ctx, t, `trap "" TERM; echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
+		// the command notes each SIGTERM and goes on: the stop with the grace is under way
+		// once the note is there
+		ch := startRunSh(ctx, t, `trap 'echo > "$DIR/term"' TERM; echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; while :; do sleep 0.05; done`,
 			func(s *Spec) {
 				s.Env = append(s.Env, "DIR="+dir)
 				s.KillAfter = time.Minute
@@ -209,7 +212,10 @@ func TestRunNoGraceKillsAtOnce(t *testing.T) {
 			})
 		waitPIDFile(t, filepath.Join(dir, "pid"))
 		if graceFirst {
-			time.Sleep(300 * time.Millisecond) // past RuntimeMax: its stop, with the grace, is under way
+			waitFor(t, generousTimeout, "RuntimeMax's stop signal", func() bool {
+				_, err := os.Stat(filepath.Join(dir, "term"))
+				return err == nil
+			})
 		}
 		cancel(fmt.Errorf("late: %w", ErrNoGrace))
 		o := awaitRun(t, ch, generousTimeout)

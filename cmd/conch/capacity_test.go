@@ -28,6 +28,7 @@ func (e *env) held(name string) bool { return exists(e.path(name + ".held")) }
 // Capacity is never exceeded with 6 concurrent jobs on --max 2: each child
 // logs its start and end times; the largest overlap must be 2.
 func TestCapacityNeverExceeded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const jobs, n = 6, 2
 	var procs []*proc
@@ -74,6 +75,7 @@ func readNanos(t *testing.T, path string) int64 {
 // D1 end to end: N=2, the younger holder releases first; the first waiter
 // must start while the older holder still holds, the second must not.
 func TestD1YoungerHolderReleasesFirst(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pre := sema.Prefix("d1", 2)
 	var procs []*proc
@@ -100,6 +102,9 @@ func TestD1YoungerHolderReleasesFirst(t *testing.T) {
 
 // 30 short jobs through --max 3 all succeed, and no key is left.
 func TestManyShortJobs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	var wg sync.WaitGroup
 	results := make([]result, 30)
@@ -129,6 +134,9 @@ func TestManyShortJobs(t *testing.T) {
 
 // A waiter killed with SIGKILL does not block the queue past its lease TTL.
 func TestKilledWaiterFreesQueueAtTTL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	pre := sema.Prefix("kw", 1)
 	holder := e.start("sema", "kw", "--max", "1", "--", "sh", "-c", e.gated("h"))

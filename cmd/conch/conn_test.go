@@ -111,6 +111,7 @@ func TestMinTTL(t *testing.T) { // the TTL warning's advice must silence it
 // used (D9) but said on stderr, and -v names the endpoints used and their
 // source; the run itself goes on.
 func TestEndpointsOverrideSaid(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	conf := e.path("stale.conf")
 	os.WriteFile(conf, []byte("[etcd]\nendpoints = 127.0.0.1:9\n"), 0o640)

@@ -15,6 +15,7 @@ import (
 
 // D3, row "child's own status": the child's exit code, 128+n for signal n.
 func TestExitChildStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("sema", "st", "--max", "1", "--", "sh", "-c", "exit 3"); r.status != 3 {
 		t.Fatalf("exit 3: %v", r)
@@ -33,6 +34,7 @@ func TestExitChildStatus(t *testing.T) {
 // D3 rows 75 and -E: --nonblock and --wait with the slot taken; the child
 // never starts and the key is gone.
 func TestExitConflict(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	holder := e.start("sema", "cf", "--max", "1", "--", "sh", "-c", "touch "+e.path("held")+"; sleep 60")
 	waitFor(t, "holder to start", func() bool { return exists(e.path("held")) })
@@ -61,6 +63,7 @@ func TestExitConflict(t *testing.T) {
 
 // A waiter whose --wait expires removes its key, and the next one queues fine.
 func TestWaitExpiryRemovesKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	holder := e.start("sema", "we", "--max", "1", "--", "sh", "-c", "touch "+e.path("held")+"; sleep 60")
 	waitFor(t, "holder", func() bool { return exists(e.path("held")) })
@@ -78,6 +81,7 @@ func TestWaitExpiryRemovesKey(t *testing.T) {
 
 // D3 row 64 and D4: bad usage is refused before any etcd call.
 func TestExitUsage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rev := e.srv.Revision()
 	long := strings.Repeat("x", 129)
@@ -128,6 +132,7 @@ func TestExitUsage(t *testing.T) {
 
 // D3 rows 126/127: reported before queueing.
 func TestExitCannotExec(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("sema", "x", "--max", "1", "--", "no-such-command-here"); r.status != 127 || !strings.Contains(r.stderr, "no-such-command-here") {
 		t.Fatalf("not found: %v", r)
@@ -140,6 +145,9 @@ func TestExitCannotExec(t *testing.T) {
 // D3 row 69: etcd unreachable at start gives 69 within --dial-timeout,
 // whatever --wait says.
 func TestExitUnavailable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	e := newEnv(t)
 	dead := etcdtest.UnusedEndpoint(t)
 	for _, args := range [][]string{
@@ -164,6 +172,7 @@ func TestExitUnavailable(t *testing.T) {
 
 // D3 row 70 and D7: an operator deleting the holder's key stops the child.
 func TestExitSlotLostOnOperatorDelete(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "lost", "--max", "1", "--kill-after", "1s", "--", "sh", "-c", "echo $$ > "+e.path("pid")+"; exec sleep 60")
 	pid := readPID(t, e.path("pid"))
@@ -197,6 +206,7 @@ func TestExitRuntimeMax(t *testing.T) {
 
 // D5: the child's environment.
 func TestChildEnvironment(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.vars = append(e.vars, "CONCH_REV=outer", "NOTIFY_SOCKET=/run/nothing", "WATCHDOG_USEC=1")
 	out := e.path("env")
@@ -229,6 +239,7 @@ func readFile(t *testing.T, path string) string {
 
 // An unknown command is named as such, not reported as a flag problem.
 func TestUnknownCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, args := range [][]string{{"sem", "x", "--max", "2", "--", "true"}, {"foo"}, {"version"}} {
 		r := e.run(args...)
@@ -243,6 +254,7 @@ func TestUnknownCommand(t *testing.T) {
 // years, against overflow) refuses it first. etcd refusing a request
 // for good is TestAuthRBAC's.
 func TestRefusedByEtcdIs64(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("sema", "big", "--max", "1", "--ttl", "9000000001s", "--", "true")
 	if r.status != 64 || !strings.Contains(r.stderr, "more than the 876000h0m0s allowed") {
@@ -253,6 +265,7 @@ func TestRefusedByEtcdIs64(t *testing.T) {
 // A login etcd refuses (wrong password) is 64, for a run and for --who: retrying cannot help
 // (D3); an unreachable etcd with the same user is 69 (TestExitUnavailable).
 func TestLoginRefusedIs64(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	for i, step := range []func() error{
@@ -278,6 +291,7 @@ func TestLoginRefusedIs64(t *testing.T) {
 // A closed stderr pipe does not kill a waiting conch with SIGPIPE (its key
 // would linger until lease expiry, looking like a holder).
 func TestClosedStderrDoesNotKillWaiter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	holder := e.start("sema", "pipe", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
@@ -313,6 +327,7 @@ func TestClosedStderrDoesNotKillWaiter(t *testing.T) {
 // A command given without "--" whose own flags conch reads as its own (`ls -l`) gets the
 // same hint as one without flags (operator trial: only "unknown flag `l'" was said).
 func TestCommandWithoutDashDash(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, args := range [][]string{
 		{"sema", "u", "--max", "1", "ls", "-l"},

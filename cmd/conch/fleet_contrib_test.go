@@ -13,6 +13,7 @@ import (
 // command replaced by true: the rolling reboot's run exits 0 and keeps the slot, the boot
 // unit's --release frees it, the HA job runs once and is skipped the second time.
 func TestContribFleetUnits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	line := regexp.MustCompile(`(?:ExecStart=|exec )/usr/bin/conch (sema [^'\n]*)`)
 	var runs [][]string

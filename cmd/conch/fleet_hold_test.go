@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -11,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/conch-project/conch/internal/ci"
 	"github.com/conch-project/conch/internal/who/whotest"
 	"github.com/conch-project/conch/sema"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // heldAfterKeys returns the keys of (name, max) whose record says they are
@@ -33,6 +35,7 @@ func (e *env) heldAfterKeys(name string, max int) map[string]string {
 
 // D11/D14: --node names the node in the holder record without --spread.
 func TestNodeWithoutSpread(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "nn", "--max", "1", "--node", "n7", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
@@ -51,6 +54,7 @@ func TestNodeWithoutSpread(t *testing.T) {
 // and JSON; --release from another node frees nothing; from the node it
 // frees it (saying which), and again frees none: exit 0 each time.
 func TestHoldAfterAndRelease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("sema", "ha", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", "exit 3")
 	if r.status != 3 || !strings.Contains(r.stderr, "slot kept for 1h0m0s after the run") {
@@ -96,6 +100,7 @@ func TestHoldAfterAndRelease(t *testing.T) {
 // the signal, D3); a slot lost while the command ran (an operator deleted
 // the key) is not kept: exit 70 and no key.
 func TestHoldAfterSignalAndLoss(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "hs", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
@@ -136,12 +141,14 @@ func TestHoldAfterSIGKILL(t *testing.T) {
 // --hold-after runs come and go never touches a supervised run's key (no
 // run ends 70), and each hold is either released or still there.
 func TestReleaseRacesHoldAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var releases int
+	var releases []result // the racing --release runs' results, read after wg.Wait
+	var raceErr error     // why the racing loop stopped early; checked on the test's goroutine
 	wg.Add(1)
-	go func() {
+	go func() { // no t.Fatal here: a failure is handed back in raceErr
 		defer wg.Done()
 		for {
 			select {
@@ -149,8 +156,18 @@ func TestReleaseRacesHoldAfter(t *testing.T) {
 				return
 			default:
 			}
-			e.start("sema", "hr", "--max", "1", "--node", "n1", "--release").wait(t)
-			releases++
+			p, err := e.tryStart("sema", "hr", "--max", "1", "--node", "n1", "--release")
+			if err != nil {
+				raceErr = err
+				return
+			}
+			select {
+			case <-p.done:
+				releases = append(releases, p.res)
+			case <-time.After(testTimeout):
+				raceErr = fmt.Errorf("--release did not exit within %v", testTimeout)
+				return
+			}
 		}
 	}()
 	for i := range 6 {
@@ -163,7 +180,15 @@ func TestReleaseRacesHoldAfter(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("6 --hold-after runs, %d --release runs beside them", releases)
+	if raceErr != nil {
+		t.Fatal(raceErr)
+	}
+	t.Logf("6 --hold-after runs, %d --release runs beside them", len(releases))
+	for i, r := range releases { // each released a hold or found none: never an error
+		if r.status != 0 || !strings.Contains(r.stderr, "released the slot node n1 held after its run") && !strings.Contains(r.stderr, "nothing to release") {
+			t.Errorf("--release %d racing the runs: %v, want 0 saying what it released or that there was nothing", i, r)
+		}
+	}
 	e.run("sema", "hr", "--max", "1", "--node", "n1", "--release")
 	if n := e.keys(sema.Prefix("hr", 1)); n != 0 {
 		t.Fatalf("%d keys after the last --release", n)
@@ -173,6 +198,7 @@ func TestReleaseRacesHoldAfter(t *testing.T) {
 // Hostile --hold-after and --release: 0, negative and huge durations, and
 // the flags they cannot go with, are usage errors (64) before any etcd call.
 func TestHoldAfterUsage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, args := range [][]string{
 		{"--hold-after", "0", "--", "true"},
@@ -200,6 +226,7 @@ func TestHoldAfterUsage(t *testing.T) {
 // Hostile --hold-after: the largest duration conch takes (100 years) is a
 // lease etcd grants, and the hold says so; --release frees it at once.
 func TestHoldAfterHuge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("sema", "hh", "--max", "1", "--node", "n1", "--hold-after", "876000h", "--", "true")
 	if r.status != 0 || !strings.Contains(r.stderr, "slot kept for 876000h0m0s after the run, until 21") {
@@ -215,6 +242,9 @@ func TestHoldAfterHuge(t *testing.T) {
 // lease-mismatch: its name keeps the run's lease), in
 // JSON, text or metrics (a live holder's would be).
 func TestHoldAfterNotExpiring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	e := newEnv(t)
 	if r := e.run("sema", "hx", "--max", "1", "--node", "n1", "--hold-after", "20s", "--", "true"); r.status != 0 {
 		t.Fatalf("--hold-after run: %v", r)
@@ -245,6 +275,9 @@ func TestHoldAfterNotExpiring(t *testing.T) {
 // slot (etcd expired the lease and the key with it): it says so in a warning line without -v,
 // naming the lease's expiry, and exits with the command's status; nothing is kept.
 func TestHoldAfterLeaseExpiredWhileStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	done := e.path("done")
 	p := e.start("sema", "hx", "--max", "1", "--ttl", "2", "--kill-after", "0.2", "--scope=never", "--hold-after", "1h",
@@ -343,6 +376,9 @@ func TestNodeCheckedWhereUsed(t *testing.T) {
 // single member SIGSTOPped as the command ends) does not make --hold-after give up: the hold
 // is made once etcd answers again, and the slot is kept.
 func TestHoldAfterRidesOutEtcdStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	p := e.start("sema", "hst", "--max", "1", "--ttl", "30", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
@@ -373,6 +409,9 @@ func TestHoldAfterRidesOutEtcdStall(t *testing.T) {
 // ends), the hold cannot be made nor the slot released: conch says both in one warning line
 // of its own (every line it writes starts "conch:"), and exits with the command's status.
 func TestHoldAfterEtcdSilentOneLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	p := e.start("sema", "hsl", "--max", "1", "--ttl", "3", "--kill-after", "0.5", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
@@ -398,6 +437,7 @@ func TestHoldAfterEtcdSilentOneLine(t *testing.T) {
 // in a format newer than this conch reads ("v":99, hand-written here behind a real hold),
 // and says so; it frees the node's slot of the known format, and exits 0.
 func TestReleaseLeavesNewerRecord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("sema", "nv", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "true"); r.status != 0 {
 		t.Fatal(r)

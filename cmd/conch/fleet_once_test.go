@@ -22,6 +22,7 @@ func fileLines(path string) int {
 // may start; its command never runs); a failed first run leaves no marker,
 // so the next one runs.
 func TestOncePerCLI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	count := e.path("ran")
 	job := "echo run >> " + count
@@ -56,6 +57,7 @@ func TestOncePerCLI(t *testing.T) {
 // D15: four runs started at once, as a timer on four nodes: exactly one
 // runs, the three others are skipped, all exit 0.
 func TestOncePerFourAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	count := e.path("ran")
 	var wg sync.WaitGroup
@@ -84,6 +86,7 @@ func TestOncePerFourAtOnce(t *testing.T) {
 // and treated as present (the command does not run, and the line says what
 // was found and how to clear it).
 func TestOncePerGarbageMarker(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.put(sema.OnceKey("opg", 1), "\x1b]0;garbage", 0)
 	r := e.run("sema", "opg", "--max", "1", "--once-per", "1h", "--", "touch", e.path("ran"))
@@ -96,6 +99,7 @@ func TestOncePerGarbageMarker(t *testing.T) {
 // Hostile --once-per: without --max 1, 0, negative or huge periods are
 // usage errors (64) before any etcd call.
 func TestOncePerUsage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, args := range [][]string{
 		{"--max", "2", "--once-per", "1h", "--", "true"},

@@ -66,6 +66,7 @@ func TestPauseResumeCLI(t *testing.T) {
 // and every reader says what it found: --nonblock, --who (text and JSON);
 // --resume removes it.
 func TestPauseGarbageCLI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.put(sema.PauseKey("pg", 1), "\x1b[2Jnot json", 0)
 	r := e.run("sema", "pg", "--max", "1", "--nonblock", "--", "true")
@@ -88,6 +89,7 @@ func TestPauseGarbageCLI(t *testing.T) {
 // --pause, --resume and --reason refuse what they cannot go with (64,
 // nothing written).
 func TestPauseUsage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, args := range [][]string{
 		{"pu", "--max", "1", "--reason", "x", "--", "true"},

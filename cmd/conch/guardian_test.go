@@ -24,6 +24,9 @@ func buildWithID(t *testing.T, dir, pkg, id string) string {
 // D7a: conch runs its child under conch-guardian when that program is beside it and of the
 // same build, and under itself re-executed when the guardian program is of another build.
 func TestGuardianProgramBesideConch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	t.Parallel()
 	same, other := t.TempDir(), t.TempDir()
 	conch := buildWithID(t, same, "./cmd/conch", "conch-test-a")

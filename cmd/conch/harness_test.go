@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/internal/sigdefault"
 	"github.com/conch-project/conch/internal/syncbuf"
 )
@@ -97,11 +98,20 @@ type proc struct {
 // start runs conch with args in the background; Cleanup kills it if still running.
 func (e *env) start(args ...string) *proc {
 	e.t.Helper()
+	p, err := e.tryStart(args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// tryStart is start without failing the test: it may be called off the test's goroutine.
+func (e *env) tryStart(args ...string) (*proc, error) {
 	p := &proc{cmd: exec.Command(conchBin, args...), done: make(chan struct{})}
 	p.cmd.Env = e.vars
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
-		e.t.Fatal(err)
+		return nil, err
 	}
 	go func() {
 		err := p.cmd.Wait()
@@ -118,7 +128,7 @@ func (e *env) start(args ...string) *proc {
 		p.cmd.Process.Kill()
 		<-p.done
 	})
-	return p
+	return p, nil
 }
 
 // wait waits for conch to exit, failing the test after testTimeout.
@@ -160,16 +170,11 @@ func (e *env) keys(prefix string) int {
 	return int(resp.Count)
 }
 
-// waitFor polls cond every 20 ms until it holds or testTimeout passes.
+// waitFor polls cond until it holds or testTimeout passes (polltest.Until, the tests' one
+// polling helper).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	polltest.Until(t, testTimeout, what, cond)
 }
 
 func exists(path string) bool {

@@ -57,6 +57,7 @@ func (e *env) holderKV(name string) (key string, lease clientv3.LeaseID) {
 // --held inside a real child: held; after its key was deleted by hand;
 // after its lease was revoked; with a forged CONCH_REV.
 func TestHeldInsideChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cases := []struct {
 		name, pre string
@@ -94,6 +95,7 @@ func TestHeldInsideChild(t *testing.T) {
 // with the environment of a waiter's key, 70 "not within"; with a name that
 // is not CONCH_SEMA's, 70; with etcd unreachable, 69.
 func TestHeldOutsideChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("sema", "--held"); r.status != 64 || !strings.Contains(r.stderr, "not inside a command run by conch") {
 		t.Fatalf("--held outside a child: %v", r)
@@ -136,6 +138,7 @@ func TestHeldOutsideChild(t *testing.T) {
 // reaches the child as CONCH_CONFIG, as an absolute path, so the child's conch does not
 // fall back to the default file (which a user may not be allowed to read) or endpoint.
 func TestHeldUsesParentConfig(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	conf := e.path("cluster.conf")
 	if err := os.WriteFile(conf, []byte("[etcd]\nendpoints = "+e.srv.Endpoint+"\n"), 0o644); err != nil {

@@ -11,6 +11,7 @@ import (
 // An unreachable endpoint from ETCDCTL_ENDPOINTS is named
 // with its source and its kind of failure (refused), exit 69 (D3).
 func TestUnreachableNamesSourceAndKind(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var vars []string
 	for _, kv := range e.vars {
@@ -31,6 +32,7 @@ func TestUnreachableNamesSourceAndKind(t *testing.T) {
 // D5a: the child gets no password from conch's variables,
 // unless --keep-credentials-env.
 func TestChildLosesCredentials(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // no auth: etcd answers "auth not enabled", which clientv3 takes as no login needed
 	e.vars = append(e.vars, "ETCDCTL_USER=bob:hunter2", "ETCDCTL_PASSWORD=hunter3", "CONCH_PASSWORD_FILE=")
 	r := e.run("sema", "env", "--max", "1", "--", "env")
@@ -45,6 +47,7 @@ func TestChildLosesCredentials(t *testing.T) {
 
 // -q silences the "no free slot" line; the status stays 75 (or -E).
 func TestQuietNoSlot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	h := e.start("sema", "quiet", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
@@ -65,6 +68,7 @@ func TestQuietNoSlot(t *testing.T) {
 // that queued and then ran mails nothing; the child's own stderr is untouched, and warnings
 // still print.
 func TestQuietWaiting(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	h := e.start("sema", "quietw", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })

@@ -17,6 +17,7 @@ import (
 // name, CONCH_LEASE, --who (text and JSON), the -v line and etcdctl's
 // spelling (%016x, `etcdctl lease list`) are the same 16 digits.
 func TestLeaseSpellingOneEverywhere(t *testing.T) {
+	t.Parallel()
 	e := newEnvOn(t, etcdtest.StartZeroLeases(t))
 	out := e.path("lease")
 	p := e.start("sema", "z", "--max", "1", "-v", "--", "sh", "-c", "echo $CONCH_LEASE > "+out+".tmp; mv "+out+".tmp "+out+"; sleep 60")

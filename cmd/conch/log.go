@@ -46,12 +46,14 @@ type reporter struct {
 	lease    int64
 	ahead    int
 	waiting  bool
-	nodeBusy bool                // waiting for this node's own key to go (--spread, D11)
-	paused   string              // waiting on a pause: who, when, why (D16, who.PauseText); "" for none
-	journal  systemd.JournalSend // nil: plain lines on w
-	unit     map[string]string   // journal fields naming conch's unit (systemd.UnitFields)
-	scope    string              // the child's scope once it runs in one (D8), for STATUS=
-	notify   systemd.NotifyFunc  // nil: no service manager listens
+	nodeBusy bool   // waiting for this node's own key to go (--spread, D11)
+	paused   string // waiting on a pause: who, when, why (D16, who.PauseText); "" for none
+	// unreachable: waiting while etcd does not answer our lease's keep-alives (D7g)
+	unreachable bool
+	journal     systemd.JournalSend // nil: plain lines on w
+	unit        map[string]string   // journal fields naming conch's unit (systemd.UnitFields)
+	scope       string              // the child's scope once it runs in one (D8), for STATUS=
+	notify      systemd.NotifyFunc  // nil: no service manager listens
 }
 
 // newReporter returns the reporter for semaphore name[max], writing plain
@@ -159,8 +161,8 @@ func (r *reporter) onEvent(e sema.Event) {
 		first := !r.waiting
 		r.waiting = true
 		paused := pausedText(e.Paused)
-		changed := e.Ahead != r.ahead || e.NodeBusy != r.nodeBusy || paused != r.paused
-		r.ahead, r.nodeBusy, r.paused = e.Ahead, e.NodeBusy, paused
+		changed := e.Ahead != r.ahead || e.NodeBusy != r.nodeBusy || paused != r.paused || e.Unreachable != r.unreachable
+		r.ahead, r.nodeBusy, r.paused, r.unreachable = e.Ahead, e.NodeBusy, paused, e.Unreachable
 		if first || changed {
 			r.emit(stateWait, journal.PriNotice, !first, map[string]string{"CONCH_AHEAD": strconv.Itoa(e.Ahead)}, r.waitText())
 			r.sendNotify("STATUS=" + r.waitText())
@@ -185,6 +187,9 @@ func (r *reporter) waitText() string {
 	}
 	if r.nodeBusy {
 		return fmt.Sprintf("waiting for %s: this node already holds or waits for a slot (--spread: one per node)", r.prefix())
+	}
+	if r.unreachable { // D7g: not "next in line" while etcd cannot say so
+		return fmt.Sprintf("waiting for %s: etcd is not answering (no connection, or etcd stopped), connecting again; the place in the queue is kept while etcd keeps the lease", r.prefix())
 	}
 	if r.ahead == 0 {
 		return fmt.Sprintf("waiting for %s (%d/%d held), next in line", r.prefix(), r.max, r.max)

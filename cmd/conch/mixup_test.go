@@ -11,6 +11,7 @@ import (
 // its message says what it probably is (the hostile test). The reverse, http:// to a
 // TLS etcd, is in TestTLSMisconfiguration's server set-up.
 func TestSchemeMixUps(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	hostport := strings.TrimPrefix(e.srv.Endpoint, "http://")
 	pw := e.path("pw")

@@ -28,6 +28,7 @@ func h2cNotFound(t *testing.T) string {
 // without the server's response body, still 69 (D3: no etcd answered), for a run, --who and
 // the login (where conch itself says it answers rather than "cannot reach").
 func TestNotAnEtcd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	addr := h2cNotFound(t)
 	e.vars = append(e.vars, "CONCH_ENDPOINTS="+addr, "CONCH_DIAL_TIMEOUT=5s") // the last of a name wins

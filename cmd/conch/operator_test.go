@@ -74,6 +74,7 @@ func TestOperatorUsageErrors(t *testing.T) {
 // A config or password file on /proc (fstat calls /proc/kmsg a regular file; reading it
 // blocks and consumes the kernel's log) is refused before a byte is read, at once.
 func TestPseudoFilesRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, args := range [][]string{
 		{"--config", "/proc/kmsg"},
@@ -92,6 +93,7 @@ func TestPseudoFilesRefused(t *testing.T) {
 // A config file the user may not read says what to do (run as root, a group, --config,
 // CONCH_ENDPOINTS), with no usage hint; it still exits 64 before any etcd call.
 func TestConfigPermissionDenied(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run conch as another user") // the tests run as root (README)
 	}
@@ -145,6 +147,7 @@ func TestDefaultEndpointSaysWhereToSetIt(t *testing.T) {
 
 // --ttl rounds up (D4): 0.1 is a 1 s lease, used.
 func TestTTLRoundsUp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("sema", "op-ttl", "--max", "1", "--ttl", "0.1", "-v", "--", "true")
 	if r.status != 0 || !strings.Contains(r.stderr, "ttl=1s") {
@@ -158,6 +161,7 @@ func TestTTLRoundsUp(t *testing.T) {
 // The short-TTL warning names the TTL etcd granted (a stock etcd raises 1 s to 2 s, which
 // -v says), suggests a shorter --kill-after too, and -q silences it.
 func TestShortTTLWarning(t *testing.T) {
+	t.Parallel()
 	e := newEnvOn(t, etcdtest.StartConfig(t, etcdtest.Config{ElectionMs: 1000}))
 	r := e.run("sema", "op-short", "--max", "1", "--ttl", "1", "-v", "--", "true")
 	if r.status != 0 || !strings.Contains(r.stderr, "etcd granted a 2s lease for --ttl 1s") ||
@@ -172,6 +176,9 @@ func TestShortTTLWarning(t *testing.T) {
 
 // A child that ignores its stop signal: the move to SIGKILL is said when it happens.
 func TestEscalationToSIGKILLReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	r := e.run("sema", "op-kill", "--max", "1", "--scope=never", "--kill-after", "1", "--runtime-max", "1", "--",
 		"sh", "-c", "trap '' TERM; sleep 30")
@@ -190,6 +197,9 @@ func TestEscalationToSIGKILLReported(t *testing.T) {
 // expired), conch's late fence (its deadline had passed) or, as only conch is stopped here,
 // the guardian's own fence; sema's TestGoneErrAfterDeadline checks the DELETE's wording alone.
 func TestFrozenHolderSaysLeaseExpired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	started := e.path("started")
 	p := e.start("sema", "op-frozen", "--max", "1", "--ttl", "2", "--kill-after", "0.2", "--scope=never", "--", "sh", "-c", "touch "+started+"; exec sleep 60")

@@ -24,6 +24,9 @@ const slotBackBound = 5 * time.Second
 // slot is busy again soon after etcd answers: the holder still runs, or a fenced holder's
 // release went through and the head of the queue holds. The figures are printed.
 func TestEtcdRestartKeepsQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	for _, down := range []time.Duration{2 * time.Second, 4 * time.Second, 7 * time.Second} {
 		t.Run(down.String(), func(t *testing.T) { etcdRestartKeepsQueue(t, down) })
 	}

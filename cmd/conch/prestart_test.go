@@ -33,6 +33,7 @@ func childPIDs(pid int) []int {
 // started ahead of its slot; one further back has none. When the slot passes on, the new head
 // starts one, and every command runs.
 func TestGuardianOnlyNextInLine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pre := sema.Prefix("nl", 1)
 	holder := e.start("sema", "nl", "--max", "1", "--", "sh", "-c", e.gated("h"))
@@ -63,6 +64,7 @@ func TestGuardianOnlyNextInLine(t *testing.T) {
 // D7: SIGKILL of a waiting conch that keeps a guardian ahead of its slot: the guardian, which
 // has no command yet, exits at once.
 func TestSIGKILLToWaiterEndsItsGuardian(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	holder := e.start("sema", "kw", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
@@ -115,6 +117,7 @@ func TestGuardianKilledWhileChildRuns(t *testing.T) {
 // runs its child: the spec Run gets matches the preloaded one (a mismatch would start a fresh
 // guardian), and the child sees the fencing token of the key it waited with.
 func TestPreloadedGuardianRunsTheChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	holder := e.start("sema", "pl", "--max", "1", "--scope=never", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
@@ -140,6 +143,7 @@ func TestPreloadedGuardianRunsTheChild(t *testing.T) {
 // on that key: conch withdraws the go (stop, then SIGCONT), queues again, and the child runs
 // once, with the new key's fencing token.
 func TestWithdrawnGoToStoppedGuardian(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	holder := e.start("sema", "wg", "--max", "1", "--scope=never", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })

@@ -101,6 +101,7 @@ func TestTerminalCtrlBackslash(t *testing.T) {
 // so bash, waiting for conch, stops the script (the shells' wait-and-cooperative-exit) as it
 // does for flock(1) and timeout(1): neither the loop's next round nor the next line runs.
 func TestTerminalCtrlCStopsScript(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	body := "#!/bin/bash\nfor i in 1 2; do\n  " + conchBin + " sema deploy --max 1 -- sh -c \"echo ready \\$0; exec sleep 60\" $i\ndone\necho \"step 2 ran anyway ($?)\"\n"
 	cmd, master, out := e.scriptInPty(t, "d.sh", body)

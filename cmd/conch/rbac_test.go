@@ -95,6 +95,9 @@ func TestAuthRBAC(t *testing.T) {
 // old one. The holder must outlive its fencing point (4 s after the last
 // confirmed keep-alive with --ttl 6 --kill-after 1) with keep-alives confirmed.
 func TestPasswordRotationWhileHolding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := authServer(t, etcdtest.Config{})
 	h := e.holdAndCheck("rot", func() {
 		if _, err := e.c.UserChangePassword(t.Context(), "rw", "pw-rw-2"); err != nil {
@@ -141,6 +144,9 @@ func (e *env) holdAndCheck(name string, change func()) *proc {
 // An auth token that expires (1 s here) while holding is renewed
 // by clientv3's login with the same password: the holder runs on.
 func TestTokenExpiryWhileHolding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := authServer(t, etcdtest.Config{AuthTokenTTL: 1})
 	h := e.holdAndCheck("tok", func() {})
 	if h.exited() {
@@ -158,6 +164,9 @@ func TestTokenExpiryWhileHolding(t *testing.T) {
 // lease cannot be confirmed: conch fences, stops the child and exits 70 (D7);
 // the release is refused too, and the key goes at lease expiry (6 s).
 func TestRoleRevokedWhileHolding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := authServer(t, etcdtest.Config{})
 	h := e.start("sema", "revoked", "--max", "1", "--ttl", "6", "--kill-after", "1", "--user", "rw", "--password-file", e.path("rw"),
 		"--", "sh", "-c", "while :; do sleep 0.05; done")

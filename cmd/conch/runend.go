@@ -35,6 +35,8 @@ func endOf(o slotrun.Outcome, limit string) verdict {
 		return verdict{err: signalExit(o.Signal, stateReleased, "%s: stopped the child and released the slot", unix.SignalName(o.Signal))}
 	case slotrun.Fenced:
 		return verdict{err: endf(errSlotLost, stateLost, "slot lost while the child ran: conch was stopped or stalled until its lease's deadline, so the child's guardian stopped the child on its own before the lease could expire%s", causeNote(o.Cause))}
+	case slotrun.StateLost: // D18
+		return verdict{err: endf(errSlotLost, stateLost, "etcd lost or rewound its state while the child ran (%v): child killed at once, without the --kill-after grace; another holder may have started on etcd's new state, and CONCH_REV counts again from that state's revisions, so a token is only comparable with another of the same CONCH_CLUSTER_ID and epoch", o.Cause)}
 	case slotrun.LostLate:
 		return verdict{err: endf(errSlotLost, stateLost, "slot lost while the child ran (%v): child killed at once, without the --kill-after grace", o.Cause)}
 	case slotrun.Lost:

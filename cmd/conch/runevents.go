@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"time"
+
+	"github.com/coreos/go-systemd/v22/journal"
 
 	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
@@ -62,7 +65,8 @@ func (e *runEvents) Note(n slotrun.Note) {
 	case slotrun.KeepFailed:
 		r.warnf("WARNING: %v", n.Err)
 	case slotrun.MarkFailed:
-		r.warnf("WARNING: the run succeeded, but this period's marker could not be written (%v): the next run may start at once", n.Err)
+		r.emit("", journal.PriWarning, false, map[string]string{"CONCH_MARK_FAILED": "1"}, // D15: never silent
+			fmt.Sprintf("WARNING: the run succeeded, but this period's marker could not be written (%v): the next run may start at once", n.Err))
 	case slotrun.Marked:
 		r.line("", true, "period marker written: no other run of %s until %v from now", r.prefix(), n.TTL)
 	case slotrun.ReleaseFailed:

@@ -26,6 +26,7 @@ func requireNoSystemd(t *testing.T) {
 // D8: -p and --slice are checked against the table of scope-legal properties before any etcd
 // call; anything refused exits 64 and writes nothing.
 func TestScopeFlagsRefusedBeforeEtcd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rev := e.srv.Revision()
 	for _, args := range [][]string{
@@ -56,6 +57,7 @@ func TestScopeFlagsRefusedBeforeEtcd(t *testing.T) {
 // naming the semaphore, before taking a slot; --scope=auto (the default) runs the child in
 // direct mode; --scope=never too.
 func TestScopeOutsideSystemd(t *testing.T) {
+	t.Parallel()
 	requireNoSystemd(t)
 	e := newEnv(t)
 	ran := e.path("ran")

@@ -16,6 +16,7 @@ import (
 // D3/D7: SIGTERM to a holder stops the child, removes the key, and conch
 // dies of SIGTERM itself.
 func TestSIGTERMToHolder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "term", "--max", "1", "--", "sh", "-c", "echo $$ > "+e.path("pid")+"; exec sleep 60")
 	pid := readPID(t, e.path("pid"))
@@ -36,6 +37,7 @@ func TestSIGTERMToHolder(t *testing.T) {
 // releases at once (not at the lease's expiry, --ttl 60), and dies of SIGQUIT, without Go's
 // goroutine dump and exit 2.
 func TestSIGQUITToHolder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "quit", "--max", "1", "--ttl", "60", "--", "sh", "-c", "echo $$ > "+e.path("pid")+"; exec sleep 60")
 	pid := readPID(t, e.path("pid"))
@@ -54,6 +56,7 @@ func TestSIGQUITToHolder(t *testing.T) {
 
 // SIGINT, SIGHUP and SIGQUIT to a waiting conch remove its key and re-raise.
 func TestSignalToWaiter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pre := sema.Prefix("sw", 1)
 	holder := e.start("sema", "sw", "--max", "1", "--", "sh", "-c", e.gated("h"))
@@ -100,6 +103,7 @@ func TestSIGKILLToConchEndsTree(t *testing.T) {
 // A signal conch's caller ignores (nohup: SIGHUP) stays ignored: the child runs on and conch
 // exits with its status, as any program started under nohup would (found by the hostile test).
 func TestIgnoredSignalStaysIgnored(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cmd := exec.Command("sh", "-c", `trap '' HUP; exec "$0" "$@"`, conchBin, "sema", "nohup", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	cmd.Env = e.vars
@@ -130,6 +134,9 @@ func TestIgnoredSignalStaysIgnored(t *testing.T) {
 // the lease's expiry: it says the lease expired, not that a key was deleted, re-enters the
 // queue and runs its command once the holder ends.
 func TestStoppedWaiterSaysLeaseExpired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	pre := sema.Prefix("wexp", 1)
 	holder := e.start("sema", "wexp", "--max", "1", "--", "sh", "-c", e.gated("h"))

@@ -24,6 +24,7 @@ func (e *env) startWith(extra []string, args ...string) *proc {
 // node takes the free slot; a waiting job of the node starts once its
 // holder ends.
 func TestSpreadOneSlotPerNode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pre := sema.Prefix("sp", 2)
 	a1 := e.start("sema", "sp", "--max", "2", "--spread", "--node", "node-a", "--", "sh", "-c", e.gated("a1"))

@@ -45,6 +45,9 @@ func goneAfter(t *testing.T, pid int, t0 time.Time) time.Duration {
 // the line says so. The figure is printed; the bound asserted is generous (the goal, about
 // 100 ms, is for the closing note and benchmarks).
 func TestThawPastDeadlineKillsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	pidFile := e.path("child")
 	args := append([]string{"sema", "thaw", "--max", "1", "--ttl", "2s", "--kill-after", "3s", "--scope=never", "--"}, stubborn(pidFile)...)
@@ -79,6 +82,9 @@ const guardianFencedLine = "the child's guardian stopped the child on its own be
 // is gone before the lease expires and before the waiter behind starts (the lead is measured
 // and printed). After SIGCONT conch exits 70 and says why.
 func TestStoppedConchGuardianFences(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	pidFile := e.path("child")
 	args := append([]string{"sema", "gf", "--max", "1", "--ttl", "3s", "--kill-after", "1s", "--scope=never", "--"}, stubborn(pidFile)...)
@@ -139,6 +145,9 @@ func ppidOf(t *testing.T, pid int) int {
 // behind it gets the slot, and the stopped waiter's command never runs meanwhile; after
 // SIGCONT it queues again and runs its command once, after the other.
 func TestStoppedHeadOfQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	flags := []string{"--max", "1", "--ttl", "3s", "--scope=never", "--"}
 	h := e.start(append([]string{"sema", "hq"}, append(flags, "sh", "-c", e.gated("h"))...)...)
@@ -178,6 +187,9 @@ func TestStoppedHeadOfQueue(t *testing.T) {
 // that grace: the leftover is gone before the lease expires and the waiter starts. After
 // SIGCONT conch exits with the child's own status.
 func TestStoppedConchWhileReleasing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	left := e.path("left")
 	p := e.start("sema", "rel", "--max", "1", "--ttl", "3s", "--kill-after", "5s", "--scope=never", "--",

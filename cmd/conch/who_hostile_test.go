@@ -65,6 +65,7 @@ func noRawControl(t *testing.T, text string, lines int) {
 // re-encoded does not hide the real holder; every key is shown with its
 // real key and the lease etcd binds it to.
 func TestWhoHostileRecords(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	h := e.start("sema", "hr", "--max", "2", "--", "sleep", "60")
 	waitFor(t, "holder", func() bool { return e.keys(sema.Prefix("hr", 2)) == 1 })
@@ -108,6 +109,7 @@ func TestWhoHostileRecords(t *testing.T) {
 
 // --who for a capacity with no keys names those that have.
 func TestWhoNamesOtherCapacities(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start("sema", "only2", "--max", "2", "--", "sleep", "60")
 	waitFor(t, "holder", func() bool { return e.keys(sema.Prefix("only2", 2)) == 1 })
@@ -149,6 +151,7 @@ func TestWhoEverySemaphore(t *testing.T) {
 // JSON that cannot be written is a loud failure, never an empty
 // document with 0.
 func TestWhoOutputFailure(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start("sema", "full", "--max", "1", "--", "sleep", "60")
 	waitFor(t, "holder", func() bool { return e.keys(sema.Prefix("full", 1)) == 1 })
@@ -194,6 +197,7 @@ func TestWhoOutputFailure(t *testing.T) {
 // keeps another run out, and the key it shows as foreign keeps nobody out
 // (before, --who said 1/1 held while another run got the slot).
 func TestWhoAgreesWithRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.put(sema.Prefix("ag", 1)+"a/b", `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, 0)
 	if r := e.run("sema", "ag", "--max", "1", "--nonblock", "--", "true"); r.status != exitConflict {

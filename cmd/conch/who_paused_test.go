@@ -14,6 +14,7 @@ import (
 // older than the pause: found by a read at its create revision) and one
 // enqueued under it; holders that started before the pause stay HELD.
 func TestWhoPausedHead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.start("sema", "ph", "--max", "2", "--", "sh", "-c", e.gated("a"))
 	b := e.start("sema", "ph", "--max", "2", "--", "sh", "-c", e.gated("b"))

@@ -12,6 +12,7 @@ import (
 // other three wait for their own node's key (D11) without a key in the
 // queue: --who lists all six, the three with waits-for naming that key.
 func TestWhoListsSpreadNodeWaiters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var procs []*proc
 	for i, node := range []string{"n1", "n2", "n3", "n1", "n2", "n3"} {
@@ -67,6 +68,9 @@ func TestWhoListsSpreadNodeWaiters(t *testing.T) {
 // whose conch died (SIGKILL: its lease is no longer kept alive) reads as
 // expiring, in the text form and in JSON, until the lease runs out.
 func TestWhoHolderTTLExpiring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	live := e.start("sema", "ttl", "--max", "2", "--ttl", "30s", "--", "sleep", "60")
 	waitFor(t, "live holder", func() bool { return e.keys(sema.Prefix("ttl", 2)) == 1 })

@@ -15,6 +15,7 @@ import (
 // on --max 2, a pause key and a hand-written foreign key with a hostile
 // name; --textfile writes the same atomically, leaving no temporary file.
 func TestWhoPrometheus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var procs []*proc
 	for i := range 3 {

@@ -199,6 +199,7 @@ func TestWhoWatchBurstAndDelay(t *testing.T) {
 // stopped while 2,000 changes of 1 KiB went by, then etcd compacted) is
 // said on stderr; the watch reads again and goes on.
 func TestWhoWatchCompaction(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.start("sema", "cp", "--who", "--watch")
 	lastBlock(t, w, "the first listing", func(b string) bool { return b == "(no holders or waiters)\n" })
@@ -230,6 +231,9 @@ func TestWhoWatchCompaction(t *testing.T) {
 // An etcd restart during the watch: it says on stderr that etcd is lost,
 // then that it answers again, and shows the changes made after.
 func TestWhoWatchEtcdRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	e := newEnv(t)
 	w := e.start("sema", "rs", "--who", "--watch")
 	lastBlock(t, w, "the first listing", func(b string) bool { return b == "(no holders or waiters)\n" })
@@ -251,6 +255,7 @@ func TestWhoWatchEtcdRestart(t *testing.T) {
 // A watch whose reader goes away (`conch sema --who --watch | head -2`) and then sees a
 // change ends with status 0 and nothing on stderr.
 func TestWhoWatchClosedStdout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cmd, out, stderr := startPipedWatch(t, e, "cs")
 	rd := bufio.NewReader(out)
@@ -270,6 +275,7 @@ func TestWhoWatchClosedStdout(t *testing.T) {
 // line while nothing changes; the watch must end soon after, quietly, with the
 // status of a reader that went away (0), not at the next change.
 func TestWhoWatchClosedStdoutIdle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cmd, out, stderr := startPipedWatch(t, e, "ci")
 	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil { // head -1
@@ -320,6 +326,7 @@ func waitQuietEnd(t *testing.T, cmd *exec.Cmd, stderr *syncbuf.Buffer, when stri
 // each --json line stays one document, the text stays printable, the
 // metrics parse; a real holder after them still shows.
 func TestWhoWatchHostile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.start("sema", "--who", "--watch")
 	wj := e.start("sema", "--who", "--watch", "--json")
@@ -375,6 +382,9 @@ func TestWhoWatchHostile(t *testing.T) {
 // members die: no quorum, which the watch says, and says when the cluster
 // answers again, showing the change made meanwhile.
 func TestWhoWatchMemberDeath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	ms := etcdtest.StartCluster(t, 3)
 	e := newEnvOn(t, ms[0])
 	e.vars = append(e.vars, "CONCH_ENDPOINTS="+etcdtest.Endpoints(ms)) // the last one counts

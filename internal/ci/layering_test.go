@@ -34,12 +34,13 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
-	for pkg, banned := range map[string][]string{sema: {unitrun, cmd, who}, unitrun: {sema, cmd, who}, conn: {sema, unitrun, cmd, who},
+	slotrunPkg := mod + "/internal/slotrun"
+	for pkg, banned := range map[string][]string{sema: {unitrun, cmd, who, slotrunPkg}, unitrun: {sema, cmd, who}, conn: {sema, unitrun, cmd, who},
 		who: {unitrun, cmd, mod + "/internal/systemd"}} {
 		for _, dep := range goList(t, "list", "-test", "-deps", pkg) {
 			for _, b := range banned {
 				if dep == b || (strings.HasSuffix(b, "/") && strings.HasPrefix(dep, b)) {
-					t.Errorf("%s imports %s (directly or through another package): sema, unitrun and etcdconn never import each other (etcdconn none of them) or cmd; who imports none of unitrun, internal/systemd or cmd", pkg, dep)
+					t.Errorf("%s imports %s (directly or through another package): sema, unitrun and etcdconn never import each other (etcdconn none of them) or cmd, sema none of the layers above it (who, slotrun); who imports none of unitrun, internal/systemd or cmd", pkg, dep)
 				}
 			}
 		}

@@ -107,6 +107,6 @@ func clientConfig(s Settings, tc *tls.Config, life context.Context) clientv3.Con
 	if s.PasswordFile != "" {
 		interceptors = append(interceptors, reauthInterceptor(s.Password, s.PasswordFile))
 	}
-	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(interceptors...)}
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(interceptors...), grpc.WithConnectParams(reconnect)}
 	return cfg
 }

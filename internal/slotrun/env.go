@@ -11,14 +11,16 @@ import (
 // ChildEnv returns the child's environment (D5): base (the caller's), less the service
 // manager's plumbing meant for the process that holds the slot (NOTIFY_SOCKET, WATCHDOG_*),
 // with CONCH_REV (rev, the fencing token), CONCH_SEMA (name), CONCH_MAX (max) and
-// CONCH_LEASE (lease, in hex as in the key's name) set last so they override inherited
+// CONCH_LEASE (lease, in hex as in the key's name) and CONCH_CLUSTER_ID (cluster, the etcd
+// cluster that granted the slot, D18; left out when 0) set last so they override inherited
 // values (e.g. from an outer run). base is not modified.
-func ChildEnv(base []string, name string, max int, rev, lease int64) []string {
+func ChildEnv(base []string, name string, max int, rev, lease int64, cluster uint64) []string {
 	set := map[string]string{
-		sema.EnvRev:   strconv.FormatInt(rev, 10),
-		sema.EnvName:  name,
-		sema.EnvMax:   strconv.Itoa(max),
-		sema.EnvLease: sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
+		sema.EnvCluster: sema.FormatClusterID(cluster),
+		sema.EnvRev:     strconv.FormatInt(rev, 10),
+		sema.EnvName:    name,
+		sema.EnvMax:     strconv.Itoa(max),
+		sema.EnvLease:   sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
 	}
 	out := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
@@ -28,8 +30,10 @@ func ChildEnv(base []string, name string, max int, rev, lease int64) []string {
 		}
 		out = append(out, kv)
 	}
-	for _, k := range []string{sema.EnvRev, sema.EnvName, sema.EnvMax, sema.EnvLease} { // what SlotFromEnv reads
-		out = append(out, k+"="+set[k])
+	for _, k := range []string{sema.EnvRev, sema.EnvName, sema.EnvMax, sema.EnvLease, sema.EnvCluster} { // what SlotFromEnv reads, and the epoch
+		if k != sema.EnvCluster || cluster != 0 {
+			out = append(out, k+"="+set[k])
+		}
 	}
 	return out
 }

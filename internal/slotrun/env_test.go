@@ -7,8 +7,8 @@ import (
 
 // D5: the slot's variables override inherited ones, the service manager's plumbing goes.
 func TestChildEnv(t *testing.T) {
-	got := ChildEnv([]string{"A=1", "CONCH_REV=9", "NOTIFY_SOCKET=/x", "WATCHDOG_USEC=5", "WATCHDOG_PID=3", "B=2"}, "n", 2, 42, 0xabc)
-	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=0000000000000abc" // the padded spelling
+	got := ChildEnv([]string{"A=1", "CONCH_REV=9", "NOTIFY_SOCKET=/x", "WATCHDOG_USEC=5", "WATCHDOG_PID=3", "CONCH_CLUSTER_ID=1", "B=2"}, "n", 2, 42, 0xabc, 0xdef)
+	want := "A=1 B=2 CONCH_REV=42 CONCH_SEMA=n CONCH_MAX=2 CONCH_LEASE=0000000000000abc CONCH_CLUSTER_ID=0000000000000def" // the padded spelling
 	if strings.Join(got, " ") != want {
 		t.Fatalf("ChildEnv = %q, want %q", got, want)
 	}

@@ -93,7 +93,7 @@ func (r *run) runChild(runCtx context.Context, plan *unitrun.Plan, h *sema.Holde
 	defer unstop()
 	stopWatch := r.watchEscalation(runCtx, time.Now()) // a note when the stop moves to SIGKILL
 	unit := r.scopeUnit(h.Rev())
-	spec := r.childSpec(h.Rev(), int64(h.Lease()))
+	spec := r.childSpec(h.Rev(), int64(h.Lease()), h.ClusterID())
 	unit.Started = func(pid int) { r.rep.Started(pid, unit.Name) }
 	res, runErr := plan.Run(stopCtx, r.pre.Take(), spec, unit, func(err error) {
 		r.rep.Note(Note{Kind: ScopeFailed, Err: err})
@@ -114,17 +114,18 @@ func (r *run) scopeUnit(rev int64) unitrun.ScopeUnit {
 func (r *run) preloadSpec(rev, lease int64) unitrun.Spec {
 	plan, err := r.planning.wait(r.rep, false)
 	if err != nil {
-		return r.childSpec(rev, lease) // the run ends at the slot (holdOnce)
+		return r.childSpec(rev, lease, r.cluster.Load()) // the run ends at the slot (holdOnce)
 	}
-	return plan.Scoped(r.childSpec(rev, lease), r.scopeUnit(rev))
+	return plan.Scoped(r.childSpec(rev, lease, r.cluster.Load()), r.scopeUnit(rev))
 }
 
-// childSpec is what unitrun runs while the key created at rev, bound to lease, holds the slot.
-func (r *run) childSpec(rev, lease int64) unitrun.Spec {
+// childSpec is what unitrun runs while the key created at rev, bound to lease and granted by
+// the etcd cluster of ID cluster (D18), holds the slot.
+func (r *run) childSpec(rev, lease int64, cluster uint64) unitrun.Spec {
 	return unitrun.Spec{
 		Path:       r.cfg.Path,
 		Args:       r.cfg.Args,
-		Env:        ChildEnv(r.cfg.Env, r.cfg.Name, r.cfg.Max, rev, lease),
+		Env:        ChildEnv(r.cfg.Env, r.cfg.Name, r.cfg.Max, rev, lease, cluster),
 		Stdin:      r.cfg.Stdio.Stdin,
 		Stdout:     r.cfg.Stdio.Stdout,
 		Stderr:     r.cfg.Stdio.Stderr,

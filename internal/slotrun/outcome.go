@@ -50,6 +50,10 @@ const (
 	RuntimeExceeded
 	// Skipped: this period's run is done (D15), so the child was not started (Run only).
 	Skipped
+	// StateLost: etcd lost or rewound its state while the child ran (sema.ErrStateLost): the
+	// child was killed at once, without its stop grace, and the fencing token may be handed
+	// out again by the new store (D18).
+	StateLost
 )
 
 // Outcome is how a holding ended (Decide): End, the signal to die of (Ran, NotStarted,
@@ -71,7 +75,7 @@ type Outcome struct {
 // re-queues, unless the command cannot be run at all (unitrun.ErrNotFound,
 // ErrNotExecutable). A command that did not start is NotStarted. A child stopped (or killed
 // by a signal, or whose scope systemd stopped) while the process got a signal is Signalled.
-// A child stopped because the slot was lost is Fenced, LostLate or Lost; one stopped at its
+// A child stopped because the slot was lost is Fenced, StateLost, LostLate or Lost; one stopped at its
 // run-time limit RuntimeExceeded. Otherwise it Ran, with the signal the process got just as
 // the child ended on its own; or, when the child had the terminal and died of SIGINT or
 // SIGQUIT (Ctrl-C, Ctrl-\\), that signal FromTerminal, as with flock(1) and timeout(1) (the
@@ -92,6 +96,8 @@ func Decide(h Holding) Outcome {
 		o.End = Signalled
 	case res.Fenced: // D7b: whatever the run learnt after its stall, the guardian stopped the child
 		o.End = Fenced
+	case lost && res.Stopped && errors.Is(h.Cause, sema.ErrStateLost):
+		o.End = StateLost
 	case lost && res.Stopped && errors.Is(h.Cause, sema.ErrDeadlinePassed):
 		o.End = LostLate
 	case lost && res.Stopped:

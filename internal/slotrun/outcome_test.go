@@ -17,10 +17,12 @@ func (s sig) Error() string             { return "signal" }
 func (s sig) Signal() syscall.Signal    { return syscall.Signal(s) }
 func started(status int) unitrun.Result { return unitrun.Result{Started: true, ExitStatus: status} }
 
-// Decide over how the child ended and why it was asked to stop (D3, D7, D7b).
+// Decide over how the child ended and why it was asked to stop (D3, D7, D7b, D18).
 func TestDecide(t *testing.T) {
 	lost := fmt.Errorf("%w: k", sema.ErrLeaseLost)
 	late := fmt.Errorf("%w; %w: k", sema.ErrFenced, sema.ErrDeadlinePassed)
+	gone := fmt.Errorf("%w: %w: k", sema.ErrLeaseLost, sema.ErrStateLost)
+	goneLate := fmt.Errorf("%w; %w", gone, sema.ErrDeadlinePassed)
 	stopped := unitrun.Result{Started: true, ExitStatus: 143, Signal: syscall.SIGTERM, Stopped: true}
 	for _, tc := range []struct {
 		name string
@@ -37,6 +39,9 @@ func TestDecide(t *testing.T) {
 		{"stopped for a signal", Holding{Result: stopped, Cause: sig(syscall.SIGTERM)}, Signalled, syscall.SIGTERM, false},
 		{"fenced by the guardian", Holding{Result: unitrun.Result{Started: true, Fenced: true}}, Fenced, 0, false},
 		{"lost late", Holding{Result: stopped, Cause: late}, LostLate, 0, false},
+		{"etcd lost its state (D18)", Holding{Result: stopped, Cause: gone}, StateLost, 0, false},
+		{"etcd lost its state, found late", Holding{Result: stopped, Cause: goneLate}, StateLost, 0, false},
+		{"etcd lost its state before the start", Holding{Cause: gone}, Requeue, 0, false},
 		{"lost", Holding{Result: stopped, Cause: lost}, Lost, 0, false},
 		{"run-time limit", Holding{Result: unitrun.Result{Started: true, RuntimeExceeded: true}}, RuntimeExceeded, 0, false},
 		{"Ctrl-C in the terminal", Holding{Result: unitrun.Result{Started: true, ExitStatus: 130, Signal: syscall.SIGINT}, Terminal: true}, Ran, syscall.SIGINT, true},

@@ -49,6 +49,9 @@ type run struct {
 	waitCtx  context.Context // sigCtx bounded by the wait
 	// enqueued: etcd answered our enqueue (sema.EventEnqueued), so a key of ours was written
 	enqueued atomic.Bool
+	// cluster: the etcd cluster ID of the last queue event that named one (D18), for the
+	// preloaded spec's CONCH_CLUSTER_ID
+	cluster  atomic.Uint64
 	closers  []func()
 	deadline *unitrun.Deadline // the held lease's deadline, for the guardian's own fence (D7b)
 	killAt   time.Duration     // the stop grace unitrun will use (D7), for the fence margin
@@ -155,6 +158,9 @@ func (r *run) connect() error {
 func (r *run) onEvent(e sema.Event) {
 	if e.Kind == sema.Enqueued || e.Kind == sema.Held {
 		r.enqueued.Store(true)
+	}
+	if e.Cluster != 0 {
+		r.cluster.Store(e.Cluster)
 	}
 	r.rep.Event(e)
 	prestartOn(r.pre, e)

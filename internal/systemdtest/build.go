@@ -23,9 +23,14 @@ func ModuleRoot() string {
 // root such as "./cmd/conch") as static binaries (CGO_ENABLED=0) into a fresh temporary
 // directory and returns it, ready for Options.BinDir: each binary is named after its package's
 // last path element, so "./cmd/conch" runs as /opt/bin/conch in the node. It fails the test
-// when the build fails. It must be called from the test goroutine.
+// when the build fails. It must be called from the test goroutine. Under -short
+// (testing.Short) it skips the test: the binaries are for systemd nodes, which the fast tier
+// does not boot (BootAll).
 func BuildBinaries(t testing.TB, pkgs ...string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds binaries for systemd nodes: not in the -short tier")
+	}
 	dir := t.TempDir()
 	// The node's root cannot traverse a 0700 directory owned by another user.
 	if err := os.Chmod(dir, 0o755); err != nil {

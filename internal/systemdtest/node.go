@@ -97,8 +97,8 @@ type bootState struct {
 // of its own, and returns once its systemd reports the system running or degraded. Cleanup
 // (registered with t.Cleanup, run also when the test fails) kills every process of the node,
 // unmounts the overlay, removes the cgroups and the node's directory; on a failed test it first
-// logs the tail of the node's journal. Boot fails the test (or skips it, see EnsureRootfs) when
-// the node cannot be booted. It must be called from the test goroutine.
+// logs the tail of the node's journal. Boot fails the test (or skips it, see EnsureRootfs and
+// BootAll) when the node cannot be booted. It must be called from the test goroutine.
 func Boot(t testing.TB, opts Options) *Node {
 	t.Helper()
 	return BootAll(t, opts)[0]
@@ -106,8 +106,12 @@ func Boot(t testing.TB, opts Options) *Node {
 
 // BootAll boots one node per Options, all at once (each boot is mostly waiting for its
 // systemd), and returns them in the same order once all are running; otherwise it is Boot.
+// Under -short (testing.Short) it skips the test: booting nodes is not in the fast tier.
 func BootAll(t testing.TB, opts ...Options) []*Node {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("boots systemd nodes: not in the -short tier")
+	}
 	base := EnsureRootfs(t)
 	checkPrerequisites(t)
 	nodes := make([]*Node, len(opts))

@@ -20,6 +20,9 @@ func testContext(t *testing.T) context.Context {
 }
 
 func TestBootRunsSystemdAndTransientServices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	t.Parallel()
 	bins := BuildBinaries(t, "./internal/systemdtest/testdata/nodeinfo")
 	n := Boot(t, Options{BinDir: bins})
@@ -94,6 +97,9 @@ func TestBootRunsSystemdAndTransientServices(t *testing.T) {
 }
 
 func TestStartAndStopBackgroundService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
+	}
 	t.Parallel()
 	n := Boot(t, Options{})
 	ctx := testContext(t)
@@ -126,6 +132,9 @@ func TestStartAndStopBackgroundService(t *testing.T) {
 }
 
 func TestTwoNodesAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	t.Parallel()
 	a := Boot(t, Options{Name: "a"})
 	b := Boot(t, Options{Name: "b"})

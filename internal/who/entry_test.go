@@ -18,6 +18,7 @@ import (
 // find no slot exactly when snapshot shows the key holding one, and snapshot shows
 // the key with its real key, its real lease and its flags.
 func TestListAgreesWithAcquisition(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	grant, err := c.Grant(t.Context(), 60)
 	if err != nil {
@@ -81,6 +82,7 @@ func TestListAgreesWithAcquisition(t *testing.T) {
 
 // snapshot shows every semaphore, and keys with no valid name as foreign.
 func TestListAll(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	b := mustAcquire(t, newSem(t, c, "b", 2, sema.Options{Record: sema.Record{Host: "n1", PID: 1}}))
 	defer release(t, b)

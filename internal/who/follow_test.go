@@ -17,6 +17,9 @@ import (
 // (13 s); without the probe's and the read's second tries, a try that meets the silent member
 // reports etcd lost.
 func TestFollowLeavesSilentMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	g := etcdtest.StartSilentRig(t)
 	type seen struct {
 		rev int64
@@ -73,6 +76,7 @@ func TestFollowLeavesSilentMember(t *testing.T) {
 // value that is not a pause record still pauses its semaphore (D16), and a pause key whose
 // name names no semaphore is in none (D6g).
 func TestSummarizePauses(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	if _, err := c.Put(t.Context(), sema.PauseKey("pg", 1), "\x00garbage{"); err != nil {
 		t.Fatal(err)

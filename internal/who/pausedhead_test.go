@@ -11,6 +11,7 @@ import (
 // once the waiter's create revision is compacted away it is left HELD (no
 // guess hides a holder).
 func TestMarkPausedHeads(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	put := func(k, v string) int64 {
 		resp, err := c.Put(t.Context(), k, v)

@@ -43,6 +43,9 @@ func TestTransient(t *testing.T) {
 // is counted failing with etcd's election errors (logged: how often the
 // elections hit a read depends on the machine).
 func TestReadThroughElections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	members := etcdtest.StartCluster(t, 3)
 	c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(etcdtest.Endpoints(members), ","), DialTimeout: 5 * time.Second})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 // snapshot, leaseTTLs and summarize against real holders, a waiter, a
 // --spread node waiter and a pause key.
 func TestSnapshotSummary(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := newSem(t, c, "sum", 2, sema.Options{})
 	h1, h2 := mustAcquire(t, s), mustAcquire(t, s)

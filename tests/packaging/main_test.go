@@ -3,6 +3,7 @@ package packaging
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,6 +36,11 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() { // building and checking packages is not in the -short tier
+		fmt.Fprintln(os.Stderr, "packaging: skipped under -short")
+		os.Exit(0)
+	}
 	sigdefault.ForChildren() // what the tests start gets default signal dispositions
 	dir, err := os.MkdirTemp("", "conch-packages-")
 	if err != nil {

@@ -46,6 +46,9 @@ func cluster(t *testing.T, name string, env []string, args ...string) (string, i
 // node (--who answers: 1, no holder; a job runs in a scope of the node), a node's power
 // loss and reboot work, and `down` leaves no namespace, mount, cgroup or directory behind.
 func TestClusterScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots three systemd nodes: not in the -short tier")
+	}
 	for _, tool := range []string{"systemd-nspawn", "ip", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			ci.Unavailable(t, "%s not found: run scripts/test-deps.sh", tool)

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conch-project/conch/sema"
+)
+
+// D18: etcd restarted on an empty data directory while a child that ignores SIGTERM holds
+// the slot (--ttl 30s --kill-after 5s: the embedded etcd takes seconds to stop) and a waiter queues behind it. At its next keep-alive
+// conch learns that etcd no longer knows its lease, long before the lease's deadline: the
+// server may have handed the slot on already, so the child is killed at once (not after the
+// 5 s grace) and conch exits 70 with a line that says etcd lost or rewound its state and what
+// that means for CONCH_REV. The waiter re-enters on the new store and runs. The child had
+// the cluster ID beside its token.
+func TestEtcdStateLossKillsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	pidFile, idFile := e.path("child"), e.path("cluster")
+	p := e.start("sema", "sl", "--max", "1", "--ttl", "30s", "--kill-after", "5s", "--scope=never", "--",
+		"sh", "-c", `echo "$CONCH_CLUSTER_ID" > "$1"; echo $$ > "$0"; trap "" TERM; exec sleep 600`, pidFile, idFile)
+	child := readPID(t, pidFile)
+	waiter := e.start("sema", "sl", "--max", "1", "--ttl", "10s", "--wait", "50s", "--scope=never", "--", "true")
+	waitFor(t, "the waiter's key", func() bool { return e.keys(sema.NamePrefix("sl")) == 2 })
+	if id, _ := os.ReadFile(idFile); strings.TrimSpace(string(id)) != sema.FormatClusterID(e.srv.ClusterID()) {
+		t.Errorf("the child's CONCH_CLUSTER_ID = %q, want %s", id, sema.FormatClusterID(e.srv.ClusterID()))
+	}
+	tk := time.Now()
+	e.srv.RestartEmpty(t)
+	t0 := time.Now()
+	t.Logf("etcd down and back empty in %v", t0.Sub(tk).Round(time.Millisecond))
+	took := goneAfter(t, child, t0)
+	t.Logf("child gone %v after etcd came back empty (--kill-after 5s)", took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Errorf("child gone only %v after etcd lost its state: the grace was not skipped (D18)", took)
+	}
+	r := p.wait(t)
+	if r.status != exitSlotLost || !strings.Contains(r.stderr, "etcd lost or rewound its state") ||
+		!strings.Contains(r.stderr, "without the --kill-after grace") || !strings.Contains(r.stderr, "CONCH_REV") {
+		t.Errorf("holder: %v\nwant %d and a line saying etcd lost or rewound its state, the child killed at once, and what it means for CONCH_REV", r, exitSlotLost)
+	}
+	if w := waiter.wait(t); w.status != 0 {
+		t.Errorf("waiter: %v\nwant 0: it re-enters on the new store and runs", w)
+	}
+}
