@@ -94,7 +94,8 @@ func eachOption(g *flags.Group, f func(*flags.Option)) {
 // manEnvironment fixes go-flags' page and makes the ENVIRONMENT section's first entries from
 // the parser's env tags: where go-flags writes "<default: $CONCH_X>" for an option with an
 // env tag and no default tag (wrong), the page shows the option's default-mask (the kernel
-// hostname, 5s; --help uses the masks too), or nothing for the mask "-"; each such variable
+// hostname, 5s; --help uses the masks too), or nothing for the mask "-", in every command
+// that has the option (sema and fleetlock share the connection's); each such variable
 // gets an entry (the fixed ones open manTail). It returns the page and the section.
 func manEnvironment(page string, sema *flags.Command) (string, string) {
 	env := ".SH ENVIRONMENT\n"
@@ -107,7 +108,7 @@ func manEnvironment(page string, sema *flags.Command) (string, string) {
 			shown, def = ` <default: \fI`+roffText(o.DefaultMask)+`\fR>`, " (default: "+roffText(o.DefaultMask)+")"
 		}
 		if len(o.Default) == 0 {
-			page = strings.Replace(page, ` <default: \fI$`+o.EnvDefaultKey+`\fR>`, shown, 1)
+			page = strings.ReplaceAll(page, ` <default: \fI$`+o.EnvDefaultKey+`\fR>`, shown) // every command that shares the option
 		}
 		env += fmt.Sprintf(".TP\n.B %s\nas \\fB\\-\\-%s\\fP: %s%s\n", o.EnvDefaultKey, roffText(o.LongName), roffText(o.Description), def)
 	})
