@@ -19,3 +19,7 @@ func SetFollowArmed(s *Semaphore, f func()) { seamsOf(s).followArmed = f }
 // SetKeyWatched has f called each time a holder of s makes a watch of its key (a first one,
 // or one made again).
 func SetKeyWatched(s *Semaphore, f func()) { seamsOf(s).keyWatched = f }
+
+// SetEnqueueAnswered has f called with our key after each enqueue of s committed; an error
+// from f stands for the answer lost on the way back.
+func SetEnqueueAnswered(s *Semaphore, f func(key string) error) { seamsOf(s).enqueueAnswered = f }

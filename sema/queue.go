@@ -75,16 +75,25 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 // or waiting: "no slot free" for us (D11). With Nonblock writeKey then returns
 // ErrNoSlot wrapping ErrNodeHasKey; otherwise it waits for that key's DELETE
 // (Waiting event with NodeBusy) and tries again, at the back of the queue.
+// An enqueue whose answer was lost (an etcd error, no refusal) may have
+// committed: enqueueAgain reads our key before writing again and keeps the
+// place it took (D7j).
 // Unless Options.AllowOtherCapacity, a key written while counted keys of
-// another capacity live under the name (the enqueue's count, same revision)
-// makes a *CapacityError (ErrOtherCapacity), and the caller's revoke takes
-// the key back (D17). Errors: those of enqueue, ErrKeyDeleted when a key of our fresh lease was
+// another capacity live under the name (the enqueue's count, same revision;
+// for a key adopted after a lost answer, a read of the live capacities) makes
+// a *CapacityError (ErrOtherCapacity), and the caller's revoke takes the key
+// back (D17). Errors: those of enqueue, ErrKeyDeleted when a key of our fresh lease was
 // there without Spread (someone wrote it), the lease's error, ctx's error.
 func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, rec *Record) (int64, ranking, error) {
 	for c := enqCtx; ; c = ctx {
 		rec.Since = time.Now().UTC().Truncate(time.Second)
 		myRev, r, err := s.enqueue(c, key, l, rec.encode())
-		if err == nil && r.others > 0 && !s.opts.AllowOtherCapacity {
+		lost := answerLost(err) && ctx.Err() == nil
+		if lost { // it may have committed: read before writing again
+			c = ctx
+			myRev, r, err = s.enqueueAgain(ctx, l, key, rec.encode())
+		}
+		if err == nil && (r.others > 0 || lost) && !s.opts.AllowOtherCapacity {
 			// D17: keys under the name outside our capacity at our key's own revision. A
 			// run racing us with another capacity sees ours in its Txn in turn, so at most
 			// the first of two passes; the caller revokes our lease (our key goes) on error.

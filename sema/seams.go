@@ -13,6 +13,10 @@ type seams struct {
 	// keyWatched, if set, is called each time a holder makes a watch of its key, so a
 	// test can count them.
 	keyWatched func()
+	// enqueueAnswered, if set, is called with our key after the enqueue's Txn
+	// committed and before its answer is used: an error from it stands for an
+	// answer lost on the way back (the key is written all the same).
+	enqueueAnswered func(key string) error
 }
 
 // probing reports whether watch streams are checked (D7b (3)): always in production.
@@ -30,4 +34,12 @@ func (t *seams) watchedKey() {
 	if t != nil && t.keyWatched != nil {
 		t.keyWatched()
 	}
+}
+
+// answered lets a test lose the answer of an enqueue that committed.
+func (t *seams) answered(key string) error {
+	if t != nil && t.enqueueAnswered != nil {
+		return t.enqueueAnswered(key)
+	}
+	return nil
 }

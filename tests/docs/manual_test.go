@@ -266,7 +266,7 @@ func runBlock(t *testing.T, where, body, dir, conch, endpoint string) int {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); ctx.Err() != nil {
-		t.Errorf("%s: the block did not end within %v (%v):\n%s", where, blockTimeout, err, out.String())
+		t.Errorf("%s: the block did not end within %v (%v); a block that cannot run to its end on one host says why on the line before it (%q):\n%s", where, blockTimeout, err, "<!-- not run by tests/docs: REASON -->", out.String())
 	}
 	calls, err := os.ReadFile(log)
 	if err != nil {
@@ -278,7 +278,7 @@ func runBlock(t *testing.T, where, body, dir, conch, endpoint string) int {
 		st, args, _ := strings.Cut(l, "\t")
 		n++
 		if s, _ := strconv.Atoi(st); s != 0 && s != 1 && s != 75 {
-			t.Errorf("%s: conch %s exited %s:\n%s", where, args, st, out.String())
+			t.Errorf("%s: conch %s exited %s (a block that cannot run on one host says why on the line before it, %q):\n%s", where, args, st, "<!-- not run by tests/docs: REASON -->", out.String())
 		}
 	}
 	return n

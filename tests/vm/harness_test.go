@@ -246,9 +246,10 @@ func (n *node) show(unit string, props ...string) map[string]string {
 
 // holder is one key of a semaphore as etcd has it.
 type holder struct {
-	key string
-	rev int64
-	rec sema.Record
+	key   string
+	rev   int64
+	lease int64
+	rec   sema.Record
 }
 
 // holders returns the keys under name[max] in revision order.

@@ -31,6 +31,7 @@ func TestMultiNode(t *testing.T) {
 	t.Run("12-PauseAcrossNodes", func(t *testing.T) { testPauseAcrossNodes(t, c) })
 	t.Run("13-RollingReboot", func(t *testing.T) { testRollingReboot(t, c) })
 	t.Run("14-SilentMember", func(t *testing.T) { testSilentMember(t, c) })
+	t.Run("15-FleetLockRollingReboot", func(t *testing.T) { testFleetLockReboot(t, c) })
 }
 
 // Scenario 1: N=2, 3 nodes x 10 jobs started together with random durations: at most 2 at

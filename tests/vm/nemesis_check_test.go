@@ -103,7 +103,20 @@ type verdict struct {
 
 func (v verdict) failed() bool { return len(v.Violations) > 0 }
 
-// judge judges h; strict makes the known outcomes violations.
+// The known outcomes that conch's fixes have closed: violations even when the run is not
+// strict. A --once-per double run after an etcd fault at the run's end (the marker is retried
+// within the lease, D15b) and a waiter's place lost with no fault of its own (promotion
+// confirmed on etcd's word, D7i; an enqueue's lost answer, D7j; a lone member's stall, D7h)
+// were 0 on CI's seeds 1, 2 and 3 with CONCH_NEMESIS_STRICT=1. A marker not written while
+// conch warned stays known: an outage longer than the lease truly prevents it.
+const (
+	knownDoubleRun = "once-per double run: marker not written after an etcd fault at the run's end"
+	knownLostPlace = "waiter lost its place with no fault of its own"
+)
+
+var strictKnown = map[string]bool{knownDoubleRun: true, knownLostPlace: true}
+
+// judge judges h; strict makes every known outcome a violation (those of strictKnown always are).
 func judge(h nemHistory, strict bool) verdict {
 	v := verdict{Exits: map[string]int{}, Known: map[string]int{}, KnownEx: map[string]string{}, Excused: map[string]int{}, WorstFree: map[string]time.Duration{}}
 	chs := h.windows(&v)
@@ -113,7 +126,7 @@ func judge(h nemHistory, strict bool) verdict {
 		v.violate(h, v.Report.At[k], msg)
 	}
 	known := func(what string, at int64, msg string) {
-		if strict {
+		if strict || strictKnown[what] {
 			v.violate(h, at, what+": "+msg)
 			return
 		}
@@ -235,7 +248,7 @@ func (h nemHistory) oncePer(v *verdict, chs []childRec, known func(string, int64
 		case h.writerHit(a):
 			v.Excused["no marker: the run's own node or conch was faulted at its end"]++
 		default:
-			known("once-per double run: marker not written after an etcd fault at the run's end", b.Start, msg)
+			known(knownDoubleRun, b.Start, msg)
 		}
 	}
 }
@@ -295,7 +308,7 @@ func (h nemHistory) exits(v *verdict, known func(string, int64, string)) {
 				v.Excused["a waiter's place lost while its own node, links or conch were faulted, or etcd's leader stalled"] += n
 				continue
 			}
-			known("waiter lost its place with no fault of its own", h.firstFault(j),
+			known(knownLostPlace, h.firstFault(j),
 				fmt.Sprintf("conch %s on %s lost its place %d times, from +%v to +%v:\n%s", j.Unit, h.Nodes[j.Node], n, h.rel(j.Start), h.rel(j.End), indent(j.Stderr)))
 		}
 	}
