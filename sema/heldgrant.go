@@ -28,6 +28,9 @@ const (
 	TakeFull
 	// TakePaused: the semaphore is paused (Take.Pause, D16): no new holder starts.
 	TakePaused
+	// TakeOtherCapacity: the name has counted keys under other capacities (Take.Capacities,
+	// D17): a slot of this one would run beside them. Nothing was written.
+	TakeOtherCapacity
 )
 
 // Take is TakeHeld's answer. Everything read from etcd in it is hostile input: escape it
@@ -44,6 +47,11 @@ type Take struct {
 	// Contended is set with TakeFull when a slot was free at each read but others took
 	// it first every time (takeTries rounds): Holders is then empty.
 	Contended bool
+	// Capacities are, for TakeOtherCapacity, the capacities with counted keys under the
+	// name, ascending, this one excluded (D17).
+	Capacities []int
+
+	others int64 // keys under the name outside this capacity's prefix, at the read
 }
 
 // Holding is one holder of a slot, as TakeHeld read it: its node, since when it holds, and
@@ -70,13 +78,17 @@ const takeTries = 16
 // with Version, Host = node, State, Since, Ended and HeldUntil filled in) says held-after.
 // The slot frees when the lease runs out or at ReleaseHeld(name, max, node) (D14).
 //
-// Rules, in order, from one read of the queue and the pause key: a node that already has a
-// slot held after a run (its record's host) gets TakeAlreadyHeld, nothing written and its
-// hold not extended; a paused semaphore gets TakePaused (D16); max keys or more (holders
-// and waiters, conch runs included: one queue) get TakeFull; else the key is written by
-// one Txn conditional on no key of the queue having been written since that read and on
-// the pause key's absence, whose other branch reads the queue again. So two calls for one
-// node, or two processes, never give the node two slots nor the semaphore max+1 holders.
+// Rules, in order, from one read of the queue, the pause key and the rest of the name: a
+// node that already has a slot held after a run (its record's host) gets TakeAlreadyHeld,
+// nothing written and its hold not extended; a name with counted keys under another
+// capacity gets TakeOtherCapacity (D17: keys outside the capacity's prefix are looked at
+// with LiveCapacities, so foreign keys, D6g, refuse nothing); a paused semaphore gets
+// TakePaused (D16); max keys or more (holders and waiters, conch runs included: one queue)
+// get TakeFull; else the key is written by one Txn conditional on no key of the name
+// having been written since that read and on the pause key's absence, whose other branch
+// reads again. So two calls for one node, or two processes, never give the node two slots
+// nor the semaphore max+1 holders, and a run of another capacity that enqueues meanwhile
+// either counts this key (D17: refused) or makes the write fail and be decided again.
 // A write that loses to other writers takeTries times in a row (slots taken as fast as
 // they free) gets TakeFull with Contended set. A lease granted for a write that did not
 // happen is revoked.
@@ -96,9 +108,9 @@ func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, nod
 	if err != nil {
 		return Take{}, etcdFailure("cannot read "+tk.prefix, err)
 	}
-	t := tk.decide(resp.Responses)
-	if t.Result != 0 {
-		return t, nil
+	t, err := tk.capacity(ctx, tk.decide(resp.Responses))
+	if err != nil || t.Result != 0 {
+		return t, err
 	}
 	g, err := c.Grant(ctx, int64(RoundTTL(hold)/time.Second))
 	if err != nil {
@@ -108,6 +120,9 @@ func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, nod
 	for range takeTries {
 		var won bool
 		t, won, rev, err = tk.write(ctx, g, rec, rev)
+		if err == nil && !won {
+			t, err = tk.capacity(ctx, t)
+		}
 		if err != nil || won || t.Result != 0 {
 			break
 		}
@@ -133,17 +148,53 @@ type taker struct {
 	prefix string
 }
 
-// reads are the queue's first max keys (with the count of all) and the pause key.
+// reads are the queue's first max keys (with the count of all), the pause key, and the
+// counts of the name's keys before and after the capacity's prefix (D17).
 func (tk taker) reads() []clientv3.Op {
+	below, above := tk.outside()
 	return []clientv3.Op{
 		clientv3.OpGet(tk.prefix, clientv3.WithPrefix(), byCreateAsc, clientv3.WithLimit(int64(tk.max))),
 		clientv3.OpGet(PauseKey(tk.name, tk.max)),
+		clientv3.OpGet(below[0], clientv3.WithRange(below[1]), clientv3.WithCountOnly()),
+		clientv3.OpGet(above[0], clientv3.WithRange(above[1]), clientv3.WithCountOnly()),
 	}
+}
+
+// outside returns the two key ranges [from, end) of the name that are not the capacity's
+// prefix: other capacities' keys and foreign keys (D6g) live there.
+func (tk taker) outside() (below, above [2]string) {
+	np, end := NamePrefix(tk.name), clientv3.GetPrefixRangeEnd(tk.prefix)
+	return [2]string{np, tk.prefix}, [2]string{end, clientv3.GetPrefixRangeEnd(np)}
+}
+
+// capacity applies D17 to t, decided from a read that found t.others keys outside the
+// capacity's prefix: when some are counted keys of other capacities (LiveCapacities), a
+// Take of TakeOtherCapacity; else t. A node that already holds here keeps its answer.
+// Errors as LiveCapacities'.
+func (tk taker) capacity(ctx context.Context, t Take) (Take, error) {
+	if t.others == 0 || t.Result == TakeAlreadyHeld {
+		return t, nil
+	}
+	caps, _, err := LiveCapacities(ctx, tk.c, tk.name)
+	if err != nil {
+		return Take{}, err
+	}
+	if others := otherThan(caps, tk.max); len(others) > 0 {
+		return Take{Result: TakeOtherCapacity, Capacities: others}, nil
+	}
+	return t, nil
 }
 
 // decide applies TakeHeld's rules to the answers of reads: a Take with Result 0 means a
 // slot is free.
 func (tk taker) decide(rs []*etcdserverpb.ResponseOp) Take {
+	t := tk.decideQueue(rs)
+	t.others = rs[2].GetResponseRange().Count + rs[3].GetResponseRange().Count
+	return t
+}
+
+// decideQueue is decide without the rest of the name.
+func (tk taker) decideQueue(rs []*etcdserverpb.ResponseOp) Take {
 	first := rs[0].GetResponseRange()
 	var holders []Holding
 	for _, kv := range first.Kvs {
@@ -173,11 +224,15 @@ func (tk taker) write(ctx context.Context, g *clientv3.LeaseGrantResponse, rec R
 	until := now.Add(ttl)
 	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = RecordVersion, tk.node, StateHeldAfter, now, &now, &until
 	key := leaseKey(tk.prefix, g.ID)
+	below, above := tk.outside()
 	resp, err := tk.c.Txn(ctx).If(
 		// for every key of the queue: written at or before our read (a new key, or a
 		// rewrite, fails it; a deletion only frees a slot)
 		clientv3.Compare(clientv3.ModRevision(tk.prefix).WithPrefix(), "<", rev+1),
 		clientv3.Compare(clientv3.CreateRevision(PauseKey(tk.name, tk.max)), "=", 0),
+		// likewise for the rest of the name: another capacity's new key fails it (D17)
+		clientv3.Compare(clientv3.ModRevision(below[0]).WithRange(below[1]), "<", rev+1),
+		clientv3.Compare(clientv3.ModRevision(above[0]).WithRange(above[1]), "<", rev+1),
 	).Then(clientv3.OpPut(key, rec.encode(), clientv3.WithLease(g.ID))).Else(tk.reads()...).Commit()
 	if err != nil {
 		return Take{}, false, 0, etcdFailure("cannot write a slot of "+tk.prefix+" for "+tk.node, err)

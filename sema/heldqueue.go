@@ -22,7 +22,8 @@ const StateQueued = "queued"
 
 // TakeHeldQueued is TakeHeld with first come, first served across nodes that poll (D19a).
 // From one read of the whole queue and the pause key: the node's slot held after a run is
-// TakeAlreadyHeld, as with TakeHeld. The node's place (a key whose record says StateQueued
+// TakeAlreadyHeld, as with TakeHeld; then, as with TakeHeld, counted keys of another
+// capacity under the name are TakeOtherCapacity (D17). The node's place (a key whose record says StateQueued
 // and names node) is refreshed (its lease's TTL starts again) and, when fewer than max keys
 // are ahead of it and the semaphore is not paused, rebound to a fresh lease of TTL hold and
 // rewritten as the node's slot held after a run (one Txn, conditional on the key being the
@@ -51,9 +52,12 @@ func TakeHeldQueued(ctx context.Context, c *clientv3.Client, name string, max in
 // queuedRound is one read and the write it leads to; done is false when the write's
 // condition failed (the queue changed): read again.
 func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec Record) (Take, bool, error) {
+	below, above := tk.outside()
 	resp, err := tk.c.Txn(ctx).Then(
 		clientv3.OpGet(tk.prefix, clientv3.WithPrefix(), byCreateAsc),
 		clientv3.OpGet(PauseKey(tk.name, tk.max)),
+		clientv3.OpGet(below[0], clientv3.WithRange(below[1]), clientv3.WithCountOnly()),
+		clientv3.OpGet(above[0], clientv3.WithRange(above[1]), clientv3.WithCountOnly()),
 	).Commit()
 	if err != nil {
 		return Take{}, false, etcdFailure("cannot read "+tk.prefix, err)
@@ -72,6 +76,10 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec R
 		if i < tk.max {
 			holders = append(holders, h)
 		}
+	}
+	others := resp.Responses[2].GetResponseRange().Count + resp.Responses[3].GetResponseRange().Count
+	if t, err := tk.capacity(ctx, Take{others: others}); err != nil || t.Result != 0 {
+		return t, true, err // D17: another capacity is live under the name
 	}
 	var pause *Pause
 	if p := resp.Responses[1].GetResponseRange().Kvs; len(p) > 0 {

@@ -377,3 +377,33 @@ func TestEtcdRefuses(t *testing.T) {
 		t.Errorf("keys left: %v", nodes(got))
 	}
 }
+
+// D17: a group whose name is live under another capacity (a job run with another --max)
+// refuses pre-reboot with 423 failed_lock_other_capacity naming the live capacity, and
+// writes nothing; once that job ends, the reboot is granted.
+func TestOtherCapacityRefused(t *testing.T) {
+	_, c := startEtcd(t)
+	s := serve(t, c, map[string]int{"maint": 1}, time.Hour)
+	f := newClient(s.base, zincati, idA, "maint")
+	job, err := sema.New(c, "maint", 2, sema.Options{TTL: 5 * time.Second, Record: sema.Record{Host: "db-vacuum-node"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := job.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.lock()
+	if err != nil || r.status != 423 || r.kind != KindOtherCapacity || !strings.Contains(r.value, "maint is live with max=2") {
+		t.Fatalf("pre-reboot of maint[max=1] while a max=2 job holds: %v %d %s %q, want 423 %s naming max=2", err, r.status, r.kind, r.value, KindOtherCapacity)
+	}
+	if hs := holders(t, c, "maint", 1); len(hs) != 0 {
+		t.Fatalf("keys under max=1 after the refusal: %v", nodes(hs))
+	}
+	if err := h.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := f.lock(); err != nil || !r.ok() {
+		t.Fatalf("pre-reboot once the max=2 job ended: %v %+v", err, r)
+	}
+}

@@ -38,6 +38,9 @@ func (s *Server) lock(ctx context.Context, group string, max int, id string) (st
 		return resultGranted, nil
 	case sema.TakeAlreadyHeld:
 		return resultAlreadyHeld, nil
+	case sema.TakeOtherCapacity:
+		return "", refuse(KindOtherCapacity, "group %s[max=%d]: %s is live with %s, a separate semaphore: no reboot while its slots are in use; serve the group with that capacity",
+			group, max, group, sema.CapacityList(t.Capacities))
 	case sema.TakePaused:
 		return "", refuse(KindPaused, "group %s[max=%d] is %s%s", group, max, t.Pause.String(), s.placeText(t))
 	}

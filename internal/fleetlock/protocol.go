@@ -41,6 +41,7 @@ const (
 	KindRequestTooLarge    Kind = "request_too_large"          // 413: a body over MaxBody
 	KindSemaphoreFull      Kind = "failed_lock_semaphore_full" // 423: every slot is taken
 	KindPaused             Kind = "failed_lock_paused"         // 423: the group's semaphore is paused (D16)
+	KindOtherCapacity      Kind = "failed_lock_other_capacity" // 423: the group's name is live under another capacity (D17)
 	KindBackendError       Kind = "backend_error"              // 500: etcd refused for good (auth, permission)
 	KindBackendUnavailable Kind = "backend_unavailable"        // 503: etcd did not answer in time; Retry-After
 )
@@ -56,7 +57,7 @@ func (k Kind) Status() int {
 		return http.StatusMethodNotAllowed
 	case KindRequestTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case KindSemaphoreFull, KindPaused:
+	case KindSemaphoreFull, KindPaused, KindOtherCapacity:
 		return http.StatusLocked
 	case KindBackendUnavailable:
 		return http.StatusServiceUnavailable
@@ -66,7 +67,7 @@ func (k Kind) Status() int {
 
 // Kinds lists every kind, for the request counters.
 var Kinds = []Kind{KindMissingHeader, KindInvalidRequest, KindUnknownGroup, KindNotFound,
-	KindMethodNotAllowed, KindRequestTooLarge, KindSemaphoreFull, KindPaused, KindBackendError, KindBackendUnavailable}
+	KindMethodNotAllowed, KindRequestTooLarge, KindSemaphoreFull, KindPaused, KindOtherCapacity, KindBackendError, KindBackendUnavailable}
 
 // Refusal is a refused request: the protocol's error body {"kind": K, "value": V}, both
 // non-empty.
