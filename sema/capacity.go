@@ -117,13 +117,14 @@ func otherThan(caps []int, max int) []int {
 	return slices.DeleteFunc(slices.Clone(caps), func(c int) bool { return c == max })
 }
 
-// otherCapacityCmps are the compares SetPause's Txn adds so that the pause key is written
-// only when no key lies under the name outside (name, max)'s prefix (D17): the ranges
+// OtherCapacityCmps are the compares a write's Txn adds so that it is done only when no key
+// lies under the name outside (name, max)'s prefix (D17): a pause's write adds them (a hook
+// for the layer that sets pauses, internal/fleet): the ranges
 // [NamePrefix, prefix) and [end of prefix, end of NamePrefix) are empty. etcd applies a
 // compare on a range to every key in it, and to none when it is empty (then CreateRevision
 // = 0 holds). (The enqueue does not use them: they cost each enqueue a range read on the
 // server; it reads the count under the name at its own revision instead, writeKey.)
-func otherCapacityCmps(name string, max int) []clientv3.Cmp {
+func OtherCapacityCmps(name string, max int) []clientv3.Cmp {
 	np, p := NamePrefix(name), Prefix(name, max)
 	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(np), "=", 0).WithRange(p),

@@ -76,7 +76,7 @@ const takeTries = 16
 // no process behind it: a fresh lease of TTL hold (whole seconds, rounded up; etcd may
 // raise it) that nobody keeps alive, and a key named after that lease whose record (rec,
 // with Version, Host = node, State, Since, Ended and HeldUntil filled in) says held-after.
-// The slot frees when the lease runs out or at ReleaseHeld(name, max, node) (D14).
+// The slot frees when the lease runs out or when the layer above frees the node's held slots (D14, internal/fleet's ReleaseHeld).
 //
 // Rules, in order, from one read of the queue, the pause key and the rest of the name: a
 // node that already has a slot held after a run (its record's host) gets TakeAlreadyHeld,

@@ -44,13 +44,13 @@ func TestTakeHeld(t *testing.T) {
 	if err != nil || t3.Result != TakeFull || len(t3.Holders) != 1 || t3.Holders[0].Node != "node-a" || !t3.Holders[0].HeldAfter {
 		t.Errorf("another node: %+v %v", t3, err)
 	}
-	if _, _, err := SetPause(ctx, c, "reboot", 1, "ops@x", "freeze"); err != nil {
+	if _, _, err := setPause(ctx, c, "reboot", 1, "ops@x", "freeze"); err != nil {
 		t.Fatal(err)
 	}
 	if t4, err := TakeHeld(ctx, c, "reboot", 1, "node-b", time.Hour, rec); err != nil || t4.Result != TakePaused || t4.Pause.Reason != "freeze" {
 		t.Errorf("paused: %+v %v", t4, err)
 	}
-	if rel, err := ReleaseHeld(ctx, c, "reboot", 1, "node-a"); err != nil || len(rel) != 1 {
+	if rel, err := releaseHeld(ctx, c, "reboot", 1, "node-a"); err != nil || rel != 1 {
 		t.Fatalf("release: %v %v", rel, err)
 	}
 	if n := countUnder(t, c, Prefix("reboot", 1)); n != 0 {

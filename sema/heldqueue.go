@@ -177,7 +177,8 @@ func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold tim
 
 // DropQueued deletes the places kept for node in (name, max) (D19a: a node that says it is
 // up again no longer waits), each conditional on its modification revision as read. It
-// returns how many it deleted. Errors as ReleaseHeldReport's.
+// returns how many it deleted. Errors wrap ErrBadName or ErrBadMax for bad
+// arguments, ErrRefused when etcd rejects a request, else ErrUnavailable.
 func DropQueued(ctx context.Context, c *clientv3.Client, name string, max int, node string) (int, error) {
 	if err := validateSem(name, max); err != nil {
 		return 0, err

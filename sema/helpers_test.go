@@ -2,6 +2,7 @@ package sema
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -102,4 +103,54 @@ func countUnder(t *testing.T, c *clientv3.Client, prefix string) int64 {
 		t.Fatal(err)
 	}
 	return resp.Count
+}
+
+// setPause writes the pause key of (name, max) as an operator's pause does (D16; the layer
+// above, internal/fleet, does it for the CLI), unless one is there: the pause in force and
+// whether this call wrote it.
+func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string) (Pause, bool, error) {
+	key := PauseKey(name, max)
+	p := Pause{Name: name, Max: max, Key: key, V: PauseVersion, Who: who, Since: time.Now().UTC().Truncate(time.Second), Reason: reason}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return Pause{}, false, err
+	}
+	resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key)).Commit()
+	switch {
+	case err != nil:
+		return Pause{}, false, err
+	case resp.Succeeded:
+		p.Rev = resp.Header.Revision
+		return p, true, nil
+	}
+	return DecodePause(resp.Responses[0].GetResponseRange().Kvs[0]), false, nil
+}
+
+// resume deletes the pause key of (name, max): the pause deleted and whether there was one.
+func resume(ctx context.Context, c *clientv3.Client, name string, max int) (Pause, bool, error) {
+	resp, err := c.Delete(ctx, PauseKey(name, max), clientv3.WithPrevKV())
+	if err != nil || len(resp.PrevKvs) == 0 {
+		return Pause{}, false, err
+	}
+	return DecodePause(resp.PrevKvs[0]), true, nil
+}
+
+// releaseHeld deletes the keys of (name, max) whose record says node holds them after a run
+// (D14, as internal/fleet's release does): the number deleted.
+func releaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) (int, error) {
+	resp, err := c.Get(ctx, Prefix(name, max), clientv3.WithPrefix())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		if r := DecodeRecord(kv.Value); heldAfterRecord(r) && r.Host == node {
+			if _, err := c.Delete(ctx, string(kv.Key)); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }

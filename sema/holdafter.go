@@ -13,8 +13,8 @@ import (
 )
 
 // HeldAfter is a slot kept after its run ended (D13), as HoldAfter made it
-// or ReleaseHeld freed it. Everything but Key and Rev was read from etcd by
-// ReleaseHeld: hostile input, to escape before printing.
+// or the layer above freed it (internal/fleet). Everything but Key and Rev was
+// read from etcd by that release: hostile input, to escape before printing.
 type HeldAfter struct {
 	Key   string
 	Rev   int64            // create revision: the rank and the fencing token, unchanged by the hold
@@ -33,7 +33,7 @@ type HeldAfter struct {
 // value (Version, State, Ended and HeldUntil filled in; rec.Host names the
 // node), then revokes our old lease, which no longer has a key. Nobody
 // keeps the new lease alive: the slot frees d later by etcd's clock, or at
-// ReleaseHeld.
+// the release of the node's held slots (D14, internal/fleet).
 //
 // The grant and the move may take until the run's lease's deadline (its
 // last confirmed keep-alive plus its TTL, after which etcd may expire it with
@@ -161,64 +161,6 @@ func untilDeadline(ctx context.Context, end time.Time, try func(context.Context)
 		defer cancel()
 		return try(tctx)
 	})
-}
-
-// ReleaseHeld frees the slots of (name, max) that node holds after a run
-// (D14), as ReleaseHeldReport does, and returns those it freed.
-func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) ([]HeldAfter, error) {
-	rel, err := ReleaseHeldReport(ctx, c, name, max, node)
-	return rel.Freed, err
-}
-
-// HeldRelease is what ReleaseHeldReport did: the slots it freed, and the keys it left alone
-// because their record, which names the node and says held-after, is of a newer format than
-// this package reads (Record.Version above RecordVersion, D14a): a writer that knows more may
-// mean something else by it.
-type HeldRelease struct {
-	Freed []HeldAfter
-	Left  []HeldAfter
-}
-
-// ReleaseHeldReport frees the slots of (name, max) that node holds after a
-// run (D14): it reads the semaphore's keys and deletes each one whose record
-// says StateHeldAfter and names node as its host, in one Txn per key,
-// conditional on the key's mod revision as read, so a key rewritten since
-// (a supervised run's own key is never held-after) is never touched, nor
-// another node's, nor one whose record is of a newer format (D14a: left
-// alone and returned in Left). None freed is not an error.
-// Errors wrap ErrBadName or ErrBadMax for bad arguments, ErrRefused when
-// etcd rejects a request, else ErrUnavailable.
-func ReleaseHeldReport(ctx context.Context, c *clientv3.Client, name string, max int, node string) (HeldRelease, error) {
-	var rel HeldRelease
-	if err := ValidateName(name); err != nil {
-		return rel, err
-	}
-	if max < 1 || max > MaxCapacity {
-		return rel, fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
-	}
-	resp, err := c.Get(ctx, Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
-	if err != nil {
-		return rel, etcdFailure("cannot list "+Prefix(name, max), err)
-	}
-	for _, kv := range resp.Kvs {
-		r := DecodeRecord(kv.Value)
-		switch {
-		case !heldAfterRecord(r) || r.Host != node:
-			continue
-		case r.Newer: // D14a: not ours to judge
-			rel.Left = append(rel.Left, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
-			continue
-		}
-		resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
-			Then(clientv3.OpDelete(string(kv.Key))).Commit()
-		if err != nil {
-			return rel, etcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
-		}
-		if resp.Succeeded {
-			rel.Freed = append(rel.Freed, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
-		}
-	}
-	return rel, nil
 }
 
 // heldAfterOf is the HeldAfter that the key created at rev, on lease, with

@@ -4,7 +4,7 @@ import "time"
 
 // StateHeldAfter is Record.State of a key kept after its run ended (D13):
 // bound to a lease nobody keeps alive, it frees when that lease expires or
-// at ReleaseHeld (D14).
+// at the release of the node's held slots (D14).
 const StateHeldAfter = "held-after"
 
 // ViaFleetLock is Record.Via of a reboot slot granted by a FleetLock server (D19).

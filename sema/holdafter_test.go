@@ -1,7 +1,6 @@
 package sema
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -84,45 +83,6 @@ func TestHoldAfterKeyGone(t *testing.T) {
 	if err != nil || len(after.Leases) != len(before.Leases)-1 {
 		t.Fatalf("leases: %d before, %v after (%v): want the holder's and no hold's", len(before.Leases), after, err)
 	}
-}
-
-// D14: ReleaseHeld frees only this node's held-after keys: another node's
-// name frees nothing, a supervised holder of the same node is never
-// touched, and a second call frees none (idempotent).
-func TestReleaseHeld(t *testing.T) {
-	t.Parallel()
-	_, c := startEtcd(t)
-	rec := Record{Host: "node-a", PID: 1}
-	a := mustAcquire(t, newSem(t, c, "rel", 3, Options{Record: rec}))
-	if _, err := a.HoldAfter(t.Context(), time.Hour, rec); err != nil {
-		t.Fatal(err)
-	}
-	b := mustAcquire(t, newSem(t, c, "rel", 3, Options{Record: Record{Host: "node-b"}}))
-	if _, err := b.HoldAfter(t.Context(), time.Hour, Record{Host: "node-b"}); err != nil {
-		t.Fatal(err)
-	}
-	running := mustAcquire(t, newSem(t, c, "rel", 3, Options{Record: rec}))
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	if freed, err := ReleaseHeld(ctx, c, "rel", 3, "node-c"); err != nil || len(freed) != 0 {
-		t.Fatalf("release as node-c: %v %v, want none", freed, err)
-	}
-	freed, err := ReleaseHeld(ctx, c, "rel", 3, "node-a")
-	if err != nil || len(freed) != 1 || freed[0].Key != a.Key() || freed[0].Rev != a.Rev() || freed[0].Ended.IsZero() {
-		t.Fatalf("release as node-a: %+v %v, want %s only", freed, err, a.Key())
-	}
-	for key, want := range map[string]bool{a.Key(): false, b.Key(): true, running.Key(): true} {
-		if _, _, _, ok := heldKV(t, c, key); ok != want {
-			t.Fatalf("%s present %v after node-a's release, want %v", key, ok, want)
-		}
-	}
-	if freed, err := ReleaseHeld(ctx, c, "rel", 3, "node-a"); err != nil || len(freed) != 0 {
-		t.Fatalf("second release: %v %v, want none", freed, err)
-	}
-	if running.Context().Err() != nil {
-		t.Fatalf("the supervised holder was disturbed: %v", context.Cause(running.Context()))
-	}
-	release(t, running)
 }
 
 // D13d: a move whose answer was lost but that was done is recognised on the next try, never

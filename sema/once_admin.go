@@ -1,15 +1,13 @@
-// The period markers of --once-per (D15) as the listings read them, and their reset.
+// The period markers (D15) as the listings read them.
 
 package sema
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Marker is a period marker as a listing reads it (D15): the semaphore its key names, the
@@ -45,23 +43,4 @@ func DecodeMarker(kv *mvccpb.KeyValue) Marker {
 		m.Raw = string(kv.Value[:min(len(kv.Value), 64)])
 	}
 	return m
-}
-
-// ResetOnce deletes the period marker of (name, max) (D15), whatever its value, so that the
-// next run with --once-per runs. It returns the marker it deleted and whether there was one
-// (false: the period was open, nothing done). Errors wrap ErrBadName or ErrBadMax,
-// ErrRefused when etcd rejects the delete, else ErrUnavailable.
-func ResetOnce(ctx context.Context, c *clientv3.Client, name string, max int) (Marker, bool, error) {
-	if err := validateSem(name, max); err != nil {
-		return Marker{}, false, err
-	}
-	key := OnceKey(name, max)
-	resp, err := c.Delete(ctx, key, clientv3.WithPrevKV())
-	if err != nil {
-		return Marker{}, false, etcdFailure("cannot delete "+key, err)
-	}
-	if len(resp.PrevKvs) == 0 {
-		return Marker{}, false, nil
-	}
-	return DecodeMarker(resp.PrevKvs[0]), true, nil
 }

@@ -16,12 +16,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// PauseVersion is the format version written in every pause record.
+const PauseVersion = 1
+
 // PauseRoot is the prefix of every pause key, outside KeyRoot so no ranking
 // read ever counts a pause as a slot claim (D16).
 const PauseRoot = "/conch/v1/pause/"
 
 // PauseKey is the pause key of the semaphore (name, max): while it exists no
-// new holder starts (D16). It has no lease: it lasts until Resume.
+// new holder starts (D16). It has no lease: it lasts until deleted (a resume).
 func PauseKey(name string, max int) string {
 	return PauseRoot + name + "/" + strconv.Itoa(max)
 }

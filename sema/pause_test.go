@@ -27,11 +27,11 @@ func TestPauseHoldsQueueThenResumes(t *testing.T) {
 	h1 := mustAcquire(t, newSem(t, c, "pz", n, Options{}))
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	p, wrote, err := SetPause(ctx, c, "pz", n, "root@node-a", "freeze")
+	p, wrote, err := setPause(ctx, c, "pz", n, "root@node-a", "freeze")
 	if err != nil || !wrote || p.Who != "root@node-a" {
 		t.Fatalf("SetPause: %+v %v %v", p, wrote, err)
 	}
-	if _, again, err := SetPause(ctx, c, "pz", n, "other@b", "x"); err != nil || again {
+	if _, again, err := setPause(ctx, c, "pz", n, "other@b", "x"); err != nil || again {
 		t.Fatalf("second SetPause: wrote %v %v, want false (idempotent)", again, err)
 	}
 	_, err = newSem(t, c, "pz", n, Options{Nonblock: true}).Acquire(ctx)
@@ -53,7 +53,7 @@ func TestPauseHoldsQueueThenResumes(t *testing.T) {
 	waitQueued(t, c, base, w)
 	logs[1].waitFor(t, "second waiter, now rank < max, waits on the pause", pausedWaiting)
 	before := serverEvents(t, srv)
-	if _, had, err := Resume(ctx, c, "pz", n); err != nil || !had {
+	if _, had, err := resume(ctx, c, "pz", n); err != nil || !had {
 		t.Fatalf("Resume: %v %v", had, err)
 	}
 	resumed := time.Now()
@@ -83,7 +83,7 @@ func TestPauseHoldsQueueThenResumes(t *testing.T) {
 	for _, h := range holders {
 		release(t, h)
 	}
-	if _, had, err := Resume(ctx, c, "pz", n); err != nil || had {
+	if _, had, err := resume(ctx, c, "pz", n); err != nil || had {
 		t.Fatalf("second Resume: %v %v, want none (idempotent)", had, err)
 	}
 }
@@ -144,7 +144,7 @@ func TestPauseSpreadNodeWaiters(t *testing.T) {
 	_, c := startEtcd(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	if _, _, err := SetPause(ctx, c, "psn", 2, "root@n0", "freeze"); err != nil {
+	if _, _, err := setPause(ctx, c, "psn", 2, "root@n0", "freeze"); err != nil {
 		t.Fatal(err)
 	}
 	log := &eventLog{}
@@ -165,7 +165,7 @@ func TestPauseSpreadNodeWaiters(t *testing.T) {
 		t.Fatalf("n1 acquired while paused: %+v", a)
 	default:
 	}
-	if _, had, err := Resume(ctx, c, "psn", 2); err != nil || !had {
+	if _, had, err := resume(ctx, c, "psn", 2); err != nil || !had {
 		t.Fatalf("Resume: %v %v", had, err)
 	}
 	a := <-first

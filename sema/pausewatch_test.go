@@ -94,7 +94,7 @@ func TestPauseStopsFollowingHead(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			if _, _, err := SetPause(ctx, c, name, 1, "test@node", "before the release"); err != nil {
+			if _, _, err := setPause(ctx, c, name, 1, "test@node", "before the release"); err != nil {
 				t.Fatal(err)
 			}
 			release(t, h1)
@@ -102,7 +102,7 @@ func TestPauseStopsFollowingHead(t *testing.T) {
 		if r, took := pausedOrHeld(t, log, got); took {
 			t.Fatalf("run %d (one Txn %v): the head took the slot of a paused semaphore (%v)", i, oneTxn, r.err)
 		}
-		if _, had, err := Resume(ctx, c, name, 1); err != nil || !had {
+		if _, had, err := resume(ctx, c, name, 1); err != nil || !had {
 			t.Fatalf("Resume: %v %v", had, err)
 		}
 		r := await(t, got, "promotion after the resume")

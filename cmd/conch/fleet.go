@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 	"github.com/coreos/go-systemd/v22/journal"
@@ -40,8 +41,8 @@ type fleetValues struct {
 }
 
 // rules are the values as sema's rules of the job's runs.
-func (f fleetValues) rules() sema.RunRules {
-	return sema.RunRules{HoldAfter: f.holdAfter, OncePer: f.oncePer, Deadline: f.deadline}
+func (f fleetValues) rules() fleet.RunRules {
+	return fleet.RunRules{HoldAfter: f.holdAfter, OncePer: f.oncePer, Deadline: f.deadline}
 }
 
 // fleetExecute is Execute's hook for the fleet flags: it sets the run for --release,
@@ -88,7 +89,7 @@ func (c *semaCmd) fleetNode(flag string) (string, error) {
 // checkFleet checks the fleet flags of a run (D13, D15, the window) and sets j.fleet: each
 // goes with running a command, --hold-after and --once-per must be more than 0, --once-per
 // needs --max 1 (one run at a time is what makes "once" hold), --deadline excludes the other
-// bounds of the wait and must read as a time against now (sema.ParseDeadline; one already
+// bounds of the wait and must read as a time against now (fleet.ParseDeadline; one already
 // passed is decided when the run starts). Errors are usage errors (64).
 func (c *semaCmd) checkFleet(j *job, now time.Time) error {
 	for _, f := range []flagGiven{{"--once-per", c.OncePer.set}, {"--deadline", c.Deadline != ""}, {"--hold-after", c.HoldAfter.set}} {
@@ -115,7 +116,7 @@ func (c *semaCmd) checkFleet(j *job, now time.Time) error {
 			}
 			now = now.In(loc)
 		}
-		d, err := sema.ParseDeadline(c.Deadline.String(), now)
+		d, err := fleet.ParseDeadline(c.Deadline.String(), now)
 		if err != nil {
 			return usagef("--deadline: %v", err)
 		}
@@ -134,7 +135,7 @@ func (f fleetValues) deadlinePassed(conflict int, now time.Time) error {
 	return noSlot(conflict, "--deadline %s has passed: not waiting, the command was not started", f.deadlineText)
 }
 
-// deadlineText is --deadline given, which sema.ParseDeadline read as d, for messages: given
+// deadlineText is --deadline given, which fleet.ParseDeadline read as d, for messages: given
 // as written when it is RFC 3339, else (HH:MM[:SS]) followed by d in RFC 3339 (D15a).
 func deadlineText(given string, d time.Time) string {
 	given = strings.TrimSpace(given)
@@ -208,7 +209,7 @@ func (c *semaCmd) release(j job) error {
 		if err := c.checkCapacity(ctx, cl, j, "--release refused"); err != nil { // D17
 			return err
 		}
-		rel, err := sema.ReleaseHeldReport(ctx, cl, j.name, j.max, node)
+		rel, err := fleet.ReleaseHeld(ctx, cl, j.name, j.max, node)
 		for _, ha := range rel.Freed {
 			c.rep.line(stateReleased, false, "released the slot node %s held after its run (rev %d, run ended %s)",
 				ha.Node, ha.Rev, timeOrUnknown(ha.Ended))
@@ -272,7 +273,7 @@ func markerEnd(now time.Time, left time.Duration) time.Time {
 // skipped records a run skipped because this period's run is done (D15):
 // a line naming that run and when the next may start, CONCH_SKIPPED=1 in
 // the journal, and STATUS=.
-func (r *reporter) skipped(m sema.OnceMarker) {
+func (r *reporter) skipped(m fleet.OnceMarker) {
 	var ran, next string
 	if m.Err != nil {
 		ran = fmt.Sprintf("a period marker that cannot be read (%v: %s) counts as this period's run", m.Err, strconv.QuoteToASCII(m.Raw))

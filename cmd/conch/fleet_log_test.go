@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -42,7 +43,7 @@ func TestReporterSkipped(t *testing.T) {
 	var f fakeSinks
 	r, _ := f.reporter(false, true)
 	end := time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)
-	r.skipped(sema.OnceMarker{OnceRecord: sema.OnceRecord{Node: "n2", Rev: 9, Start: end, End: end}, Left: time.Minute})
+	r.skipped(fleet.OnceMarker{OnceRecord: sema.OnceRecord{Node: "n2", Rev: 9, Start: end, End: end}, Left: time.Minute})
 	last := f.entries[len(f.entries)-1]
 	// the marker's TTL is read in whole seconds: the next run is shown up to 2 s late, never early
 	if last.fields["CONCH_SKIPPED"] != "1" || !strings.Contains(last.msg, "node n2 ran it (rev 9)") || !regexp.MustCompile(`\(in 1m[12]s\)`).MatchString(last.msg) {

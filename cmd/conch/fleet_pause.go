@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/user"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -15,9 +16,9 @@ import (
 // 64 when it refuses (D3).
 func (c *semaCmd) pause(j job) error {
 	return c.withClient(j, "--pause", func(ctx context.Context, cl *clientv3.Client) error {
-		set := sema.SetPause
+		set := fleet.SetPause
 		if j.changeMax {
-			set = sema.SetPauseAnyCapacity
+			set = fleet.SetPauseAnyCapacity
 			if err := c.checkCapacity(ctx, cl, j, "--pause"); err != nil { // the warning
 				return err
 			}
@@ -43,7 +44,7 @@ func (c *semaCmd) resume(j job) error {
 		if err := c.checkCapacity(ctx, cl, j, "--resume refused"); err != nil { // D17
 			return err
 		}
-		p, had, err := sema.Resume(ctx, cl, j.name, j.max)
+		p, had, err := fleet.Resume(ctx, cl, j.name, j.max)
 		switch {
 		case err == nil && had:
 			c.rep.line("", false, "resumed: waiters start again (it was %s)", who.PauseText(p))

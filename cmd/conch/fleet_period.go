@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/who"
-	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -13,7 +13,7 @@ import (
 // refuses (D3).
 func (c *semaCmd) resetPeriod(j job) error {
 	return c.withClient(j, "--reset-period", func(ctx context.Context, cl *clientv3.Client) error {
-		m, had, err := sema.ResetOnce(ctx, cl, j.name, j.max)
+		m, had, err := fleet.ResetOnce(ctx, cl, j.name, j.max)
 		switch {
 		case err == nil && had && m.Err != nil:
 			c.rep.line("", false, "period open again: deleted an unreadable marker; the next run runs")

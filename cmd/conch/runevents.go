@@ -6,6 +6,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/journal"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
 	"golang.org/x/sys/unix"
@@ -38,7 +39,7 @@ func (e *runEvents) Released(status int, held time.Duration) { e.rep.released(st
 func (e *runEvents) HeldAfter(ha sema.HeldAfter, status int) { e.rep.heldAfter(ha, status) }
 
 // Skipped records the run skipped because this period's run is done (D15).
-func (e *runEvents) Skipped(m sema.OnceMarker) { e.rep.skipped(m) }
+func (e *runEvents) Skipped(m fleet.OnceMarker) { e.rep.skipped(m) }
 
 // Note words the run's other news as conch says it: details with -v, warnings always, except
 // the short-lease warning, which -q silences on stderr (a fact of the command line, the same

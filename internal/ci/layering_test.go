@@ -34,13 +34,13 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
-	slotrunPkg := mod + "/internal/slotrun"
-	for pkg, banned := range map[string][]string{sema: {unitrun, cmd, who, slotrunPkg}, unitrun: {sema, cmd, who}, conn: {sema, unitrun, cmd, who},
-		who: {unitrun, cmd, mod + "/internal/systemd"}} {
+	slotrunPkg, fleetPkg, fleetlockPkg := mod+"/internal/slotrun", mod+"/internal/fleet", mod+"/internal/fleetlock"
+	for pkg, banned := range map[string][]string{sema: {unitrun, cmd, who, slotrunPkg, fleetPkg, fleetlockPkg}, unitrun: {sema, cmd, who, fleetPkg}, conn: {sema, unitrun, cmd, who, fleetPkg},
+		who: {unitrun, cmd, mod + "/internal/systemd", fleetPkg}} {
 		for _, dep := range goList(t, "list", "-test", "-deps", pkg) {
 			for _, b := range banned {
 				if dep == b || (strings.HasSuffix(b, "/") && strings.HasPrefix(dep, b)) {
-					t.Errorf("%s imports %s (directly or through another package): sema, unitrun and etcdconn never import each other (etcdconn none of them) or cmd, sema none of the layers above it (who, slotrun); who imports none of unitrun, internal/systemd or cmd", pkg, dep)
+					t.Errorf("%s imports %s (directly or through another package): sema, unitrun and etcdconn never import each other (etcdconn none of them) or cmd, sema none of the layers above it (who, fleet, slotrun, fleetlock); who imports none of unitrun, internal/systemd, fleet or cmd", pkg, dep)
 				}
 			}
 		}
@@ -59,6 +59,14 @@ func TestLayering(t *testing.T) {
 	for _, dep := range goList(t, "list", "-test", "-deps", slotrun) {
 		if strings.HasPrefix(dep, cmd) || dep == conn {
 			t.Errorf("%s imports %s (directly or through another package): the run knows sema, unitrun and the systemd plumbing, not the CLI or how to connect", slotrun, dep)
+		}
+	}
+	// the fleet rules (D13-D16): over sema, for the run, the CLI's administration and the
+	// FleetLock server alike; they run no child and know no systemd, listing, connection or
+	// CLI, nor the layers that use them
+	for _, dep := range goList(t, "list", "-test", "-deps", fleetPkg) {
+		if dep == unitrun || dep == slotrunPkg || dep == sd || dep == who || dep == conn || dep == fleetlockPkg || strings.HasPrefix(dep, cmd) {
+			t.Errorf("%s imports %s (directly or through another package): the fleet rules know sema only, not the run, systemd, the listings, the connection, the FleetLock server or the CLI", fleetPkg, dep)
 		}
 	}
 	// the FleetLock server (D19): a protocol over sema and the listings; it runs no child

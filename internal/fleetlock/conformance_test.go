@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -71,7 +72,7 @@ func TestConformance(t *testing.T) {
 		{name: "a group not served", req: zin(idA, "other").lock, status: 400, kind: KindUnknownGroup, value: "default, solo", after: []string{idB, idC}},
 		{name: "a group not served, unlock", req: zin(idA, "other").unlock, status: 400, kind: KindUnknownGroup, after: []string{idB, idC}},
 		{name: "a paused group", req: func() (reply, error) {
-			if _, _, err := sema.SetPause(context.Background(), c, "solo", 1, "ops@node1", "kernel freeze"); err != nil {
+			if _, _, err := fleet.SetPause(context.Background(), c, "solo", 1, "ops@node1", "kernel freeze"); err != nil {
 				return reply{}, err
 			}
 			return zin(idA, "solo").lock()

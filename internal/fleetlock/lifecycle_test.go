@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -246,8 +247,8 @@ func TestExpiryAndOperatorRelease(t *testing.T) {
 	}
 	_ = w
 	// the operator frees B's slot at once, by its id, as --release --node does
-	rel, err := sema.ReleaseHeld(t.Context(), c, "default", 1, idB)
-	if err != nil || len(rel) != 1 {
+	rel, err := fleet.ReleaseHeld(t.Context(), c, "default", 1, idB)
+	if err != nil || len(rel.Freed) != 1 {
 		t.Fatalf("operator release: %v %v", rel, err)
 	}
 	if r, err := a.lock(); err != nil || !r.ok() {

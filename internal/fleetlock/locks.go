@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -50,7 +51,7 @@ func (s *Server) lock(ctx context.Context, group string, max int, id string) (st
 // unlock is steady-state for id in group: D14's release of the id's slots held after a run
 // (never a running job's key, never another node's), granted whether it freed one or none.
 func (s *Server) unlock(ctx context.Context, group string, max int, id string) (string, *Refusal) {
-	rel, err := sema.ReleaseHeldReport(ctx, s.cfg.Client, group, max, id)
+	rel, err := fleet.ReleaseHeld(ctx, s.cfg.Client, group, max, id)
 	if err == nil && s.cfg.Queue > 0 { // a node that is up no longer waits (D19a)
 		_, err = sema.DropQueued(ctx, s.cfg.Client, group, max, id)
 	}

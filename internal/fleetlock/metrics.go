@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcderr"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -105,7 +106,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Ping(ctx context.Context) error {
 	g := s.Groups()[0]
 	if _, err := s.cfg.Client.Get(ctx, sema.PauseKey(g, s.cfg.Groups[g])); err != nil {
-		if sema.Refused(err) {
+		if etcderr.Refused(err) {
 			return refuse(KindBackendError, "etcd refused a read: %v", err)
 		}
 		return refuse(KindBackendUnavailable, "etcd did not answer within %v", healthTimeout)

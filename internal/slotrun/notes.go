@@ -5,6 +5,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -25,7 +26,7 @@ type Reporter interface {
 	// HeldAfter: the slot is kept after the run (D13), whose child exited with status.
 	HeldAfter(ha sema.HeldAfter, status int)
 	// Skipped: this period's run is done (D15, m), so the child does not start.
-	Skipped(m sema.OnceMarker)
+	Skipped(m fleet.OnceMarker)
 	// Note is anything else worth saying (NoteKind).
 	Note(n Note)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -16,7 +17,7 @@ func (n *notes) Started(int, string)           {}
 func (n *notes) Stopping(error)                {}
 func (n *notes) Released(int, time.Duration)   {}
 func (n *notes) HeldAfter(sema.HeldAfter, int) {}
-func (n *notes) Skipped(sema.OnceMarker)       {}
+func (n *notes) Skipped(fleet.OnceMarker)      {}
 func (n *notes) Note(note Note)                { n.got = append(n.got, note) }
 
 // kinds are the kinds of the notes told, in order.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -14,7 +15,7 @@ import (
 // told to the reporter) when the period's run is done, ErrPeriodUnknown when the marker
 // cannot be read (no silent double run).
 func (r *run) onceSkip(h *sema.Holder) (skip bool, err error) {
-	m, err := h.PeriodDone(context.Background(), r.cfg.Rules)
+	m, err := r.job().PeriodDone(context.Background(), h)
 	switch {
 	case err != nil:
 		return true, fmt.Errorf("%w: %w", ErrPeriodUnknown, err)
@@ -25,13 +26,13 @@ func (r *run) onceSkip(h *sema.Holder) (skip bool, err error) {
 	return true, nil
 }
 
-// closePeriod writes the period's marker after a run that closes the period (sema decides,
+// closePeriod writes the period's marker after a run that closes the period (fleet decides,
 // D15: the child exited 0, no signal, the slot was not lost); a failure to write it is told
 // (MarkFailed), since the next run may then start at once.
 func (r *run) closePeriod(h *sema.Holder, o Outcome, heldAt time.Time) {
 	failed := o.End != Ran || o.Signal != 0 || o.RunErr != nil || o.Result.ExitStatus != 0
-	end := sema.RunEnd{Started: o.End == Ran, Failed: failed, HeldAt: heldAt}
-	switch marked, err := h.ClosePeriod(context.Background(), r.cfg.Rules, end); {
+	end := fleet.RunEnd{Started: o.End == Ran, Failed: failed, HeldAt: heldAt}
+	switch marked, err := r.job().ClosePeriod(context.Background(), h, end); {
 	case err != nil:
 		r.rep.Note(Note{Kind: MarkFailed, Err: err})
 	case marked:
@@ -39,7 +40,7 @@ func (r *run) closePeriod(h *sema.Holder, o Outcome, heldAt time.Time) {
 	}
 }
 
-// keepAfter ends holding h by keeping the slot after the run when sema's rules say so (D13:
+// keepAfter ends holding h by keeping the slot after the run when the fleet rules say so (D13:
 // the command started, cause did not lose the slot), or by releasing it when it cannot be
 // kept, and says which; it reports whether the holding is over (false: the caller releases),
 // and the slot kept (Key "" when it was released instead).
@@ -52,15 +53,27 @@ func (r *run) keepAfter(h *sema.Holder, o Outcome, cause error) (bool, sema.Held
 	if lost && o.End == Ran && res.Started && r.cfg.Rules.HoldAfter > 0 {
 		r.rep.Note(Note{Kind: KeepFailed, Err: fmt.Errorf("cannot keep the slot after the run: %w; the slot is free, the next holder may start now", cause)})
 	}
-	ended, ha, err := h.KeepAfter(context.Background(), r.cfg.Rules, sema.RunEnd{Started: res.Started, Lost: lost})
+	if !r.cfg.Rules.KeepsSlot(fleet.RunEnd{Started: res.Started, Lost: lost}) {
+		return false, sema.HeldAfter{}
+	}
+	// the holder's record, less its scope: no process is left behind the slot
+	rec := r.cfg.Record
+	rec.Scope = false
+	ha, err := h.HoldAfter(context.Background(), r.cfg.Rules.HoldAfter, rec)
 	if err != nil && ha.Key == "" && (errors.Is(err, sema.ErrLeaseLost) || errors.Is(err, sema.ErrKeyDeleted)) {
 		err = fmt.Errorf("%w; the slot is free, the next holder may start now", err)
 	}
 	if err != nil {
 		r.rep.Note(Note{Kind: KeepFailed, Err: err})
 	}
-	if ended && ha.Key != "" {
+	if ha.Key != "" {
 		r.rep.HeldAfter(ha, res.ExitStatus)
 	}
-	return ended, ha
+	return true, ha
+}
+
+// job is the run's semaphore under its rules, for the period's marker (D15): the client the
+// semaphore uses, and the node the holder record names.
+func (r *run) job() fleet.Job {
+	return fleet.Job{Client: r.client, Name: r.cfg.Name, Max: r.cfg.Max, Rules: r.cfg.Rules, Node: r.cfg.Record.Host}
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,10 +31,10 @@ type Config struct {
 	AllowOtherCapacity    bool          // run beside keys of another capacity (sema.Options.AllowOtherCapacity, D17)
 	Spread                bool          // one slot per node (D11), named Node
 	Node                  string
-	Record                sema.Record   // the holder record's Host and Unit; Scope is set by the run (D6)
-	Wait                  time.Duration // the wait's bound, 0 for none; Rules.Deadline bounds it too
-	Rules                 sema.RunRules // hold after the run (D13), once per period (D15), the window
-	ConnectTimeout        time.Duration // sema.Options.ConnectTimeout
+	Record                sema.Record    // the holder record's Host and Unit; Scope is set by the run (D6)
+	Wait                  time.Duration  // the wait's bound, 0 for none; Rules.Deadline bounds it too
+	Rules                 fleet.RunRules // hold after the run (D13), once per period (D15), the window
+	ConnectTimeout        time.Duration  // sema.Options.ConnectTimeout
 	// Connect makes the etcd client under ctx; the run closes it when it ends
 	Connect func(ctx context.Context) (*clientv3.Client, error)
 }
@@ -46,8 +47,9 @@ type run struct {
 	pre      *unitrun.Prestarter // the guardian started ahead (D7); reset for re-entry
 	planning *planning           // where the child runs (D8), decided beside the etcd round trips (D8b)
 	sem      *sema.Semaphore
-	sigCtx   context.Context // the caller's context: its cause with a signal stops the run (D3)
-	waitCtx  context.Context // sigCtx bounded by the wait
+	client   *clientv3.Client // the semaphore's, for the period's marker (D15)
+	sigCtx   context.Context  // the caller's context: its cause with a signal stops the run (D3)
+	waitCtx  context.Context  // sigCtx bounded by the wait
 	// enqueued: etcd answered our enqueue (sema.EventEnqueued), so a key of ours was written
 	enqueued atomic.Bool
 	// cluster: the etcd cluster ID of the last queue event that named one (D18), for the
@@ -122,6 +124,7 @@ func (r *run) connect() error {
 		return err
 	}
 	r.closers = append(r.closers, func() { client.Close() })
+	r.client = client
 	checkLease := r.leaseCheck()
 	rec := r.cfg.Record
 	rec.Scope = r.planning.Intent()

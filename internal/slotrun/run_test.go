@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/unitrun"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -41,7 +42,7 @@ func (r *recorder) Event(e sema.Event)                     { r.add("event %d", e
 func (r *recorder) Stopping(cause error)                   { r.add("stopping") }
 func (r *recorder) Released(status int, _ time.Duration)   { r.add("released %d", status) }
 func (r *recorder) HeldAfter(_ sema.HeldAfter, status int) { r.add("held after %d", status) }
-func (r *recorder) Skipped(sema.OnceMarker)                { r.add("skipped") }
+func (r *recorder) Skipped(fleet.OnceMarker)               { r.add("skipped") }
 func (r *recorder) Note(n Note)                            { r.add("note %d %v", n.Kind, n.Err) }
 func (r *recorder) Started(pid int, scope string) {
 	r.add("started %q", scope)

@@ -1,4 +1,4 @@
-package sema
+package fleet
 
 import (
 	"fmt"

@@ -1,0 +1,29 @@
+package fleet
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/conch-project/conch/sema"
+)
+
+// D17 for SetPause: refused (nothing written) while another capacity is live, in the
+// write's own Txn; SetPauseAnyCapacity writes it.
+func TestSetPauseOtherCapacityRefused(t *testing.T) {
+	_, c := startEtcd(t)
+	h := mustAcquire(t, newSem(t, c, "po", 2, sema.Options{}))
+	defer release(t, h)
+	_, _, err := SetPause(t.Context(), c, "po", 3, "me@n", "")
+	if !errors.Is(err, sema.ErrOtherCapacity) {
+		t.Fatalf("SetPause max=3 beside max=2: %v", err)
+	}
+	if r, _ := c.Get(t.Context(), sema.PauseKey("po", 3)); r.Count != 0 {
+		t.Fatal("the refused pause was written")
+	}
+	if _, wrote, err := SetPauseAnyCapacity(t.Context(), c, "po", 3, "me@n", ""); err != nil || !wrote {
+		t.Fatalf("SetPauseAnyCapacity: %v %v", wrote, err)
+	}
+	if _, wrote, err := SetPause(t.Context(), c, "po", 2, "me@n", ""); err != nil || !wrote {
+		t.Fatalf("SetPause of the live capacity: %v %v", wrote, err)
+	}
+}

@@ -1,0 +1,73 @@
+// Freeing the slots a node holds after its runs (D14).
+
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/sema"
+)
+
+// HeldRelease is what ReleaseHeld did: the slots it freed, and the keys it left alone
+// because their record, which names the node and says held-after, is of a newer format than
+// this package reads (sema.Record.Version above sema.RecordVersion, D14a): a writer that knows more may
+// mean something else by it.
+type HeldRelease struct {
+	Freed []sema.HeldAfter
+	Left  []sema.HeldAfter
+}
+
+// ReleaseHeld frees the slots of (name, max) that node holds after a
+// run (D14): it reads the semaphore's keys and deletes each one whose record
+// says sema.StateHeldAfter and names node as its host, in one Txn per key,
+// conditional on the key's mod revision as read, so a key rewritten since
+// (a supervised run's own key is never held-after) is never touched, nor
+// another node's, nor one whose record is of a newer format (D14a: left
+// alone and returned in Left). None freed is not an error.
+// Errors wrap sema.ErrBadName or sema.ErrBadMax for bad arguments, sema.ErrRefused when
+// etcd rejects a request, else sema.ErrUnavailable.
+func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) (HeldRelease, error) {
+	var rel HeldRelease
+	if err := validate(name, max); err != nil {
+		return rel, err
+	}
+	resp, err := c.Get(ctx, sema.Prefix(name, max), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return rel, etcdFailure("cannot list "+sema.Prefix(name, max), err)
+	}
+	for _, kv := range resp.Kvs {
+		r := sema.DecodeRecord(kv.Value)
+		switch {
+		case !(r.Err == nil && r.IsHeldAfter()) || r.Host != node:
+			continue
+		case r.Newer: // D14a: not ours to judge
+			rel.Left = append(rel.Left, heldAfterOf(kv, r))
+			continue
+		}
+		resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return rel, etcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
+		}
+		if resp.Succeeded {
+			rel.Freed = append(rel.Freed, heldAfterOf(kv, r))
+		}
+	}
+	return rel, nil
+}
+
+// heldAfterOf is the sema.HeldAfter that kv, with its record r as decoded, describes.
+func heldAfterOf(kv *mvccpb.KeyValue, r sema.ReadRecord) sema.HeldAfter {
+	ha := sema.HeldAfter{Key: string(kv.Key), Rev: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), Node: r.Host}
+	if r.Ended != nil {
+		ha.Ended = *r.Ended
+	}
+	if r.HeldUntil != nil {
+		ha.Until = *r.HeldUntil
+	}
+	return ha
+}
