@@ -48,7 +48,7 @@ func FuzzParseKey(f *testing.F) {
 // ones.
 func FuzzDecodeRecord(f *testing.F) {
 	cur := Record{Version: 1, Host: "node2", PID: 4242, Since: time.Date(2026, 6, 12, 10, 15, 0, 0, time.UTC), Unit: "a.service"}
-	for _, s := range []string{cur.encode(), `{}`, `{"v":2,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z","new":{"x":[1]}}`,
+	for _, s := range []string{cur.Encode(), `{}`, `{"v":2,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z","new":{"x":[1]}}`,
 		`{"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, `{"v":1,"since":"0000-01-01T00:00:00+01:00"}`,
 		`{"v":"1","pid":1e99,"host":null}`, `{bad`, `null`, `[]`, `"x"`, `{"host":"a\nb\u001b[2J"}`,
 		`{"held_since":"9999-12-31T23:59:59-01:00"}`, `{"v":1,"v":2}`} {
@@ -90,7 +90,7 @@ func FuzzRecordRoundTrip(f *testing.F) {
 			return // not what conch writes (JSON replaces invalid UTF-8); no t.Skip: CI fails on skips
 		}
 		in := Record{Version: RecordVersion, Host: host, PID: pid, Since: since, Unit: unit, Scope: scope}
-		r := DecodeRecord([]byte(in.encode()))
+		r := DecodeRecord([]byte(in.Encode()))
 		if r.Err != nil || r.Missing != nil || r.Bad != nil || r.Newer || r.Record.Host != in.Host ||
 			r.PID != in.PID || !r.Since.Equal(in.Since) || r.Unit != in.Unit || r.Scope != in.Scope {
 			t.Fatalf("wrote %+v, read back %+v", in, r)

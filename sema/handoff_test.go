@@ -22,7 +22,7 @@ func TestHeldRewriteFindsKeyGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := leaseKey(s.prefix, l.id)
+	key := LeaseKey(s.prefix, l.id)
 	put, err := c.Put(t.Context(), key, `{"v":1}`, clientv3.WithLease(l.id))
 	if err != nil {
 		t.Fatal(err)

@@ -101,7 +101,7 @@ func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, end ho
 	if rec.Since.IsZero() {
 		rec.Since = ended
 	}
-	if err := h.moveKey(ctx, rec.encode(), g.ID, end); err != nil {
+	if err := h.moveKey(ctx, rec.Encode(), g.ID, end); err != nil {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), min(h.l.ttl, releaseTimeout))
 		defer rcancel()
 		if _, rerr := h.s.c.Revoke(rctx, g.ID); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {

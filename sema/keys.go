@@ -54,9 +54,10 @@ func Prefix(name string, max int) string {
 	return NamePrefix(name) + strconv.Itoa(max) + "/"
 }
 
-// leaseKey is the key of the holder that owns lease id: the lease ID suffix
-// makes it unique (04_sema.md, step 1), spelled as FormatLeaseID.
-func leaseKey(prefix string, id clientv3.LeaseID) string {
+// LeaseKey is the key, under prefix (Prefix), of the holder that owns lease id: the lease ID
+// suffix makes it unique (04_sema.md, step 1), spelled as FormatLeaseID. Every writer of a
+// slot names its key so (a reboot slot too, internal/fleet).
+func LeaseKey(prefix string, id clientv3.LeaseID) string {
 	return prefix + FormatLeaseID(int64(id))
 }
 

@@ -47,7 +47,7 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 		case turnPromoted, turnClear:
 			now := time.Now().UTC().Truncate(time.Second)
 			rec.HeldSince = &now
-			return s.newHolder(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.encode()})
+			return s.newHolder(ctx, l, heldKey{key: key, rev: myRev, seen: r2.rev, held: rec.Encode()})
 		case turnKeyDeleted: // D7d: after a stall, the lease's expiry, not a deletion
 			return nil, l.goneErr(key)
 		case turnLeaseLost:
@@ -87,11 +87,11 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, rec *Record) (int64, ranking, error) {
 	for c := enqCtx; ; c = ctx {
 		rec.Since = time.Now().UTC().Truncate(time.Second)
-		myRev, r, err := s.enqueue(c, key, l, rec.encode())
+		myRev, r, err := s.enqueue(c, key, l, rec.Encode())
 		lost := answerLost(err) && ctx.Err() == nil
 		if lost { // it may have committed: read before writing again
 			c = ctx
-			myRev, r, err = s.enqueueAgain(ctx, l, key, rec.encode())
+			myRev, r, err = s.enqueueAgain(ctx, l, key, rec.Encode())
 		}
 		if err == nil && (r.others > 0 || lost) && !s.opts.AllowOtherCapacity {
 			// D17: keys under the name outside our capacity at our key's own revision. A

@@ -49,7 +49,8 @@ type Record struct {
 	Via string `json:"via,omitempty"`
 }
 
-func (r Record) encode() string {
+// Encode is r as stored under a holder's key: its JSON, as every writer of a slot writes it.
+func (r Record) Encode() string {
 	b, err := json.Marshal(r)
 	if err != nil { // cannot happen: only plain fields
 		panic(err)

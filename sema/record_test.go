@@ -19,7 +19,7 @@ func TestDecodeRecord(t *testing.T) {
 		missing, bad   []string
 		newer, readErr bool
 	}{
-		{name: "current", in: cur.encode(), host: "node2", pid: 4242},
+		{name: "current", in: cur.Encode(), host: "node2", pid: 4242},
 		{name: "older without version", in: `{"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, host: "n", pid: 1, missing: []string{"v"}},
 		{name: "newer with unknown fields", in: `{"v":2,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z","cmd_hash":"x","nested":{"a":[1]}}`, host: "n", pid: 1, newer: true},
 		{name: "empty object", in: `{}`, missing: []string{"v", "host", "pid", "since"}},
@@ -43,7 +43,7 @@ func TestDecodeRecord(t *testing.T) {
 			t.Errorf("%s: DecodeRecord = %+v (err %v)", c.name, r, r.Err)
 		}
 	}
-	r := DecodeRecord([]byte(cur.encode()))
+	r := DecodeRecord([]byte(cur.Encode()))
 	if !r.Since.Equal(since) || r.Unit != "a.service" || !r.Scope || r.Version != 1 {
 		t.Errorf("current record read back as %+v", r)
 	}

@@ -17,7 +17,7 @@ func queueOf(t *testing.T, c *clientv3.Client, s *Semaphore, n int) (keys []stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := leaseKey(s.prefix, g.ID)
+		k := LeaseKey(s.prefix, g.ID)
 		p, err := c.Put(t.Context(), k, "x", clientv3.WithLease(g.ID))
 		if err != nil {
 			t.Fatal(err)

@@ -121,7 +121,7 @@ func (s *Semaphore) keyOf(l *lease) string {
 	if s.opts.Spread {
 		return NodeKey(s.prefix, s.opts.Node)
 	}
-	return leaseKey(s.prefix, l.id)
+	return LeaseKey(s.prefix, l.id)
 }
 
 // Refused reports whether err (from any etcd request, clientv3.New's login

@@ -303,7 +303,7 @@ func TestCrashedWaiterExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Put(t.Context(), leaseKey(s.prefix, lr.ID), `{"v":1}`, clientv3.WithLease(lr.ID)); err != nil {
+	if _, err := c.Put(t.Context(), LeaseKey(s.prefix, lr.ID), `{"v":1}`, clientv3.WithLease(lr.ID)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)

@@ -46,7 +46,7 @@ func silentMemberHandoff(t *testing.T, probe bool) time.Duration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Admin.Put(t.Context(), leaseKey(s.prefix, lease.ID), `{"v":1}`, clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := g.Admin.Put(t.Context(), LeaseKey(s.prefix, lease.ID), `{"v":1}`, clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*testTimeout)

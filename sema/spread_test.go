@@ -217,7 +217,7 @@ func TestSpreadKeysParse(t *testing.T) { // D11: how --who tells the kinds apart
 	if k := ParseKey("x", key); k.Kind != KeySpread || k.Suffix != "node-a" || k.Max != 2 {
 		t.Fatalf("ParseKey(%q) = %+v, want KeySpread node-a", key, k)
 	}
-	if k := ParseKey("x", leaseKey(Prefix("x", 2), 0x694d7a1b2c3d4e5f)); k.Kind != KeyLease {
+	if k := ParseKey("x", LeaseKey(Prefix("x", 2), 0x694d7a1b2c3d4e5f)); k.Kind != KeyLease {
 		t.Fatalf("lease key parsed as %v", k.Kind)
 	}
 }

@@ -70,3 +70,13 @@ func heldKV(t *testing.T, c *clientv3.Client, key string) (r sema.ReadRecord, re
 	kv := resp.Kvs[0]
 	return sema.DecodeRecord(kv.Value), kv.CreateRevision, kv.Lease, true
 }
+
+// countUnder is the number of keys under prefix now, one read.
+func countUnder(t *testing.T, c *clientv3.Client, prefix string) int64 {
+	t.Helper()
+	resp, err := c.Get(t.Context(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
+}

@@ -35,7 +35,7 @@ func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, 
 	if err := validate(name, max); err != nil {
 		return rel, err
 	}
-	resp, err := c.Get(ctx, sema.Prefix(name, max), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	resp, err := c.Get(ctx, sema.Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
 	if err != nil {
 		return rel, etcdFailure("cannot list "+sema.Prefix(name, max), err)
 	}

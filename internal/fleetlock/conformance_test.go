@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 	flat := func(id, group string) *fleetClient { return newClient(s.base+"/", flatcar, id, group) }
 	flatNoSlash := func(id, group string) *fleetClient { return newClient(s.base, flatcar, id, group) }
 	prefixed := func(id, group string) *fleetClient { return newClient(s.base+"/fleet/", zincati, id, group) }
-	var firstA sema.Holding
+	var firstA fleet.Holding
 	rows := []struct {
 		name   string
 		req    func() (reply, error)

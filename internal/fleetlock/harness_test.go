@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -152,7 +153,7 @@ func rawDo(hc *http.Client, method, url string, headers map[string]string, body 
 
 // holders reads the keys of group[max] from etcd: node (record host) to lease, in
 // create order, failing t if etcd does not answer.
-func holders(t testing.TB, c *clientv3.Client, group string, max int) []sema.Holding {
+func holders(t testing.TB, c *clientv3.Client, group string, max int) []fleet.Holding {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -161,10 +162,10 @@ func holders(t testing.TB, c *clientv3.Client, group string, max int) []sema.Hol
 	if err != nil {
 		t.Fatalf("reading %s: %v", sema.Prefix(group, max), err)
 	}
-	var out []sema.Holding
+	var out []fleet.Holding
 	for _, kv := range resp.Kvs {
 		r := sema.DecodeRecord(kv.Value)
-		h := sema.Holding{Key: string(kv.Key), Rev: kv.CreateRevision, Node: r.Host, HeldAfter: r.IsHeldAfter(), Via: r.Via}
+		h := fleet.Holding{Key: string(kv.Key), Rev: kv.CreateRevision, Node: r.Host, HeldAfter: r.IsHeldAfter(), Via: r.Via}
 		if r.HeldUntil != nil {
 			h.Until = *r.HeldUntil
 		}
@@ -173,7 +174,7 @@ func holders(t testing.TB, c *clientv3.Client, group string, max int) []sema.Hol
 	return out
 }
 
-func nodes(hs []sema.Holding) []string {
+func nodes(hs []fleet.Holding) []string {
 	var out []string
 	for _, h := range hs {
 		out = append(out, h.Node)

@@ -19,30 +19,30 @@ const (
 	resultNotHeld     = "not_held"     // steady-state: the id held none
 )
 
-// lock is pre-reboot for id in group (semaphore group[max]): sema.TakeHeld, whose one Txn
+// lock is pre-reboot for id in group (semaphore group[max]): fleet.TakeHeld, whose one Txn
 // checks and writes (D19). A slot the id already holds is granted again, untouched: its
 // hold is not restarted (the hold bounds the reboot from the first grant).
 func (s *Server) lock(ctx context.Context, group string, max int, id string) (string, *Refusal) {
-	var t sema.Take
+	var t fleet.Take
 	var err error
 	if s.cfg.Queue > 0 {
-		t, err = sema.TakeHeldQueued(ctx, s.cfg.Client, group, max, id, s.cfg.Hold, s.cfg.Queue, s.cfg.Record)
+		t, err = fleet.TakeHeldQueued(ctx, s.cfg.Client, group, max, id, s.cfg.Hold, s.cfg.Queue, s.cfg.Record)
 	} else {
-		t, err = sema.TakeHeld(ctx, s.cfg.Client, group, max, id, s.cfg.Hold, s.cfg.Record)
+		t, err = fleet.TakeHeld(ctx, s.cfg.Client, group, max, id, s.cfg.Hold, s.cfg.Record)
 	}
 	if err != nil {
 		return "", backendRefusal(group, max, err)
 	}
 	switch t.Result {
-	case sema.TakeGranted:
+	case fleet.TakeGranted:
 		s.event(Event{Granted: true, Group: group, Max: max, ID: id, Slot: t.Slot})
 		return resultGranted, nil
-	case sema.TakeAlreadyHeld:
+	case fleet.TakeAlreadyHeld:
 		return resultAlreadyHeld, nil
-	case sema.TakeOtherCapacity:
+	case fleet.TakeOtherCapacity:
 		return "", refuse(KindOtherCapacity, "group %s[max=%d]: %s is live with %s, a separate semaphore: no reboot while its slots are in use; serve the group with that capacity",
 			group, max, group, sema.CapacityList(t.Capacities))
-	case sema.TakePaused:
+	case fleet.TakePaused:
 		return "", refuse(KindPaused, "group %s[max=%d] is %s%s", group, max, t.Pause.String(), s.placeText(t))
 	}
 	return "", refuse(KindSemaphoreFull, "group %s[max=%d]: every slot is taken: %s%s", group, max, holdersText(t), s.placeText(t))
@@ -53,7 +53,7 @@ func (s *Server) lock(ctx context.Context, group string, max int, id string) (st
 func (s *Server) unlock(ctx context.Context, group string, max int, id string) (string, *Refusal) {
 	rel, err := fleet.ReleaseHeld(ctx, s.cfg.Client, group, max, id)
 	if err == nil && s.cfg.Queue > 0 { // a node that is up no longer waits (D19a)
-		_, err = sema.DropQueued(ctx, s.cfg.Client, group, max, id)
+		_, err = fleet.DropQueued(ctx, s.cfg.Client, group, max, id)
 	}
 	for _, ha := range rel.Freed {
 		s.event(Event{Group: group, Max: max, ID: id, Slot: ha})
@@ -68,7 +68,7 @@ func (s *Server) unlock(ctx context.Context, group string, max int, id string) (
 }
 
 // placeText says, with a queue, where the refused node's place is.
-func (s *Server) placeText(t sema.Take) string {
+func (s *Server) placeText(t fleet.Take) string {
 	if s.cfg.Queue <= 0 || t.Contended {
 		return ""
 	}
@@ -92,7 +92,7 @@ func backendRefusal(group string, max int, err error) *Refusal {
 
 // holdersText names who holds the slots of a full group: id (or node), since, until, and
 // the count of waiters (held-after records are hostile input: quoted).
-func holdersText(t sema.Take) string {
+func holdersText(t fleet.Take) string {
 	if t.Contended {
 		return "slots were free, but other nodes took each first; try again"
 	}

@@ -2,17 +2,20 @@
 // reboot slot that a lock server grants on a node's behalf (D19). The check (the node holds
 // none, a slot is free, the semaphore is not paused) and the write are one Txn.
 
-package sema
+package fleet
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/sema"
 )
 
 // TakeResult says what TakeHeld found or did.
@@ -37,10 +40,10 @@ const (
 // before printing.
 type Take struct {
 	Result  TakeResult
-	Slot    HeldAfter // TakeGranted, TakeAlreadyHeld: the node's slot
-	Holders []Holding // TakeFull: the holders, oldest first (at most max)
-	Waiters int64     // TakeFull: keys queued behind the holders
-	Pause   *Pause    // TakePaused: the pause in force
+	Slot    sema.HeldAfter // TakeGranted, TakeAlreadyHeld: the node's slot
+	Holders []Holding      // TakeFull: the holders, oldest first (at most max)
+	Waiters int64          // TakeFull: keys queued behind the holders
+	Pause   *sema.Pause    // TakePaused: the pause in force
 	// Ahead is, for a refusal by TakeHeldQueued, the number of keys ahead of the node's
 	// place in the queue (D19a).
 	Ahead int
@@ -64,7 +67,7 @@ type Holding struct {
 	Since     time.Time
 	Until     time.Time
 	HeldAfter bool
-	Via       string // Record.Via: who granted a slot held after no run of conch's ("" for a run)
+	Via       string // sema.Record.Via: who granted a slot held after no run of conch's ("" for a run)
 	Queued    bool   // a place kept for a node that polls (D19a), reserved for it
 }
 
@@ -82,7 +85,7 @@ const takeTries = 16
 // node that already has a slot held after a run (its record's host) gets TakeAlreadyHeld,
 // nothing written and its hold not extended; a name with counted keys under another
 // capacity gets TakeOtherCapacity (D17: keys outside the capacity's prefix are looked at
-// with LiveCapacities, so foreign keys, D6g, refuse nothing); a paused semaphore gets
+// with sema.LiveCapacities, so foreign keys, D6g, refuse nothing); a paused semaphore gets
 // TakePaused (D16); max keys or more (holders and waiters, conch runs included: one queue)
 // get TakeFull; else the key is written by one Txn conditional on no key of the name
 // having been written since that read and on the pause key's absence, whose other branch
@@ -93,17 +96,17 @@ const takeTries = 16
 // they free) gets TakeFull with Contended set. A lease granted for a write that did not
 // happen is revoked.
 //
-// It blocks for its requests, bounded by ctx. Errors wrap ErrBadName, ErrBadMax or
-// ErrBadNode for bad arguments (D4, D11a), ErrRefused when etcd rejects a request for
-// good, else ErrUnavailable.
-func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold time.Duration, rec Record) (Take, error) {
-	if err := validateSem(name, max); err != nil {
+// It blocks for its requests, bounded by ctx. Errors wrap sema.ErrBadName, sema.ErrBadMax or
+// sema.ErrBadNode for bad arguments (D4, D11a), sema.ErrRefused when etcd rejects a request for
+// good, else sema.ErrUnavailable.
+func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold time.Duration, rec sema.Record) (Take, error) {
+	if err := validate(name, max); err != nil {
 		return Take{}, err
 	}
-	if err := ValidateNode(node); err != nil {
+	if err := sema.ValidateNode(node); err != nil {
 		return Take{}, err
 	}
-	tk := taker{c: c, name: name, max: max, node: node, prefix: Prefix(name, max)}
+	tk := taker{c: c, name: name, max: max, node: node, prefix: sema.Prefix(name, max)}
 	resp, err := c.Txn(ctx).Then(tk.reads()...).Commit()
 	if err != nil {
 		return Take{}, etcdFailure("cannot read "+tk.prefix, err)
@@ -112,7 +115,7 @@ func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, nod
 	if err != nil || t.Result != 0 {
 		return t, err
 	}
-	g, err := c.Grant(ctx, int64(RoundTTL(hold)/time.Second))
+	g, err := c.Grant(ctx, int64(sema.RoundTTL(hold)/time.Second))
 	if err != nil {
 		return Take{}, etcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
 	}
@@ -154,7 +157,7 @@ func (tk taker) reads() []clientv3.Op {
 	below, above := tk.outside()
 	return []clientv3.Op{
 		clientv3.OpGet(tk.prefix, clientv3.WithPrefix(), byCreateAsc, clientv3.WithLimit(int64(tk.max))),
-		clientv3.OpGet(PauseKey(tk.name, tk.max)),
+		clientv3.OpGet(sema.PauseKey(tk.name, tk.max)),
 		clientv3.OpGet(below[0], clientv3.WithRange(below[1]), clientv3.WithCountOnly()),
 		clientv3.OpGet(above[0], clientv3.WithRange(above[1]), clientv3.WithCountOnly()),
 	}
@@ -163,19 +166,19 @@ func (tk taker) reads() []clientv3.Op {
 // outside returns the two key ranges [from, end) of the name that are not the capacity's
 // prefix: other capacities' keys and foreign keys (D6g) live there.
 func (tk taker) outside() (below, above [2]string) {
-	np, end := NamePrefix(tk.name), clientv3.GetPrefixRangeEnd(tk.prefix)
+	np, end := sema.NamePrefix(tk.name), clientv3.GetPrefixRangeEnd(tk.prefix)
 	return [2]string{np, tk.prefix}, [2]string{end, clientv3.GetPrefixRangeEnd(np)}
 }
 
 // capacity applies D17 to t, decided from a read that found t.others keys outside the
-// capacity's prefix: when some are counted keys of other capacities (LiveCapacities), a
+// capacity's prefix: when some are counted keys of other capacities (sema.LiveCapacities), a
 // Take of TakeOtherCapacity; else t. A node that already holds here keeps its answer.
-// Errors as LiveCapacities'.
+// Errors as sema.LiveCapacities'.
 func (tk taker) capacity(ctx context.Context, t Take) (Take, error) {
 	if t.others == 0 || t.Result == TakeAlreadyHeld {
 		return t, nil
 	}
-	caps, _, err := LiveCapacities(ctx, tk.c, tk.name)
+	caps, _, err := sema.LiveCapacities(ctx, tk.c, tk.name)
 	if err != nil {
 		return Take{}, err
 	}
@@ -200,12 +203,12 @@ func (tk taker) decideQueue(rs []*etcdserverpb.ResponseOp) Take {
 	for _, kv := range first.Kvs {
 		h, r := holdingOf(kv)
 		if h.HeldAfter && h.Node == tk.node && !r.Newer {
-			return Take{Result: TakeAlreadyHeld, Slot: heldAfterOf(h.Key, h.Rev, kv.Lease, r)}
+			return Take{Result: TakeAlreadyHeld, Slot: heldAfterOf(kv, r)}
 		}
 		holders = append(holders, h)
 	}
 	if p := rs[1].GetResponseRange().Kvs; len(p) > 0 {
-		pause := DecodePause(p[0])
+		pause := sema.DecodePause(p[0])
 		return Take{Result: TakePaused, Pause: &pause}
 	}
 	if first.Count >= int64(tk.max) {
@@ -218,27 +221,27 @@ func (tk taker) decideQueue(rs []*etcdserverpb.ResponseOp) Take {
 // rev and the semaphore is not paused (one Txn), else reads the queue again in the same
 // Txn and decides from it: won, or the new decision (Result 0: a slot is still free, try
 // again at next).
-func (tk taker) write(ctx context.Context, g *clientv3.LeaseGrantResponse, rec Record, rev int64) (t Take, won bool, next int64, err error) {
+func (tk taker) write(ctx context.Context, g *clientv3.LeaseGrantResponse, rec sema.Record, rev int64) (t Take, won bool, next int64, err error) {
 	now := time.Now().UTC().Truncate(time.Second)
 	ttl := time.Duration(g.TTL) * time.Second
 	until := now.Add(ttl)
-	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = RecordVersion, tk.node, StateHeldAfter, now, &now, &until
-	key := leaseKey(tk.prefix, g.ID)
+	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = sema.RecordVersion, tk.node, sema.StateHeldAfter, now, &now, &until
+	key := sema.LeaseKey(tk.prefix, g.ID)
 	below, above := tk.outside()
 	resp, err := tk.c.Txn(ctx).If(
 		// for every key of the queue: written at or before our read (a new key, or a
 		// rewrite, fails it; a deletion only frees a slot)
 		clientv3.Compare(clientv3.ModRevision(tk.prefix).WithPrefix(), "<", rev+1),
-		clientv3.Compare(clientv3.CreateRevision(PauseKey(tk.name, tk.max)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(sema.PauseKey(tk.name, tk.max)), "=", 0),
 		// likewise for the rest of the name: another capacity's new key fails it (D17)
 		clientv3.Compare(clientv3.ModRevision(below[0]).WithRange(below[1]), "<", rev+1),
 		clientv3.Compare(clientv3.ModRevision(above[0]).WithRange(above[1]), "<", rev+1),
-	).Then(clientv3.OpPut(key, rec.encode(), clientv3.WithLease(g.ID))).Else(tk.reads()...).Commit()
+	).Then(clientv3.OpPut(key, rec.Encode(), clientv3.WithLease(g.ID))).Else(tk.reads()...).Commit()
 	if err != nil {
 		return Take{}, false, 0, etcdFailure("cannot write a slot of "+tk.prefix+" for "+tk.node, err)
 	}
 	if resp.Succeeded {
-		slot := HeldAfter{Key: key, Rev: resp.Header.Revision, Lease: g.ID, TTL: ttl, Node: tk.node, Ended: now, Until: until}
+		slot := sema.HeldAfter{Key: key, Rev: resp.Header.Revision, Lease: g.ID, TTL: ttl, Node: tk.node, Ended: now, Until: until}
 		return Take{Result: TakeGranted, Slot: slot}, true, 0, nil
 	}
 	return tk.decide(resp.Responses), false, resp.Header.Revision, nil
@@ -248,7 +251,7 @@ func (tk taker) write(ctx context.Context, g *clientv3.LeaseGrantResponse, rec R
 // bounded context; its failure is joined to *err only when there is no other error (the
 // lease then expires on its own).
 func (tk taker) revoke(ctx context.Context, id clientv3.LeaseID, err *error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if _, rerr := tk.c.Revoke(rctx, id); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) && *err == nil {
 		*err = etcdFailure("cannot revoke an unused lease of "+tk.prefix, rerr)
@@ -256,10 +259,10 @@ func (tk taker) revoke(ctx context.Context, id clientv3.LeaseID, err *error) {
 }
 
 // holdingOf reads one holder key.
-func holdingOf(kv *mvccpb.KeyValue) (Holding, ReadRecord) {
-	r := DecodeRecord(kv.Value)
+func holdingOf(kv *mvccpb.KeyValue) (Holding, sema.ReadRecord) {
+	r := sema.DecodeRecord(kv.Value)
 	h := Holding{Key: string(kv.Key), Rev: kv.CreateRevision, Node: r.Host, Since: r.Since,
-		HeldAfter: heldAfterRecord(r), Via: r.Via, Queued: r.Err == nil && r.State == StateQueued}
+		HeldAfter: r.Err == nil && r.IsHeldAfter(), Via: r.Via, Queued: r.Err == nil && r.State == StateQueued}
 	if r.HeldSince != nil {
 		h.Since = *r.HeldSince
 	}
@@ -267,4 +270,16 @@ func holdingOf(kv *mvccpb.KeyValue) (Holding, ReadRecord) {
 		h.Until = *r.HeldUntil
 	}
 	return h, r
+}
+
+// byCreateAsc sorts a range read by create revision, oldest first: the queue's order (D6).
+var byCreateAsc = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
+
+// cleanupTimeout bounds the revoke of a lease granted for a write that did not happen, as
+// sema bounds its own clean-up requests.
+const cleanupTimeout = 5 * time.Second
+
+// otherThan is caps without max.
+func otherThan(caps []int, max int) []int {
+	return slices.DeleteFunc(slices.Clone(caps), func(c int) bool { return c == max })
 }

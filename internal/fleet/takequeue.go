@@ -2,7 +2,7 @@
 // keeps a key for it in the semaphore's queue, on a lease it refreshes at each of the node's
 // requests, and turns that key into the node's slot once it ranks below the capacity.
 
-package sema
+package fleet
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/sema"
 )
 
-// StateQueued is Record.State of a place in the queue kept for a node by a lock server
+// StateQueued is sema.Record.State of a place in the queue kept for a node by a lock server
 // (D19a): ranked like any waiter's key, bound to a lease the server refreshes at each of
 // the node's requests, so it goes when the node stops asking.
 const StateQueued = "queued"
@@ -32,14 +34,14 @@ const StateQueued = "queued"
 // TakeFull with Ahead) leaves the node a place: its own, refreshed, or a new key at the back
 // on a lease of TTL wait, written by a Txn conditional on the queue as read. Blocking and
 // errors as TakeHeld's.
-func TakeHeldQueued(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold, wait time.Duration, rec Record) (Take, error) {
-	if err := validateSem(name, max); err != nil {
+func TakeHeldQueued(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold, wait time.Duration, rec sema.Record) (Take, error) {
+	if err := validate(name, max); err != nil {
 		return Take{}, err
 	}
-	if err := ValidateNode(node); err != nil {
+	if err := sema.ValidateNode(node); err != nil {
 		return Take{}, err
 	}
-	tk := taker{c: c, name: name, max: max, node: node, prefix: Prefix(name, max)}
+	tk := taker{c: c, name: name, max: max, node: node, prefix: sema.Prefix(name, max)}
 	for range takeTries {
 		t, done, err := tk.queuedRound(ctx, hold, wait, rec)
 		if err != nil || done {
@@ -51,11 +53,11 @@ func TakeHeldQueued(ctx context.Context, c *clientv3.Client, name string, max in
 
 // queuedRound is one read and the write it leads to; done is false when the write's
 // condition failed (the queue changed): read again.
-func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec Record) (Take, bool, error) {
+func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec sema.Record) (Take, bool, error) {
 	below, above := tk.outside()
 	resp, err := tk.c.Txn(ctx).Then(
 		clientv3.OpGet(tk.prefix, clientv3.WithPrefix(), byCreateAsc),
-		clientv3.OpGet(PauseKey(tk.name, tk.max)),
+		clientv3.OpGet(sema.PauseKey(tk.name, tk.max)),
 		clientv3.OpGet(below[0], clientv3.WithRange(below[1]), clientv3.WithCountOnly()),
 		clientv3.OpGet(above[0], clientv3.WithRange(above[1]), clientv3.WithCountOnly()),
 	).Commit()
@@ -68,7 +70,7 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec R
 	for i, kv := range all {
 		h, r := holdingOf(kv)
 		if h.HeldAfter && h.Node == tk.node && !r.Newer {
-			return Take{Result: TakeAlreadyHeld, Slot: heldAfterOf(h.Key, h.Rev, kv.Lease, r)}, true, nil
+			return Take{Result: TakeAlreadyHeld, Slot: heldAfterOf(kv, r)}, true, nil
 		}
 		if r.Err == nil && r.State == StateQueued && r.Host == tk.node && mine < 0 {
 			mine = i
@@ -81,9 +83,9 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec R
 	if t, err := tk.capacity(ctx, Take{others: others}); err != nil || t.Result != 0 {
 		return t, true, err // D17: another capacity is live under the name
 	}
-	var pause *Pause
+	var pause *sema.Pause
 	if p := resp.Responses[1].GetResponseRange().Kvs; len(p) > 0 {
-		dp := DecodePause(p[0])
+		dp := sema.DecodePause(p[0])
 		pause = &dp
 	}
 	refused := func(ahead int) Take {
@@ -99,7 +101,7 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec R
 		t, won, err := tk.promoteQueued(ctx, all[mine], hold, rec)
 		return t, won, err
 	case len(all) < tk.max && pause == nil:
-		g, err := tk.c.Grant(ctx, int64(RoundTTL(hold)/time.Second))
+		g, err := tk.c.Grant(ctx, int64(sema.RoundTTL(hold)/time.Second))
 		if err != nil {
 			return Take{}, false, etcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
 		}
@@ -123,16 +125,16 @@ func (tk taker) refresh(ctx context.Context, kv *mvccpb.KeyValue) error {
 
 // enqueue writes a place for the node at the back of the queue, on a fresh lease of TTL
 // wait, if no key of the queue was written after rev (else won is false: read again).
-func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec Record, rev int64) (won bool, err error) {
-	g, err := tk.c.Grant(ctx, int64(RoundTTL(wait)/time.Second))
+func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec sema.Record, rev int64) (won bool, err error) {
+	g, err := tk.c.Grant(ctx, int64(sema.RoundTTL(wait)/time.Second))
 	if err != nil {
 		return false, etcdFailure("cannot grant a place's lease in "+tk.prefix, err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = RecordVersion, tk.node, StateQueued, now, nil, nil
+	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = sema.RecordVersion, tk.node, StateQueued, now, nil, nil
 	resp, err := tk.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(tk.prefix).WithPrefix(), "<", rev+1),
-	).Then(clientv3.OpPut(leaseKey(tk.prefix, g.ID), rec.encode(), clientv3.WithLease(g.ID))).Commit()
+	).Then(clientv3.OpPut(sema.LeaseKey(tk.prefix, g.ID), rec.Encode(), clientv3.WithLease(g.ID))).Commit()
 	if err == nil && resp.Succeeded {
 		return true, nil
 	}
@@ -147,21 +149,21 @@ func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec Record, rev
 // after a run, on a fresh lease of TTL hold, if kv is unchanged and the semaphore not
 // paused; then revokes the place's lease, which has no key any more (best effort: it
 // expires after its TTL anyway). won is false when the condition failed: read again.
-func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold time.Duration, rec Record) (Take, bool, error) {
-	g, err := tk.c.Grant(ctx, int64(RoundTTL(hold)/time.Second))
+func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold time.Duration, rec sema.Record) (Take, bool, error) {
+	g, err := tk.c.Grant(ctx, int64(sema.RoundTTL(hold)/time.Second))
 	if err != nil {
 		return Take{}, false, etcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	ttl := time.Duration(g.TTL) * time.Second
 	until := now.Add(ttl)
-	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = RecordVersion, tk.node, StateHeldAfter, now, &now, &until
+	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = sema.RecordVersion, tk.node, sema.StateHeldAfter, now, &now, &until
 	key := string(kv.Key)
 	resp, err := tk.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(key), "=", kv.CreateRevision),
 		clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision),
-		clientv3.Compare(clientv3.CreateRevision(PauseKey(tk.name, tk.max)), "=", 0),
-	).Then(clientv3.OpPut(key, rec.encode(), clientv3.WithLease(g.ID))).Commit()
+		clientv3.Compare(clientv3.CreateRevision(sema.PauseKey(tk.name, tk.max)), "=", 0),
+	).Then(clientv3.OpPut(key, rec.Encode(), clientv3.WithLease(g.ID))).Commit()
 	if err != nil || !resp.Succeeded {
 		if err != nil {
 			err = etcdFailure("cannot turn the place "+key+" into a slot", err)
@@ -171,25 +173,25 @@ func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold tim
 	}
 	var none error
 	tk.revoke(ctx, clientv3.LeaseID(kv.Lease), &none) // the place's lease: keyless now
-	slot := HeldAfter{Key: key, Rev: kv.CreateRevision, Lease: g.ID, TTL: ttl, Node: tk.node, Ended: now, Until: until}
+	slot := sema.HeldAfter{Key: key, Rev: kv.CreateRevision, Lease: g.ID, TTL: ttl, Node: tk.node, Ended: now, Until: until}
 	return Take{Result: TakeGranted, Slot: slot}, true, nil
 }
 
 // DropQueued deletes the places kept for node in (name, max) (D19a: a node that says it is
 // up again no longer waits), each conditional on its modification revision as read. It
-// returns how many it deleted. Errors wrap ErrBadName or ErrBadMax for bad
-// arguments, ErrRefused when etcd rejects a request, else ErrUnavailable.
+// returns how many it deleted. Errors wrap sema.ErrBadName or sema.ErrBadMax for bad
+// arguments, sema.ErrRefused when etcd rejects a request, else sema.ErrUnavailable.
 func DropQueued(ctx context.Context, c *clientv3.Client, name string, max int, node string) (int, error) {
-	if err := validateSem(name, max); err != nil {
+	if err := validate(name, max); err != nil {
 		return 0, err
 	}
-	resp, err := c.Get(ctx, Prefix(name, max), clientv3.WithPrefix())
+	resp, err := c.Get(ctx, sema.Prefix(name, max), clientv3.WithPrefix())
 	if err != nil {
-		return 0, etcdFailure("cannot list "+Prefix(name, max), err)
+		return 0, etcdFailure("cannot list "+sema.Prefix(name, max), err)
 	}
 	n := 0
 	for _, kv := range resp.Kvs {
-		r := DecodeRecord(kv.Value)
+		r := sema.DecodeRecord(kv.Value)
 		if r.Err != nil || r.State != StateQueued || r.Host != node {
 			continue
 		}

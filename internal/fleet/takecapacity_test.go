@@ -1,9 +1,10 @@
-package sema
+package fleet
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/conch-project/conch/sema"
 	"slices"
 	"sync"
 	"testing"
@@ -16,42 +17,42 @@ import (
 func TestTakeHeldOtherCapacity(t *testing.T) {
 	_, c := startEtcd(t)
 	ctx := t.Context()
-	job := mustAcquire(t, newSem(t, c, "oc", 2, Options{}))
+	job := mustAcquire(t, newSem(t, c, "oc", 2, sema.Options{}))
 	for _, take := range []struct {
 		what string
 		f    func() (Take, error)
 	}{
-		{"TakeHeld", func() (Take, error) { return TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, Record{}) }},
+		{"TakeHeld", func() (Take, error) { return TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, sema.Record{}) }},
 		{"TakeHeldQueued", func() (Take, error) {
-			return TakeHeldQueued(ctx, c, "oc", 1, "node-b", time.Hour, time.Minute, Record{})
+			return TakeHeldQueued(ctx, c, "oc", 1, "node-b", time.Hour, time.Minute, sema.Record{})
 		}},
 	} {
 		tk, err := take.f()
 		if err != nil || tk.Result != TakeOtherCapacity || !slices.Equal(tk.Capacities, []int{2}) {
 			t.Errorf("%s of oc[max=1] beside a max=2 job: %+v %v, want TakeOtherCapacity naming [2]", take.what, tk, err)
 		}
-		if n := countUnder(t, c, Prefix("oc", 1)); n != 0 {
+		if n := countUnder(t, c, sema.Prefix("oc", 1)); n != 0 {
 			t.Errorf("%s: %d keys under max=1 after the refusal", take.what, n)
 		}
 	}
 	release(t, job)
-	held, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, Record{})
+	held, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, sema.Record{})
 	if err != nil || held.Result != TakeGranted {
 		t.Fatalf("TakeHeld once max=2 drained: %+v %v", held, err)
 	}
-	other := mustAcquire(t, newSem(t, c, "oc", 3, Options{AllowOtherCapacity: true}))
-	if again, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, Record{}); err != nil || again.Result != TakeAlreadyHeld {
+	other := mustAcquire(t, newSem(t, c, "oc", 3, sema.Options{AllowOtherCapacity: true}))
+	if again, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, sema.Record{}); err != nil || again.Result != TakeAlreadyHeld {
 		t.Errorf("the holder asking again beside a max=3 run: %+v %v, want TakeAlreadyHeld", again, err)
 	}
-	if tk, err := TakeHeld(ctx, c, "oc", 1, "node-c", time.Hour, Record{}); err != nil || tk.Result != TakeOtherCapacity || !slices.Equal(tk.Capacities, []int{3}) {
+	if tk, err := TakeHeld(ctx, c, "oc", 1, "node-c", time.Hour, sema.Record{}); err != nil || tk.Result != TakeOtherCapacity || !slices.Equal(tk.Capacities, []int{3}) {
 		t.Errorf("another node beside max=1 and max=3 keys: %+v %v, want TakeOtherCapacity naming [3] only", tk, err)
 	}
 	release(t, other)
 
-	if _, err := c.Put(ctx, NamePrefix("fk")+"01/x", "junk"); err != nil {
+	if _, err := c.Put(ctx, sema.NamePrefix("fk")+"01/x", "junk"); err != nil {
 		t.Fatal(err)
 	}
-	if tk, err := TakeHeld(ctx, c, "fk", 1, "node-a", time.Hour, Record{}); err != nil || tk.Result != TakeGranted {
+	if tk, err := TakeHeld(ctx, c, "fk", 1, "node-a", time.Hour, sema.Record{}); err != nil || tk.Result != TakeGranted {
 		t.Errorf("TakeHeld beside a foreign key: %+v %v, want TakeGranted", tk, err)
 	}
 }
@@ -66,15 +67,15 @@ func TestTakeHeldCapacityRace(t *testing.T) {
 		var wg sync.WaitGroup
 		var tk Take
 		var tkErr, runErr error
-		var h *Holder
-		wg.Go(func() { tk, tkErr = TakeHeld(t.Context(), c, name, 1, "node-a", time.Hour, Record{}) })
+		var h *sema.Holder
+		wg.Go(func() { tk, tkErr = TakeHeld(t.Context(), c, name, 1, "node-a", time.Hour, sema.Record{}) })
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 			defer cancel()
-			h, runErr = newSem(t, c, name, 2, Options{}).Acquire(ctx)
+			h, runErr = newSem(t, c, name, 2, sema.Options{}).Acquire(ctx)
 		})
 		wg.Wait()
-		if tkErr != nil || (runErr != nil && !errors.Is(runErr, ErrOtherCapacity)) {
+		if tkErr != nil || (runErr != nil && !errors.Is(runErr, sema.ErrOtherCapacity)) {
 			t.Fatalf("round %d: TakeHeld %v, Acquire %v", i, tkErr, runErr)
 		}
 		if tk.Result == TakeGranted && h != nil {
