@@ -5,21 +5,22 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // heldSlot reads the slot a conch child was given from the environment conch set for it
-// (D5, sema.SlotFromEnv). A <name> or --max given on the command line (j) must name the same
+// (D5, fleet.SlotFromEnv). A <name> or --max given on the command line (j) must name the same
 // semaphore. It returns the slot, or the error --held ends with: a usage error outside a
 // conch child with no name, errNotHeld when the environment cannot hold a slot of the
 // semaphore named.
-func (c *semaCmd) heldSlot(j job) (sema.Slot, error) {
-	s, err := sema.SlotFromEnv(c.getenv)
+func (c *semaCmd) heldSlot(j job) (fleet.Slot, error) {
+	s, err := fleet.SlotFromEnv(c.getenv)
 	switch {
-	case errors.Is(err, sema.ErrNoSlotEnv) && j.name == "":
+	case errors.Is(err, fleet.ErrNoSlotEnv) && j.name == "":
 		return s, usagef("--held: not inside a command run by conch (no CONCH_SEMA, CONCH_REV, CONCH_LEASE): run it from the command conch started, as in: conch sema NAME --max N -- sh -c 'conch sema --held && step'")
-	case errors.Is(err, sema.ErrNoSlotEnv):
+	case errors.Is(err, fleet.ErrNoSlotEnv):
 		return s, endf(errNotHeld, "", "%s[max=%d]: not held: this process was not started by conch (no CONCH_REV, CONCH_LEASE)", j.name, j.max)
 	case err != nil:
 		return s, usagef("--held: %v", err)
@@ -39,7 +40,7 @@ func slotName(name string, max int) string {
 }
 
 // held answers --held: nil (exit 0) when the slot of this conch child is held at one
-// linearizable read (sema.CheckHeld), errNotHeld with the reason when it is not, else as
+// linearizable read (fleet.CheckHeld), errNotHeld with the reason when it is not, else as
 // withClient (D3). With -v it says on stderr what it read.
 func (c *semaCmd) held(j job) error {
 	c.rep.bare = true
@@ -49,9 +50,9 @@ func (c *semaCmd) held(j job) error {
 	}
 	what := fmt.Sprintf("%s[max=%d]", s.Name, s.Max)
 	return c.withClient(j, what+": --held", func(ctx context.Context, cl *clientv3.Client) error {
-		h, err := sema.CheckHeld(ctx, cl, s)
+		h, err := fleet.CheckHeld(ctx, cl, s)
 		switch {
-		case errors.Is(err, sema.ErrNotHeld):
+		case errors.Is(err, fleet.ErrNotHeld):
 			return endf(errNotHeld, "", "%s", err)
 		case err == nil && c.rep.verbose:
 			fmt.Fprintf(c.stderr, "conch: %s: held: rank %d, rev %d, lease %s with %ds of %ds left, at revision %d\n",

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -79,4 +80,25 @@ func countUnder(t *testing.T, c *clientv3.Client, prefix string) int64 {
 		t.Fatal(err)
 	}
 	return resp.Count
+}
+
+// waitKeys polls until n keys are under prefix.
+func waitKeys(t *testing.T, c *clientv3.Client, prefix string, n int64) {
+	t.Helper()
+	polltest.Until(t, testTimeout, "keys under "+prefix, func() bool { return countUnder(t, c, prefix) == n })
+}
+
+type acquired struct {
+	h   *sema.Holder
+	err error
+}
+
+// acquireAsync starts Acquire in a goroutine; the result arrives on the channel.
+func acquireAsync(ctx context.Context, s *sema.Semaphore) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		h, err := s.Acquire(ctx)
+		ch <- acquired{h, err}
+	}()
+	return ch
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -16,11 +17,11 @@ import (
 // values (e.g. from an outer run). base is not modified.
 func ChildEnv(base []string, name string, max int, rev, lease int64, cluster uint64) []string {
 	set := map[string]string{
-		sema.EnvCluster: sema.FormatClusterID(cluster),
-		sema.EnvRev:     strconv.FormatInt(rev, 10),
-		sema.EnvName:    name,
-		sema.EnvMax:     strconv.Itoa(max),
-		sema.EnvLease:   sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
+		fleet.EnvCluster: sema.FormatClusterID(cluster),
+		fleet.EnvRev:     strconv.FormatInt(rev, 10),
+		fleet.EnvName:    name,
+		fleet.EnvMax:     strconv.Itoa(max),
+		fleet.EnvLease:   sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
 	}
 	out := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
@@ -30,8 +31,8 @@ func ChildEnv(base []string, name string, max int, rev, lease int64, cluster uin
 		}
 		out = append(out, kv)
 	}
-	for _, k := range []string{sema.EnvRev, sema.EnvName, sema.EnvMax, sema.EnvLease, sema.EnvCluster} { // what SlotFromEnv reads, and the epoch
-		if k != sema.EnvCluster || cluster != 0 {
+	for _, k := range []string{fleet.EnvRev, fleet.EnvName, fleet.EnvMax, fleet.EnvLease, fleet.EnvCluster} { // what SlotFromEnv reads, and the epoch
+		if k != fleet.EnvCluster || cluster != 0 {
 			out = append(out, k+"="+set[k])
 		}
 	}

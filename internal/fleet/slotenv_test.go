@@ -1,7 +1,8 @@
-package sema
+package fleet
 
 import (
 	"errors"
+	"github.com/conch-project/conch/sema"
 	"strings"
 	"testing"
 )
@@ -9,7 +10,7 @@ import (
 // SlotFromEnv: nothing set is ErrNoSlotEnv; a full slot reads back; each bad variable is
 // named; Of matches a name and a capacity, either left open.
 func TestSlotFromEnv(t *testing.T) {
-	good := map[string]string{EnvName: "job", EnvMax: "2", EnvLease: FormatLeaseID(0x1f), EnvRev: "42"}
+	good := map[string]string{EnvName: "job", EnvMax: "2", EnvLease: sema.FormatLeaseID(0x1f), EnvRev: "42"}
 	env := func(m map[string]string, k, v string) func(string) string {
 		return func(key string) string {
 			if key == k {

@@ -1,4 +1,4 @@
-package sema
+package fleet
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/sema"
 )
 
 // Reasons CheckHeld gives for a slot that is not held; each is wrapped
@@ -40,42 +42,42 @@ type Slot struct {
 
 // HeldSlot is what CheckHeld read about a held slot.
 type HeldSlot struct {
-	Key     string   // the key, as stored
-	Rank    int      // 0-based rank by create revision, < Max
-	TTL     LeaseTTL // the lease's time to live after the read
-	ReadRev int64    // the revision of the read
+	Key     string        // the key, as stored
+	Rank    int           // 0-based rank by create revision, < Max
+	TTL     sema.LeaseTTL // the lease's time to live after the read
+	ReadRev int64         // the revision of the read
 }
 
 // CheckHeld reports whether s is held, from one linearizable read (a Txn:
-// the key created at s.Rev under Prefix(s.Name, s.Max), and the first
+// the key created at s.Rev under sema.Prefix(s.Name, s.Max), and the first
 // s.Max keys by create revision) and the lease's time to live read after
 // it. The slot is held when that key exists, is bound to s.Lease, is among
 // the first s.Max keys (D6: HELD iff rank < max) and the lease is alive.
-// It blocks until both requests answer or ctx ends. Errors: ErrBadName or
-// ErrBadMax; ErrNotHeld wrapped with the reason (ErrHeldLeaseGone,
-// ErrHeldKeyGone, ErrHeldOtherRev, ErrHeldNotWithin); ErrRefused or
-// ErrUnavailable when etcd refuses or fails a request.
+// It blocks until both requests answer or ctx ends. Errors: sema.ErrBadName or
+// sema.ErrBadMax; ErrNotHeld wrapped with the reason (ErrHeldLeaseGone,
+// ErrHeldKeyGone, ErrHeldOtherRev, ErrHeldNotWithin); sema.ErrRefused or
+// sema.ErrUnavailable when etcd refuses or fails a request.
 func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error) {
-	if err := ValidateName(s.Name); err != nil {
+	if err := sema.ValidateName(s.Name); err != nil {
 		return HeldSlot{}, err
 	}
-	if s.Max < 1 || s.Max > MaxCapacity {
-		return HeldSlot{}, fmt.Errorf("%w %d", ErrBadMax, s.Max)
+	if s.Max < 1 || s.Max > sema.MaxCapacity {
+		return HeldSlot{}, fmt.Errorf("%w %d", sema.ErrBadMax, s.Max)
 	}
-	prefix := Prefix(s.Name, s.Max)
+	prefix := sema.Prefix(s.Name, s.Max)
 	resp, err := c.Txn(ctx).Then(
 		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithMinCreateRev(s.Rev), clientv3.WithMaxCreateRev(s.Rev)),
 		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.Max))),
 	).Commit()
 	if err != nil {
-		return HeldSlot{}, etcdErr(err, "cannot read "+prefix)
+		return HeldSlot{}, etcdFailure("cannot read "+prefix, err)
 	}
 	h := HeldSlot{Rank: -1, ReadRev: resp.Header.Revision}
 	ttl, err := c.TimeToLive(ctx, clientv3.LeaseID(s.Lease), clientv3.WithAttachedKeys())
 	if err != nil {
-		return h, etcdErr(err, "cannot read lease "+FormatLeaseID(s.Lease))
+		return h, etcdFailure("cannot read lease "+sema.FormatLeaseID(s.Lease), err)
 	}
-	h.TTL = LeaseTTL{Known: true, Left: ttl.TTL, Granted: ttl.GrantedTTL}
+	h.TTL = sema.LeaseTTL{Known: true, Left: ttl.TTL, Granted: ttl.GrantedTTL}
 	at := resp.Responses[0].GetResponseRange().Kvs
 	if len(at) > 0 {
 		h.Key = string(at[0].Key)
@@ -85,7 +87,7 @@ func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error
 			h.Rank = i
 		}
 	}
-	what := fmt.Sprintf("%s[max=%d] rev %d lease %s", s.Name, s.Max, s.Rev, FormatLeaseID(s.Lease))
+	what := fmt.Sprintf("%s[max=%d] rev %d lease %s", s.Name, s.Max, s.Rev, sema.FormatLeaseID(s.Lease))
 	switch {
 	case ttl.TTL < 0:
 		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, ErrHeldLeaseGone)
@@ -94,7 +96,7 @@ func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error
 	case len(at) == 0:
 		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, ErrHeldKeyGone)
 	case at[0].Lease != s.Lease:
-		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the key created at that revision, %s, is bound to lease %s", ErrNotHeld, what, ErrHeldOtherRev, h.Key, FormatLeaseID(at[0].Lease))
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the key created at that revision, %s, is bound to lease %s", ErrNotHeld, what, ErrHeldOtherRev, h.Key, sema.FormatLeaseID(at[0].Lease))
 	case h.Rank < 0:
 		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w (%d)", ErrNotHeld, what, ErrHeldNotWithin, s.Max)
 	}
@@ -109,12 +111,4 @@ func attachedUnder(keys [][]byte, prefix string) string {
 		}
 	}
 	return ""
-}
-
-// etcdErr wraps a failed request's err as ErrRefused or ErrUnavailable.
-func etcdErr(err error, what string) error {
-	if Refused(err) {
-		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
-	}
-	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 }

@@ -1,4 +1,4 @@
-package sema
+package fleet
 
 import (
 	"context"
@@ -7,16 +7,19 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/sema"
 )
 
 // CheckHeld's answer and reasons, for a lease key and a --spread key.
 func TestCheckHeldReasons(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
-	for _, opts := range []Options{{}, {Spread: true, Node: "n1"}} {
-		s := newSem(t, c, fmt.Sprintf("ck%v", opts.Spread), 1, opts)
+	for _, opts := range []sema.Options{{}, {Spread: true, Node: "n1"}} {
+		name := fmt.Sprintf("ck%v", opts.Spread)
+		s := newSem(t, c, name, 1, opts)
 		h := mustAcquire(t, s)
-		slot := Slot{Name: s.name, Max: 1, Lease: int64(h.Lease()), Rev: h.Rev()}
+		slot := Slot{Name: name, Max: 1, Lease: int64(h.Lease()), Rev: h.Rev()}
 		if got, err := CheckHeld(t.Context(), c, slot); err != nil || got.Rank != 0 || got.Key != h.Key() || !got.TTL.Known {
 			t.Fatalf("held: %+v %v", got, err)
 		}
@@ -33,13 +36,13 @@ func TestCheckHeldReasons(t *testing.T) {
 		checkReason(t, c, slot, ErrHeldLeaseGone)
 		h.Release(t.Context())
 	}
-	s := newSem(t, c, "ckq", 1, Options{})
+	s := newSem(t, c, "ckq", 1, sema.Options{})
 	h := mustAcquire(t, s)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	w := acquireAsync(ctx, s)
-	waitQueued(t, c, s, 2)
-	resp, err := c.Get(t.Context(), s.prefix, clientv3.WithPrefix(), byCreateAsc)
+	waitKeys(t, c, sema.Prefix("ckq", 1), 2)
+	resp, err := c.Get(t.Context(), sema.Prefix("ckq", 1), clientv3.WithPrefix(), byCreateAsc)
 	if err != nil {
 		t.Fatal(err)
 	}
