@@ -11,6 +11,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // startContext returns a context that ends after d or when ctx is cancelled,
@@ -106,7 +108,7 @@ type acquiring struct {
 func (a *acquiring) grantFailed(ctx context.Context, err error) error {
 	s := a.s
 	switch {
-	case Refused(err):
+	case etcderr.Refused(err):
 		return fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 	case a.first && errors.Is(ctx.Err(), context.DeadlineExceeded): // the wait ran out at start
 		return s.verdict(ctx, waitEnd{unanswered: err, atStart: true})
@@ -126,12 +128,12 @@ func (a *acquiring) grantFailed(ctx context.Context, err error) error {
 func (a *acquiring) queueFailed(ctx context.Context, err error) error {
 	s := a.s
 	switch {
-	case Refused(err):
+	case etcderr.Refused(err):
 		return fmt.Errorf("%w: %s: %w", ErrRefused, s.name, err)
 	case errors.Is(err, ErrOtherCapacity): // D17: nothing of ours was written
 		return err
 	case errors.Is(err, ErrNoSlot):
-		return s.verdict(ctx, waitEnd{stale: a.stale, nonblock: true, nodeBusy: errors.Is(err, ErrNodeHasKey), paused: pauseOf(err)})
+		return s.verdict(ctx, waitEnd{stale: a.stale, nonblock: true, nodeBusy: errors.Is(err, errNodeHasKey), paused: pauseOf(err)})
 	case ctx.Err() != nil:
 		return s.verdict(ctx, waitEnd{stale: a.stale})
 	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrKeyDeleted):

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // ErrOtherCapacity: keys of the same name live under another capacity, and
@@ -139,7 +141,7 @@ func OtherCapacityCmps(name string, max int) []clientv3.Cmp {
 // errEtcd unless etcd refused it.
 func (s *Semaphore) capacityRefusal(ctx context.Context) error {
 	err := CheckCapacity(ctx, s.c, s.name, s.max)
-	if err != nil && !errors.Is(err, ErrOtherCapacity) && !Refused(err) {
+	if err != nil && !errors.Is(err, ErrOtherCapacity) && !etcderr.Refused(err) {
 		return fmt.Errorf("%w: %w", errEtcd, err)
 	}
 	return err

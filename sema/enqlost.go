@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // enqueueAgain follows an enqueue whose answer was lost (err wraps errEtcd and
@@ -25,7 +27,7 @@ func (s *Semaphore) enqueueAgain(ctx context.Context, l *lease, key, value strin
 	err = retryEtcd(ctx, l, func() error {
 		var e error
 		myRev, r, e = s.enqueueRead(ctx, l, key, value)
-		if Refused(e) { // final: retryEtcd must not see errEtcd in it
+		if etcderr.Refused(e) { // final: retryEtcd must not see errEtcd in it
 			refused = e
 			return nil
 		}
@@ -78,5 +80,5 @@ func (s *Semaphore) adoptKey(ctx context.Context, key string, myRev int64) (int6
 // answerLost reports whether err, an enqueue's, may hide a Txn that committed:
 // an etcd error that is no refusal (a transport error or a time-out).
 func answerLost(err error) bool {
-	return err != nil && errors.Is(err, errEtcd) && !Refused(err)
+	return err != nil && errors.Is(err, errEtcd) && !etcderr.Refused(err)
 }

@@ -13,10 +13,10 @@ var (
 	// name rule, and not 16 lower-case hex digits, which a lease key's
 	// suffix is).
 	ErrBadNode = errors.New("invalid node name")
-	// ErrNodeHasKey: with Spread, this node already has a key under the
+	// errNodeHasKey: with Spread, this node already has a key under the
 	// semaphore (held or waiting); returned wrapped together with ErrNoSlot
 	// when Nonblock finds it so (D11: "no slot free" for this process).
-	ErrNodeHasKey = errors.New("this node already has a key (one slot per node)")
+	errNodeHasKey = errors.New("this node already has a key (one slot per node)")
 	// ErrNoSlot: Acquire with Nonblock found every slot taken while etcd
 	// answered; our key is gone again.
 	ErrNoSlot = errors.New("no free slot")

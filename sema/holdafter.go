@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // HeldAfter is a slot kept after its run ended (D13), as HoldAfter made it
@@ -179,7 +181,7 @@ func heldAfterOf(key string, rev, lease int64, r ReadRecord) HeldAfter {
 // etcdFailure wraps err, a failed request doing what, as ErrRefused when
 // etcd rejected it for good (Refused), else ErrUnavailable.
 func etcdFailure(what string, err error) error {
-	if Refused(err) {
+	if etcderr.Refused(err) {
 		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)

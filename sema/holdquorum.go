@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // noLeaderWindow is how long after etcd last said it has no leader the hold's requests go on
@@ -73,5 +75,5 @@ func (t holdTries) leaderless(ctx context.Context) bool {
 // leader, no connection, a deadline), as opposed to etcd's answer that our key or lease is
 // gone, or a refusal.
 func unanswered(err error) bool {
-	return err != nil && !errors.Is(err, ErrKeyDeleted) && !errors.Is(err, ErrLeaseLost) && !Refused(err)
+	return err != nil && !errors.Is(err, ErrKeyDeleted) && !errors.Is(err, ErrLeaseLost) && !etcderr.Refused(err)
 }

@@ -80,7 +80,7 @@ func ParseKey(name, key string) KeyInfo {
 		return KeyInfo{Kind: KeyForeign, Suffix: key}
 	}
 	seg, suffix, ok := strings.Cut(rest, "/")
-	max, canon := ParseCapacitySegment(seg)
+	max, canon := parseCapacitySegment(seg)
 	if !ok || !canon {
 		return KeyInfo{Kind: KeyForeign, Suffix: rest}
 	}
@@ -93,13 +93,13 @@ func ParseKey(name, key string) KeyInfo {
 	return info
 }
 
-// ParseCapacitySegment reports the capacity a key's <max> segment names and
+// parseCapacitySegment reports the capacity a key's <max> segment names and
 // whether it is canonical: the spelling strconv.Itoa gives 1..MaxCapacity,
 // which is what Prefix writes and so the only one acquisition ever ranks.
 // "01", "+1", "0", "1e3" and "10001" are not capacity segments. (ParseMax,
 // for a capacity given by a person, also takes "007": that may be spelled freely, a key
 // segment may not.)
-func ParseCapacitySegment(s string) (int, bool) {
+func parseCapacitySegment(s string) (int, bool) {
 	if len(s) == 0 || len(s) > 5 || s[0] == '0' || strings.TrimLeft(s, "0123456789") != "" {
 		return 0, false
 	}

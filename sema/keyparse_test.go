@@ -54,13 +54,13 @@ func TestParseKeyKinds(t *testing.T) {
 func TestParseCapacitySegment(t *testing.T) {
 	for m := 1; m <= MaxCapacity; m++ { // every capacity's own prefix segment parses back
 		seg := strings.TrimSuffix(strings.TrimPrefix(Prefix("x", m), NamePrefix("x")), "/")
-		if got, ok := ParseCapacitySegment(seg); !ok || got != m {
-			t.Fatalf("ParseCapacitySegment(%q) = %d, %v", seg, got, ok)
+		if got, ok := parseCapacitySegment(seg); !ok || got != m {
+			t.Fatalf("parseCapacitySegment(%q) = %d, %v", seg, got, ok)
 		}
 	}
 	for _, s := range []string{"", "0", "00", "01", "007", "+1", "-1", "1 ", "10001", "99999", "999999", "1.0", "0x1", "١"} {
-		if m, ok := ParseCapacitySegment(s); ok {
-			t.Errorf("ParseCapacitySegment(%q) = %d, want not a capacity", s, m)
+		if m, ok := parseCapacitySegment(s); ok {
+			t.Errorf("parseCapacitySegment(%q) = %d, want not a capacity", s, m)
 		}
 	}
 }

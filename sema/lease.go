@@ -10,6 +10,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // lease is an etcd lease kept alive by conch's own keep-alive stream rather
@@ -422,7 +424,7 @@ func (l *lease) revokeRetrying(ctx context.Context, within, total time.Duration)
 func retryUntil(end time.Time, within, floor time.Duration, try func(bound time.Duration) error) error {
 	for {
 		err := try(max(min(within, time.Until(end)), floor))
-		if err == nil || Refused(err) || time.Until(end) < releaseRetry {
+		if err == nil || etcderr.Refused(err) || time.Until(end) < releaseRetry {
 			return err
 		}
 		time.Sleep(releaseRetry)

@@ -58,7 +58,7 @@ func ParseNodeWaitKey(key string) NodeWaitInfo {
 	if len(parts) != 4 {
 		return in
 	}
-	max, canon := ParseCapacitySegment(parts[1])
+	max, canon := parseCapacitySegment(parts[1])
 	id, lease := ParseLeaseID(parts[3])
 	in.Node, in.Lease = parts[2], id
 	if canon {

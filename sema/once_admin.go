@@ -34,7 +34,7 @@ func DecodeMarker(kv *mvccpb.KeyValue) Marker {
 	rest := strings.TrimPrefix(m.Key, OnceRoot)
 	name, seg, _ := strings.Cut(rest, "/")
 	m.Name = name
-	if max, ok := ParseCapacitySegment(seg); ok && ValidateName(name) == nil {
+	if max, ok := parseCapacitySegment(seg); ok && ValidateName(name) == nil {
 		m.Max = max
 	}
 	if err := json.Unmarshal(kv.Value, &m.OnceRecord); err != nil || m.Node == "" || m.End.IsZero() {

@@ -79,14 +79,14 @@ func DecodePause(kv *mvccpb.KeyValue) Pause {
 	p := Pause{Key: string(kv.Key), Rev: kv.CreateRevision}
 	seg, rest, _ := strings.Cut(strings.TrimPrefix(p.Key, PauseRoot), "/")
 	p.Name = seg
-	if max, canon := ParseCapacitySegment(rest); canon && ValidateName(seg) == nil {
+	if max, canon := parseCapacitySegment(rest); canon && ValidateName(seg) == nil {
 		p.Max = max // the key is PauseKey(seg, max): it pauses that semaphore
 	}
 	v := kv.Value
 	var got Pause
 	switch {
-	case len(v) > MaxRecordBytes:
-		p.Err = fmt.Errorf("pause record of %d bytes, more than the %d read", len(v), MaxRecordBytes)
+	case len(v) > maxRecordBytes:
+		p.Err = fmt.Errorf("pause record of %d bytes, more than the %d read", len(v), maxRecordBytes)
 	case json.Unmarshal(v, &got) != nil:
 		p.Err = fmt.Errorf("pause record is not a JSON object")
 	case got.Who == "" && got.Since.IsZero():

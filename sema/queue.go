@@ -73,7 +73,7 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 // writeKey writes our key and ranks it (D2), the first try bounded by enqCtx,
 // later ones by ctx. With Spread, a key already there is this node's, held
 // or waiting: "no slot free" for us (D11). With Nonblock writeKey then returns
-// ErrNoSlot wrapping ErrNodeHasKey; otherwise it waits for that key's DELETE
+// ErrNoSlot wrapping errNodeHasKey; otherwise it waits for that key's DELETE
 // (Waiting event with NodeBusy) and tries again, at the back of the queue.
 // An enqueue whose answer was lost (an etcd error, no refusal) may have
 // committed: enqueueAgain reads our key before writing again and keeps the
@@ -108,7 +108,7 @@ func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, 
 			return 0, r, fmt.Errorf("%w: %s existed before we wrote it", ErrKeyDeleted, key)
 		}
 		if s.opts.Nonblock {
-			return 0, r, fmt.Errorf("%w in %s[max=%d]: %w: %s", ErrNoSlot, s.name, s.max, ErrNodeHasKey, key)
+			return 0, r, fmt.Errorf("%w in %s[max=%d]: %w: %s", ErrNoSlot, s.name, s.max, errNodeHasKey, key)
 		}
 		s.emit(Event{Kind: Waiting, Ahead: 1, NodeBusy: true, Lease: l.id, TTL: l.ttl})
 		switch s.waitGone(ctx, l, key, r.rev) {

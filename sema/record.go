@@ -13,10 +13,10 @@ import (
 // flagged (ReadRecord.Newer), never refused.
 const RecordVersion = 1
 
-// MaxRecordBytes bounds the value a reader decodes: conch's own records are
+// maxRecordBytes bounds the value a reader decodes: conch's own records are
 // about 150 bytes, etcd lets a client store 1.5 MiB. A larger value is not
 // decoded (ReadRecord.Err says so); its key is listed all the same.
-const MaxRecordBytes = 64 << 10
+const maxRecordBytes = 64 << 10
 
 // Record is the JSON value stored under a holder's key (D6). It never holds
 // the command line or environment, which may carry secrets.
@@ -64,7 +64,7 @@ func (r Record) Encode() string {
 type ReadRecord struct {
 	Record
 	// Err is set when nothing could be decoded: the value is not a JSON
-	// object, or is larger than MaxRecordBytes. Record is then zero.
+	// object, or is larger than maxRecordBytes. Record is then zero.
 	Err error
 	// Missing names the fields every version writes (v, host, pid, since)
 	// that are absent: a listing shows them as unknown.
@@ -86,8 +86,8 @@ var requiredFields = []string{"v", "host", "pid", "since"}
 // result's Err, Missing and Bad. Unknown fields are ignored; duplicate keys
 // take the last value (encoding/json's rule).
 func DecodeRecord(b []byte) ReadRecord {
-	if len(b) > MaxRecordBytes {
-		return ReadRecord{Err: fmt.Errorf("record of %d bytes, more than the %d read", len(b), MaxRecordBytes)}
+	if len(b) > maxRecordBytes {
+		return ReadRecord{Err: fmt.Errorf("record of %d bytes, more than the %d read", len(b), maxRecordBytes)}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil || fields == nil {

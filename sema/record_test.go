@@ -35,7 +35,7 @@ func TestDecodeRecord(t *testing.T) {
 		{name: "array", in: `[1,2]`, readErr: true},
 		{name: "null", in: `null`, readErr: true},
 		{name: "empty value", in: ``, readErr: true},
-		{name: "too large", in: `{"host":"` + strings.Repeat("a", MaxRecordBytes) + `"}`, readErr: true},
+		{name: "too large", in: `{"host":"` + strings.Repeat("a", maxRecordBytes) + `"}`, readErr: true},
 	} {
 		r := DecodeRecord([]byte(c.in))
 		if (r.Err != nil) != c.readErr || r.Host != c.host || r.PID != c.pid || r.Newer != c.newer ||

@@ -5,14 +5,12 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // Defaults (04_sema.md "Flags", D3, D7).
 const (
 	DefaultTTL            = 10 * time.Second
-	DefaultConnectTimeout = 5 * time.Second
+	defaultConnectTimeout = 5 * time.Second
 	DefaultFenceMargin    = 6 * time.Second // the default stop grace 5 s + 1 s (D7)
 	retryMin              = 100 * time.Millisecond
 	retryMax              = 2 * time.Second
@@ -44,7 +42,7 @@ type Options struct {
 	// Spread allows at most one slot per node (D11): our key is
 	// Prefix(name, max) + Node instead of + our lease ID, still bound to
 	// our lease, so a node that already has a key there (held or waiting)
-	// finds "no slot free": Nonblock returns ErrNoSlot with ErrNodeHasKey,
+	// finds "no slot free": Nonblock returns ErrNoSlot with errNodeHasKey,
 	// otherwise Acquire waits for that key to go, then enqueues at the back.
 	Spread bool
 	// Node is this node's name, the suffix of its Spread key: the
@@ -107,7 +105,7 @@ func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, er
 		opts.TTL = DefaultTTL
 	}
 	if opts.ConnectTimeout <= 0 {
-		opts.ConnectTimeout = DefaultConnectTimeout
+		opts.ConnectTimeout = defaultConnectTimeout
 	}
 	if opts.FenceMargin <= 0 {
 		opts.FenceMargin = DefaultFenceMargin
@@ -123,9 +121,3 @@ func (s *Semaphore) keyOf(l *lease) string {
 	}
 	return LeaseKey(s.prefix, l.id)
 }
-
-// Refused reports whether err (from any etcd request, clientv3.New's login
-// included) is etcd rejecting the request itself rather than failing to
-// answer: authentication, permissions, invalid arguments (e.g. a TTL above
-// etcd's maximum). Retrying such a request cannot succeed: a refusal, not an outage (D3).
-func Refused(err error) bool { return etcderr.Refused(err) }

@@ -49,7 +49,7 @@ func nodeBusy(e Event) bool { return e.Kind == Waiting && e.NodeBusy }
 
 // D11: the spread key is <prefix><node>, bound to the lease; a second
 // --nonblock job on the same node finds no slot (ErrNoSlot with
-// ErrNodeHasKey) although a slot is free, and leaves no key or lease behind;
+// errNodeHasKey) although a slot is free, and leaves no key or lease behind;
 // another node takes the free slot.
 func TestSpreadOneSlotPerNode(t *testing.T) {
 	t.Parallel()
@@ -68,8 +68,8 @@ func TestSpreadOneSlotPerNode(t *testing.T) {
 	}
 	s := spreadSem(t, c, "sp", 2, "node-a", Options{Nonblock: true})
 	_, err = s.Acquire(t.Context())
-	if !errors.Is(err, ErrNoSlot) || !errors.Is(err, ErrNodeHasKey) {
-		t.Fatalf("second job on node-a with a slot free: %v, want ErrNoSlot and ErrNodeHasKey", err)
+	if !errors.Is(err, ErrNoSlot) || !errors.Is(err, errNodeHasKey) {
+		t.Fatalf("second job on node-a with a slot free: %v, want ErrNoSlot and errNodeHasKey", err)
 	}
 	if n := keyCount(t, c, s); n != 1 {
 		t.Fatalf("%d keys after the refusal, want 1", n)

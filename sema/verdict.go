@@ -32,7 +32,7 @@ func (e *WaitError) Error() string {
 	case e.Unreachable:
 		return fmt.Sprintf("%v: %s: %v", ErrUnavailable, e.Name, e.Err)
 	case e.Nonblock && e.NodeBusy:
-		return fmt.Sprintf("%v in %s[max=%d]: %v", ErrNoSlot, e.Name, e.Max, ErrNodeHasKey)
+		return fmt.Sprintf("%v in %s[max=%d]: %v", ErrNoSlot, e.Name, e.Max, errNodeHasKey)
 	case e.Nonblock:
 		return fmt.Sprintf("%v in %s[max=%d]", ErrNoSlot, e.Name, e.Max)
 	}
@@ -45,7 +45,7 @@ func (e *WaitError) Is(target error) bool {
 	case e.Unreachable:
 		return target == ErrUnavailable
 	case e.Nonblock:
-		return target == ErrNoSlot || e.NodeBusy && target == ErrNodeHasKey
+		return target == ErrNoSlot || e.NodeBusy && target == errNodeHasKey
 	}
 	return target == ErrTimeout
 }
