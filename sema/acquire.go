@@ -28,17 +28,17 @@ func startContext(ctx context.Context, d time.Duration) (context.Context, contex
 	return sctx, func() { stop(); cancel() }
 }
 
-// probeTimeout bounds the last request that decides 75 vs 69 when a wait
-// ended: min(ConnectTimeout, 2 s).
+// probeTimeout bounds the last request that decides, when a wait ended, whether etcd
+// answered (a time-out) or not (an outage): min(ConnectTimeout, 2 s).
 func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTimeout, 2*time.Second) }
 
 // Acquire enqueues and blocks until a slot is held, then returns the Holder,
-// whose Release the caller must call. ctx bounds the wait only (--wait); the
+// whose Release the caller must call. ctx bounds the wait only (the caller's bound on it); the
 // Holder outlives it.
 //
 // Errors: ErrUnavailable if the first request gets no answer within
 // ConnectTimeout while ctx lives (etcd unreachable at start). Once the wait
-// ends without a slot, a *WaitError, the one verdict of D3's 75 vs 69: with
+// ends without a slot, a *WaitError, the one verdict of D3 (a time-out or an outage): with
 // Unreachable false (errors.Is ErrTimeout, or ErrNoSlot with Nonblock) when ctx
 // ended, or Nonblock found no free slot, while etcd answered (a slot free at
 // enqueue is had even if ctx's deadline has passed, as with Nonblock); with
@@ -104,7 +104,7 @@ type acquiring struct {
 
 // grantFailed decides what a failed lease grant means: nil to try again (after a pause
 // while ctx allows), or Acquire's error: ErrRefused, ErrUnavailable at the very start, or
-// the wait's verdict (75 if etcd answers, 69 if not; D3).
+// the wait's verdict (a time-out if etcd answers, an outage if not; D3).
 func (a *acquiring) grantFailed(ctx context.Context, err error) error {
 	s := a.s
 	switch {
@@ -115,7 +115,7 @@ func (a *acquiring) grantFailed(ctx context.Context, err error) error {
 	case a.first && ctx.Err() == nil:
 		return fmt.Errorf("%w: %s: %w", ErrUnavailable, s.name, err)
 	case ctx.Err() != nil || !sleepCtx(ctx, a.backoff):
-		// no key now: a time-out if etcd answers, an outage otherwise (D3: 75 vs 69)
+		// no key now: a time-out if etcd answers, an outage otherwise (D3)
 		return s.verdict(ctx, waitEnd{stale: a.stale, unanswered: err})
 	}
 	a.backoff = min(2*a.backoff, retryMax)
@@ -124,7 +124,7 @@ func (a *acquiring) grantFailed(ctx context.Context, err error) error {
 
 // queueFailed decides what the end of a life that did not hold means (our lease is already
 // revoked, or in a.stale): nil to re-enter at the back (04_sema.md "Failure behavior"), or
-// Acquire's error: ErrRefused, or the verdict for --nonblock or the wait's end.
+// Acquire's error: ErrRefused, or the verdict for Nonblock or the wait's end.
 func (a *acquiring) queueFailed(ctx context.Context, err error) error {
 	s := a.s
 	switch {

@@ -437,7 +437,7 @@ const releaseRetry = 200 * time.Millisecond
 
 // Bounds on the clean-up revoke. A healthy etcd answers in milliseconds; a
 // lease that was already lost, or a wait that ran out, must not hold conch
-// much past --wait or the child's end: the key goes at expiry anyway.
+// much past the wait's bound or the child's end: the key goes at expiry anyway.
 const (
 	releaseTimeout = 5 * time.Second
 	giveUpTimeout  = time.Second
