@@ -18,8 +18,14 @@
 // reports the queue's transitions (Enqueued, Waiting with the number ahead,
 // Held, Reentering) for logs and status lines: the package itself never logs.
 //
-// It owns the key schema (keys.go, keyparse.go, nodewait.go) and the decoding of what
-// any reader finds under it (DecodeRecord, DecodePause), so that acquisition and every
-// reader agree on each key. It does not list semaphores (internal/who does, over these),
-// and imports none of the layers above it.
+// It owns the key schema (keys.go, keyparse.go, nodewait.go, once.go) and the decoding of
+// what any reader finds under it (DecodeRecord, DecodePause, DecodeMarker), so that
+// acquisition and every reader agree on each key. Two hooks carry the layers above: the
+// pause gate that the ranking Txn reads and the head follows (pause.go, pausewatch.go, D16,
+// D16b: while the pause key exists no new holder starts), and Holder.HoldAfter, which
+// rebinds a holder's key to a lease nobody keeps alive so the slot stays taken after the run
+// (D13); a write a layer makes while holding is bounded by Holder.UntilDeadline (hooks.go).
+// The fleet rules that use them (run rules, period markers, pauses' administration, the
+// release of held slots, reboot slots, the child's check of its slot) are internal/fleet's;
+// the listings are internal/who's. sema imports none of the layers above it.
 package sema

@@ -2,8 +2,11 @@
 // rules (RunRules: a slot kept after the run, D13; one successful run per period, D15; an
 // absolute end to the wait, ParseDeadline), the period's marker read and written while
 // holding (Job.PeriodDone, Job.ClosePeriod), and the administration of a semaphore from
-// outside any run: its pause (SetPause, Resume, D16), its period's reset (ResetOnce, D15) and
-// the release of the slots a node holds after its runs (ReleaseHeld, D14).
+// outside any run: its pause (SetPause, Resume, D16), its period's reset (ResetOnce, D15),
+// the release of the slots a node holds after its runs (ReleaseHeld, D14) and the reboot
+// slots a lock server takes for a node (TakeHeld, TakeHeldQueued, DropQueued, D19); and the
+// child's check that its slot is still held (SlotFromEnv, CheckHeld, D7c), next to the run
+// that hands the slot over in the CONCH_* variables (D5).
 //
 // sema keeps the recipe and the two hooks these rules stand on: the pause gate that its
 // ranking reads and its head follows (the pause key written here), and Holder.HoldAfter, the
