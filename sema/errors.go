@@ -1,6 +1,11 @@
 package sema
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/conch-project/conch/internal/etcderr"
+)
 
 // Errors returned by this package, wrapped with the semaphore or key they
 // concern. Test them with errors.Is.
@@ -54,3 +59,12 @@ var (
 	// ErrReleased: the holder was released by its owner.
 	ErrReleased = errors.New("released")
 )
+
+// etcdFailure wraps err, a failed request doing what, as ErrRefused when
+// etcd rejected it for good (Refused), else ErrUnavailable.
+func etcdFailure(what string, err error) error {
+	if etcderr.Refused(err) {
+		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+}

@@ -10,22 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/internal/etcderr"
 )
-
-// HeldAfter is a slot kept after its run ended (D13), as HoldAfter made it
-// or the layer above freed it (internal/fleet). Everything but Key and Rev was
-// read from etcd by that release: hostile input, to escape before printing.
-type HeldAfter struct {
-	Key   string
-	Rev   int64            // create revision: the rank and the fencing token, unchanged by the hold
-	Lease clientv3.LeaseID // the lease nobody keeps alive (0 when not known)
-	TTL   time.Duration    // the hold's TTL as granted (whole seconds; 0 when not known)
-	Node  string           // the node that ran (Record.Host)
-	Ended time.Time        // when the run ended (zero when the record lacks it)
-	Until time.Time        // Ended + TTL by the writer's clock (zero when unknown)
-}
 
 // HoldAfter ends the holding like Release, but keeps the slot taken for d
 // after the run (D13): it grants a lease of TTL d (rounded up to whole
@@ -149,40 +134,4 @@ func onLease(resp *clientv3.TxnResponse, rev int64, to clientv3.LeaseID) bool {
 	}
 	kvs := resp.Responses[0].GetResponseRange().GetKvs()
 	return len(kvs) == 1 && kvs[0].CreateRevision == rev && kvs[0].Lease == int64(to)
-}
-
-// untilDeadline runs try, each time within min(5 s, what is left before end) but at least
-// releaseTry (so one try is made even at end), again every releaseRetry while it fails for
-// want of an answer and end has not come (retryUntil); a refusal is not tried again. Each try
-// gets up to 5 s, not a revoke's releaseTry: a grant or a move on a loaded etcd may need more,
-// and nothing waits on it but the end of the run, which end bounds. It returns the last try's
-// error.
-func untilDeadline(ctx context.Context, end time.Time, try func(context.Context) error) error {
-	return retryUntil(end, releaseTimeout, releaseTry, func(bound time.Duration) error {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-		defer cancel()
-		return try(tctx)
-	})
-}
-
-// heldAfterOf is the HeldAfter that the key created at rev, on lease, with
-// record r describes.
-func heldAfterOf(key string, rev, lease int64, r ReadRecord) HeldAfter {
-	ha := HeldAfter{Key: key, Rev: rev, Lease: clientv3.LeaseID(lease), Node: r.Host}
-	if r.Ended != nil {
-		ha.Ended = *r.Ended
-	}
-	if r.HeldUntil != nil {
-		ha.Until = *r.HeldUntil
-	}
-	return ha
-}
-
-// etcdFailure wraps err, a failed request doing what, as ErrRefused when
-// etcd rejected it for good (Refused), else ErrUnavailable.
-func etcdFailure(what string, err error) error {
-	if etcderr.Refused(err) {
-		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
-	}
-	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 }

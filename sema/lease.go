@@ -447,3 +447,17 @@ const (
 	// which counts as revoked.
 	releaseTry = time.Second
 )
+
+// untilDeadline runs try, each time within min(5 s, what is left before end) but at least
+// releaseTry (so one try is made even at end), again every releaseRetry while it fails for
+// want of an answer and end has not come (retryUntil); a refusal is not tried again. Each try
+// gets up to 5 s, not a revoke's releaseTry: a grant or a move on a loaded etcd may need more,
+// and nothing waits on it but the end of the run, which end bounds. It returns the last try's
+// error.
+func untilDeadline(ctx context.Context, end time.Time, try func(context.Context) error) error {
+	return retryUntil(end, releaseTimeout, releaseTry, func(bound time.Duration) error {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		defer cancel()
+		return try(tctx)
+	})
+}
