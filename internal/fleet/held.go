@@ -16,18 +16,18 @@ import (
 var (
 	// ErrNotHeld: the slot named is not held by its owner at the read.
 	ErrNotHeld = errors.New("slot not held")
-	// ErrHeldKeyGone: no key of the semaphore was created at the revision,
+	// errHeldKeyGone: no key of the semaphore was created at the revision,
 	// and none is bound to the lease: it was deleted (or never existed).
-	ErrHeldKeyGone = errors.New("key deleted")
-	// ErrHeldLeaseGone: etcd reports the lease expired or revoked.
-	ErrHeldLeaseGone = errors.New("lease expired or revoked")
-	// ErrHeldOtherRev: the lease's key has another create revision than
+	errHeldKeyGone = errors.New("key deleted")
+	// errHeldLeaseGone: etcd reports the lease expired or revoked.
+	errHeldLeaseGone = errors.New("lease expired or revoked")
+	// errHeldOtherRev: the lease's key has another create revision than
 	// the one given, or the key created at that revision is bound to
 	// another lease.
-	ErrHeldOtherRev = errors.New("another revision")
-	// ErrHeldNotWithin: the key exists, but max or more keys are ahead of
+	errHeldOtherRev = errors.New("another revision")
+	// errHeldNotWithin: the key exists, but max or more keys are ahead of
 	// it: it waits, it does not hold.
-	ErrHeldNotWithin = errors.New("not within the first max keys")
+	errHeldNotWithin = errors.New("not within the first max keys")
 )
 
 // Slot names a slot as the process that holds it knows it: its
@@ -54,8 +54,9 @@ type HeldSlot struct {
 // it. The slot is held when that key exists, is bound to s.Lease, is among
 // the first s.Max keys (D6: HELD iff rank < max) and the lease is alive.
 // It blocks until both requests answer or ctx ends. Errors: sema.ErrBadName or
-// sema.ErrBadMax; ErrNotHeld wrapped with the reason (ErrHeldLeaseGone,
-// ErrHeldKeyGone, ErrHeldOtherRev, ErrHeldNotWithin); sema.ErrRefused or
+// sema.ErrBadMax; ErrNotHeld wrapped with the reason, which the message says (the lease
+// expired or was revoked, the key was deleted, another revision, not within the first max
+// keys); sema.ErrRefused or
 // sema.ErrUnavailable when etcd refuses or fails a request.
 func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error) {
 	if err := sema.ValidateName(s.Name); err != nil {
@@ -90,15 +91,15 @@ func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error
 	what := fmt.Sprintf("%s[max=%d] rev %d lease %s", s.Name, s.Max, s.Rev, sema.FormatLeaseID(s.Lease))
 	switch {
 	case ttl.TTL < 0:
-		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, ErrHeldLeaseGone)
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, errHeldLeaseGone)
 	case len(at) == 0 && attachedUnder(ttl.Keys, prefix) != "":
-		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the lease's key %[4]s was created at another", ErrNotHeld, what, ErrHeldOtherRev, attachedUnder(ttl.Keys, prefix))
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the lease's key %[4]s was created at another", ErrNotHeld, what, errHeldOtherRev, attachedUnder(ttl.Keys, prefix))
 	case len(at) == 0:
-		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, ErrHeldKeyGone)
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, errHeldKeyGone)
 	case at[0].Lease != s.Lease:
-		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the key created at that revision, %s, is bound to lease %s", ErrNotHeld, what, ErrHeldOtherRev, h.Key, sema.FormatLeaseID(at[0].Lease))
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the key created at that revision, %s, is bound to lease %s", ErrNotHeld, what, errHeldOtherRev, h.Key, sema.FormatLeaseID(at[0].Lease))
 	case h.Rank < 0:
-		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w (%d)", ErrNotHeld, what, ErrHeldNotWithin, s.Max)
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w (%d)", ErrNotHeld, what, errHeldNotWithin, s.Max)
 	}
 	return h, nil
 }

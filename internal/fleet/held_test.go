@@ -25,15 +25,15 @@ func TestCheckHeldReasons(t *testing.T) {
 		}
 		forged := slot
 		forged.Rev += 1000
-		checkReason(t, c, forged, ErrHeldOtherRev)
+		checkReason(t, c, forged, errHeldOtherRev)
 		if _, err := c.Delete(t.Context(), h.Key()); err != nil {
 			t.Fatal(err)
 		}
-		checkReason(t, c, slot, ErrHeldKeyGone)
+		checkReason(t, c, slot, errHeldKeyGone)
 		if _, err := c.Revoke(t.Context(), h.Lease()); err != nil {
 			t.Fatal(err)
 		}
-		checkReason(t, c, slot, ErrHeldLeaseGone)
+		checkReason(t, c, slot, errHeldLeaseGone)
 		h.Release(t.Context())
 	}
 	s := newSem(t, c, "ckq", 1, sema.Options{})
@@ -46,7 +46,7 @@ func TestCheckHeldReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkReason(t, c, Slot{Name: "ckq", Max: 1, Lease: resp.Kvs[1].Lease, Rev: resp.Kvs[1].CreateRevision}, ErrHeldNotWithin)
+	checkReason(t, c, Slot{Name: "ckq", Max: 1, Lease: resp.Kvs[1].Lease, Rev: resp.Kvs[1].CreateRevision}, errHeldNotWithin)
 	release(t, h)
 	if a := <-w; a.err != nil {
 		t.Fatal(a.err)

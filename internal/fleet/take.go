@@ -262,7 +262,7 @@ func (tk taker) revoke(ctx context.Context, id clientv3.LeaseID, err *error) {
 func holdingOf(kv *mvccpb.KeyValue) (Holding, sema.ReadRecord) {
 	r := sema.DecodeRecord(kv.Value)
 	h := Holding{Key: string(kv.Key), Rev: kv.CreateRevision, Node: r.Host, Since: r.Since,
-		HeldAfter: r.Err == nil && r.IsHeldAfter(), Via: r.Via, Queued: r.Err == nil && r.State == StateQueued}
+		HeldAfter: r.Err == nil && r.IsHeldAfter(), Via: r.Via, Queued: r.Err == nil && r.State == stateQueued}
 	if r.HeldSince != nil {
 		h.Since = *r.HeldSince
 	}

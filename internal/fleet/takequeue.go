@@ -17,15 +17,15 @@ import (
 	"github.com/conch-project/conch/sema"
 )
 
-// StateQueued is sema.Record.State of a place in the queue kept for a node by a lock server
+// stateQueued is sema.Record.State of a place in the queue kept for a node by a lock server
 // (D19a): ranked like any waiter's key, bound to a lease the server refreshes at each of
 // the node's requests, so it goes when the node stops asking.
-const StateQueued = "queued"
+const stateQueued = "queued"
 
 // TakeHeldQueued is TakeHeld with first come, first served across nodes that poll (D19a).
 // From one read of the whole queue and the pause key: the node's slot held after a run is
 // TakeAlreadyHeld, as with TakeHeld; then, as with TakeHeld, counted keys of another
-// capacity under the name are TakeOtherCapacity (D17). The node's place (a key whose record says StateQueued
+// capacity under the name are TakeOtherCapacity (D17). The node's place (a key whose record says stateQueued
 // and names node) is refreshed (its lease's TTL starts again) and, when fewer than max keys
 // are ahead of it and the semaphore is not paused, rebound to a fresh lease of TTL hold and
 // rewritten as the node's slot held after a run (one Txn, conditional on the key being the
@@ -72,7 +72,7 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec s
 		if h.HeldAfter && h.Node == tk.node && !r.Newer {
 			return Take{Result: TakeAlreadyHeld, Slot: heldAfterOf(kv, r)}, true, nil
 		}
-		if r.Err == nil && r.State == StateQueued && r.Host == tk.node && mine < 0 {
+		if r.Err == nil && r.State == stateQueued && r.Host == tk.node && mine < 0 {
 			mine = i
 		}
 		if i < tk.max {
@@ -131,7 +131,7 @@ func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec sema.Record
 		return false, etcdFailure("cannot grant a place's lease in "+tk.prefix, err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = sema.RecordVersion, tk.node, StateQueued, now, nil, nil
+	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = sema.RecordVersion, tk.node, stateQueued, now, nil, nil
 	resp, err := tk.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(tk.prefix).WithPrefix(), "<", rev+1),
 	).Then(clientv3.OpPut(sema.LeaseKey(tk.prefix, g.ID), rec.Encode(), clientv3.WithLease(g.ID))).Commit()
@@ -192,7 +192,7 @@ func DropQueued(ctx context.Context, c *clientv3.Client, name string, max int, n
 	n := 0
 	for _, kv := range resp.Kvs {
 		r := sema.DecodeRecord(kv.Value)
-		if r.Err != nil || r.State != StateQueued || r.Host != node {
+		if r.Err != nil || r.State != stateQueued || r.Host != node {
 			continue
 		}
 		dr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
