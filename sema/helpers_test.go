@@ -135,22 +135,3 @@ func resume(ctx context.Context, c *clientv3.Client, name string, max int) (Paus
 	}
 	return DecodePause(resp.PrevKvs[0]), true, nil
 }
-
-// releaseHeld deletes the keys of (name, max) whose record says node holds them after a run
-// (D14, as internal/fleet's release does): the number deleted.
-func releaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) (int, error) {
-	resp, err := c.Get(ctx, Prefix(name, max), clientv3.WithPrefix())
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, kv := range resp.Kvs {
-		if r := DecodeRecord(kv.Value); heldAfterRecord(r) && r.Host == node {
-			if _, err := c.Delete(ctx, string(kv.Key)); err != nil {
-				return n, err
-			}
-			n++
-		}
-	}
-	return n, nil
-}

@@ -79,15 +79,3 @@ func ValidateNode(node string) error {
 	}
 	return nil
 }
-
-// validateSem checks a semaphore's name and capacity (D4): errors wrap
-// ErrBadName or ErrBadMax.
-func validateSem(name string, max int) error {
-	if err := ValidateName(name); err != nil {
-		return err
-	}
-	if max < 1 || max > MaxCapacity {
-		return fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
-	}
-	return nil
-}
