@@ -194,6 +194,24 @@ func TestSpreadMixedKindsWarn(t *testing.T) {
 	for _, h := range []*Holder{plain, sp, p2, q} {
 		release(t, h)
 	}
+	// D6g: keys bound to no lease are not conch's and say nothing of how jobs run
+	for _, k := range []string{Prefix("mix3", 3) + "node-x", Prefix("mix3", 3) + FormatLeaseID(7)} {
+		if _, err := c.Put(t.Context(), k, "by hand"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, spread := range []bool{false, true} {
+		var l eventLog
+		s := newSem(t, c, "mix3", 3, Options{OnEvent: l.add})
+		if spread {
+			s = spreadSem(t, c, "mix3", 3, "node-a", Options{OnEvent: l.add})
+		}
+		h := mustAcquire(t, s)
+		if e := l.waitFor(t, "Enqueued", func(e Event) bool { return e.Kind == Enqueued }); e.OtherKind != 0 {
+			t.Errorf("spread=%v beside keys bound to no lease: OtherKind %d, want 0", spread, e.OtherKind)
+		}
+		release(t, h)
+	}
 }
 
 func TestValidateNode(t *testing.T) { // D11
