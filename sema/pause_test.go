@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
 )
 
@@ -156,8 +157,8 @@ func TestPauseSpreadNodeWaiters(t *testing.T) {
 		t.Fatalf("--spread --nonblock while paused with a slot free: %v, want ErrNoSlot with the pause", err)
 	}
 	second := acquireAsync(ctx, newSem(t, c, "psn", 2, Options{Spread: true, Node: "n1"}))
-	polltest.Until(t, testTimeout, "n1's second process waiting for its node's key", func() bool { return countUnder(t, c, NodeWaitRoot) == 1 })
-	if n := countUnder(t, c, PauseRoot); n != 1 {
+	polltest.Until(t, testTimeout, "n1's second process waiting for its node's key", func() bool { return etcdtest.KeysUnder(t, c, NodeWaitRoot) == 1 })
+	if n := etcdtest.KeysUnder(t, c, PauseRoot); n != 1 {
 		t.Fatalf("%d pause keys while paused, want 1", n)
 	}
 	select {

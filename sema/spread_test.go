@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -123,7 +124,7 @@ func TestSpreadSecondJobWaitsThreeNodes(t *testing.T) {
 	if ra.err != nil {
 		t.Fatalf("node-a after node-b released: %v", ra.err)
 	}
-	if n := countUnder(t, c, Prefix("sp3", n)); n != 2 {
+	if n := etcdtest.KeysUnder(t, c, Prefix("sp3", n)); n != 2 {
 		t.Fatalf("%d keys under the prefix; want node-c's and node-a's", n)
 	}
 	release(t, rc.h)

@@ -383,19 +383,7 @@ func TestHoldAfterRidesOutEtcdStall(t *testing.T) {
 	e := m.env(t)
 	p := e.start("sema", "hst", "--max", "1", "--ttl", "30", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stalled := true
-	defer func() {
-		if stalled {
-			m.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}()
-	e.open("a")
-	time.Sleep(7 * time.Second) // the stall itself, longer than a single request's old 5 s bound
-	m.cmd.Process.Signal(syscall.SIGCONT)
-	stalled = false
+	m.stall(7*time.Second, func() { e.open("a") }) // longer than a single request's old 5 s bound
 	r := p.wait(t)
 	if r.status != 0 || !strings.Contains(r.stderr, "slot kept for 1h0m0s after the run") || strings.Contains(r.stderr, "cannot") {
 		t.Fatalf("--hold-after through a 7 s etcd stall: %v, want 0 and the slot kept", r)
@@ -416,13 +404,10 @@ func TestHoldAfterEtcdSilentOneLine(t *testing.T) {
 	e := m.env(t)
 	p := e.start("sema", "hsl", "--max", "1", "--ttl", "3", "--kill-after", "0.5", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT) })
+	m.stop()
 	e.open("a")
 	r := p.wait(t)
-	m.cmd.Process.Signal(syscall.SIGCONT)
+	m.cont()
 	if !strings.Contains(r.stderr, "cannot keep") || strings.Contains(r.stderr, "slot kept") {
 		t.Fatalf("--hold-after with etcd silent: %v, want a line saying the slot cannot be kept", r)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,19 +20,7 @@ func TestOncePerRidesOutEtcdStall(t *testing.T) {
 	job := "echo run >> " + count + "; " + e.gated("a")
 	p := e.start("sema", "ops", "--max", "1", "--ttl", "10s", "--once-per", "1h", "--node", "n1", "--scope=never", "--", "sh", "-c", job)
 	waitFor(t, "a holds", func() bool { return e.held("a") })
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stalled := true
-	defer func() {
-		if stalled {
-			m.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}()
-	e.open("a")
-	time.Sleep(6 * time.Second) // the stall itself, longer than a single request's old 5 s bound
-	m.cmd.Process.Signal(syscall.SIGCONT)
-	stalled = false
+	m.stall(6*time.Second, func() { e.open("a") }) // longer than a single request's old 5 s bound
 	r := p.wait(t)
 	if r.status != 0 || strings.Contains(r.stderr, "marker could not be written") {
 		t.Fatalf("--once-per through a 6 s etcd stall at the run's end: %v, want 0 and the marker written", r)
@@ -55,13 +42,10 @@ func TestOncePerMarkFailedSaid(t *testing.T) {
 	e := m.env(t)
 	p := e.start("sema", "opf", "--max", "1", "--ttl", "3s", "--kill-after", "0.5", "--once-per", "1h", "--scope=never", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT) })
+	m.stop()
 	e.open("a")
 	r := p.wait(t)
-	m.cmd.Process.Signal(syscall.SIGCONT)
+	m.cont()
 	if r.status != 0 || !strings.Contains(r.stderr, "conch: opf[max=1]: WARNING: the run succeeded, but this period's marker could not be written") {
 		t.Fatalf("--once-per with etcd silent past the lease: %v, want 0 and the warning", r)
 	}

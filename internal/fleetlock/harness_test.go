@@ -3,6 +3,7 @@ package fleetlock
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,7 +37,14 @@ func serve(t *testing.T, c *clientv3.Client, groups map[string]int, hold time.Du
 // serveQueue is serve with --queue (0: none).
 func serveQueue(t *testing.T, c *clientv3.Client, groups map[string]int, hold, queue time.Duration) *served {
 	t.Helper()
-	s, err := New(Config{Client: c, Groups: groups, Hold: hold, Queue: queue, Record: sema.Record{PID: os.Getpid()}, Timeout: 3 * time.Second})
+	return serveWith(t, Config{Client: c, Groups: groups, Hold: hold, Queue: queue, Record: sema.Record{PID: os.Getpid()}, Timeout: 3 * time.Second}, nil)
+}
+
+// serveWith starts a Server of cfg on a random loopback port, over HTTPS when tc is not
+// nil, stopped at cleanup.
+func serveWith(t *testing.T, cfg Config, tc *tls.Config) *served {
+	t.Helper()
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +54,7 @@ func serveQueue(t *testing.T, c *clientv3.Client, groups map[string]int, hold, q
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
+	go func() { done <- s.Serve(ctx, ln, tc) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -57,7 +65,11 @@ func serveQueue(t *testing.T, c *clientv3.Client, groups map[string]int, hold, q
 		})
 	}
 	t.Cleanup(stop)
-	return &served{srv: s, base: "http://" + ln.Addr().String(), c: c, stop: stop}
+	scheme := "http://"
+	if tc != nil {
+		scheme = "https://"
+	}
+	return &served{srv: s, base: scheme + ln.Addr().String(), c: cfg.Client, stop: stop}
 }
 
 // clientStyle is how a real client joins its base URL and the operation's path.
