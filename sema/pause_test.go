@@ -95,17 +95,10 @@ func TestPauseHoldsQueueThenResumes(t *testing.T) {
 func waitRewritten(t *testing.T, c *clientv3.Client, hs []*Holder) {
 	t.Helper()
 	for _, h := range hs {
-		deadline := time.Now().Add(testTimeout)
-		for {
+		polltest.Until(t, testTimeout, h.Key()+" rewritten as held", func() bool {
 			resp, err := c.Get(t.Context(), h.Key())
-			if err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision > resp.Kvs[0].CreateRevision {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never rewritten as held", h.Key())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision > resp.Kvs[0].CreateRevision
+		})
 	}
 }
 

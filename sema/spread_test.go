@@ -3,12 +3,14 @@ package sema
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/polltest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -30,20 +32,17 @@ func (l *eventLog) add(e Event) { l.mu.Lock(); l.evs = append(l.evs, e); l.mu.Un
 // waitFor polls until an event matching ok was emitted.
 func (l *eventLog) waitFor(t *testing.T, what string, ok func(Event) bool) Event {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for time.Now().Before(deadline) {
+	var found Event
+	polltest.Until(t, testTimeout, "a "+what+" event", func() bool {
 		l.mu.Lock()
-		for _, e := range l.evs {
-			if ok(e) {
-				l.mu.Unlock()
-				return e
-			}
+		defer l.mu.Unlock()
+		i := slices.IndexFunc(l.evs, ok)
+		if i >= 0 {
+			found = l.evs[i]
 		}
-		l.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no %s event", what)
-	return Event{}
+		return i >= 0
+	})
+	return found
 }
 
 func nodeBusy(e Event) bool { return e.Kind == Waiting && e.NodeBusy }

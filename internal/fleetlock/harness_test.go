@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -193,16 +194,25 @@ func nodes(hs []sema.Holding) []string {
 	return out
 }
 
-// eventually polls cond every 20 ms until it holds or within passes.
+// holdJob is a conch sema job of node db-vacuum-node holding a slot of name[max], on a 5 s
+// lease; the caller releases it.
+func holdJob(t *testing.T, c *clientv3.Client, name string, max int) *sema.Holder {
+	t.Helper()
+	job, err := sema.New(c, name, max, sema.Options{TTL: 5 * time.Second, Record: sema.Record{Host: "db-vacuum-node"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := job.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// eventually polls cond (polltest.Until) until it holds or within passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	polltest.Until(t, within, what, cond)
 }
 
 // startEtcd starts a real etcd for one test and returns a client to it.

@@ -291,14 +291,7 @@ func TestSharedQueueWithJobs(t *testing.T) {
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"maint": 1}, time.Hour)
 	f := newClient(s.base, zincati, idA, "maint")
-	job, err := sema.New(c, "maint", 1, sema.Options{TTL: 5 * time.Second, Record: sema.Record{Host: "db-vacuum-node"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := job.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := holdJob(t, c, "maint", 1)
 	r, err := f.lock()
 	if err != nil || r.status != 423 || r.kind != KindSemaphoreFull || !strings.Contains(r.value, "db-vacuum-node") {
 		t.Fatalf("pre-reboot while a job holds: %v %d %s %q, want 423 naming the job's node", err, r.status, r.kind, r.value)
@@ -385,14 +378,7 @@ func TestOtherCapacityRefused(t *testing.T) {
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"maint": 1}, time.Hour)
 	f := newClient(s.base, zincati, idA, "maint")
-	job, err := sema.New(c, "maint", 2, sema.Options{TTL: 5 * time.Second, Record: sema.Record{Host: "db-vacuum-node"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := job.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := holdJob(t, c, "maint", 2)
 	r, err := f.lock()
 	if err != nil || r.status != 423 || r.kind != KindOtherCapacity || !strings.Contains(r.value, "maint is live with max=2") {
 		t.Fatalf("pre-reboot of maint[max=1] while a max=2 job holds: %v %d %s %q, want 423 %s naming max=2", err, r.status, r.kind, r.value, KindOtherCapacity)
