@@ -18,6 +18,9 @@ import (
 // within the last 2 s before the stall. None loses its place (no re-entry, the same keys),
 // and all run.
 func TestEtcdStallKeepsWaiters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	holder := e.start("sema", "st", "--max", "1", "--ttl", "10s", "--kill-after", "1s", "--scope=never", "--", "sh", "-c", e.gated("h"))
@@ -45,6 +48,9 @@ func TestEtcdStallKeepsWaiters(t *testing.T) {
 // D7h: a waiter whose lease a lone etcd expired at its thaw after a stall longer than the TTL
 // (5 s of --ttl 3s) says that etcd stopped answering, not that conch was stalled or cut off.
 func TestEtcdStallBlamesEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	holder := e.start("sema", "sb", "--max", "1", "--ttl", "3s", "--kill-after", "0.5", "--scope=never", "--", "sh", "-c", e.gated("h"))

@@ -127,6 +127,7 @@ func TestHoldAfterSignalAndLoss(t *testing.T) {
 // slot frees when the run's own lease expires (--ttl), as without
 // --hold-after.
 func TestHoldAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "hk", "--max", "1", "--ttl", "1s", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
@@ -329,6 +330,7 @@ func (e *env) runOnHost(host string, args ...string) result {
 // --release refuse it (64, nothing written) rather than keep a slot that --release --node
 // cannot free, and --node names the node instead; a run that does not use the node runs.
 func TestNodeNameOneRule(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const hexHost = "0123456789abcdef"
 	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--hold-after", "1h", "--", "true"); r.status != exitUsage ||
@@ -353,6 +355,7 @@ func TestNodeNameOneRule(t *testing.T) {
 // node name stops only the commands that use the node (a run, --release), not --who,
 // --pause or --resume.
 func TestNodeCheckedWhereUsed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, args := range [][]string{{"--release", "--node", ""}, {"--node", "", "--", "true"}} {
 		if r := e.run(append([]string{"sema", "ne", "--max", "1"}, args...)...); r.status != exitUsage || !strings.Contains(r.stderr, "empty") {

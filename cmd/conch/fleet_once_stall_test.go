@@ -14,6 +14,9 @@ import (
 // deadline, so the marker is written once etcd answers, and a second run in the period is
 // skipped (its command never runs).
 func TestOncePerRidesOutEtcdStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	count := e.path("ran")
@@ -38,6 +41,9 @@ func TestOncePerRidesOutEtcdStall(t *testing.T) {
 // ends and until conch exits), the marker truly cannot be written: conch says so on its own
 // warning line (CONCH_MARK_FAILED=1 in the journal) and exits with the command's status, 0.
 func TestOncePerMarkFailedSaid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	p := e.start("sema", "opf", "--max", "1", "--ttl", "3s", "--kill-after", "0.5", "--once-per", "1h", "--scope=never", "--", "sh", "-c", e.gated("a"))

@@ -15,6 +15,7 @@ import (
 // polls first after a release (D19a); a node that stops asking loses its place after the
 // queue's D; steady-state drops a place.
 func TestQueueFIFO(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := serveQueue(t, c, map[string]int{"default": 1}, time.Hour, 2*time.Second)
 	holder := newClient(s.base, zincati, "holder", "default")
@@ -150,6 +151,10 @@ func fairness(t *testing.T, queue, period, down, d time.Duration) ([]time.Durati
 // node sees more than the 9 others granted during one of its waits (one more for a grant
 // whose answer crossed its first refusal), counted from its first refusal (the place).
 func TestQueueFairness(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	// the queue's D is far longer than a poll (with its latency on a loaded machine): no
 	// place expires while its client polls
 	const period, down, queueFor = 100 * time.Millisecond, 50 * time.Millisecond, 10 * time.Second

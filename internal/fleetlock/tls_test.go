@@ -14,6 +14,7 @@ import (
 // With a certificate the server speaks HTTPS only (TLS 1.2 or later); with a client CA it
 // requires client certificates signed by it; files it cannot use are refused at start.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	dir := t.TempDir()
 	ca := etcdtest.NewCA(t, dir, "ca")
