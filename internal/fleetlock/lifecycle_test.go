@@ -150,7 +150,6 @@ func soak(t *testing.T) time.Duration {
 // 20 clients polling a capacity-2 group: never more than 2 holders in etcd, and every
 // client gets through (D19).
 func TestTwentyClients(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}
@@ -322,7 +321,6 @@ func TestSharedQueueWithJobs(t *testing.T) {
 // etcd down: 503 backend_unavailable with Retry-After, no exit; etcd back: served again
 // by itself.
 func TestEtcdOutage(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}

@@ -151,7 +151,6 @@ func fairness(t *testing.T, queue, period, down, d time.Duration) ([]time.Durati
 // node sees more than the 9 others granted during one of its waits (one more for a grant
 // whose answer crossed its first refusal), counted from its first refusal (the place).
 func TestQueueFairness(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}

@@ -17,7 +17,6 @@ import (
 // A client that trickles its headers (slowloris) holds only its own connection: others
 // are served meanwhile, and the server cuts it after its header timeout.
 func TestSlowloris(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}
@@ -91,7 +90,6 @@ func loadRate(t *testing.T) int {
 // the end etcd holds exactly the slots of the nodes whose last granted request was a
 // pre-reboot (nothing lost, nothing extra).
 func TestLoad(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}
