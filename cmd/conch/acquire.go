@@ -45,7 +45,7 @@ func (c *semaCmd) acquire(j job) error {
 	// the journal relay (childlog.go), closed after the run's guardian: its last lines
 	stdio, closeChildLog := childStdio(c.rep, j.command[0])
 	defer closeChildLog()
-	o, err := slotrun.Run(ctx, j.runConfig(stdio), &runEvents{rep: c.rep, job: j})
+	o, err := slotrun.Run(ctx, j.runConfig(stdio), &runEvents{rep: c.rep, job: j, childDone: closeChildLog})
 	var ns *slotrun.NoSlotError
 	switch {
 	case errors.As(err, &ns):
