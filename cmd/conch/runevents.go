@@ -20,10 +20,12 @@ type runEvents struct {
 	// childDone, when set, flushes the child's relayed output (childStdio's close): called
 	// before the lines that end a run that started, so the child's last line is logged first
 	childDone func()
+	hint      *runNameHint // the name's "did you mean" (namehint.go), joined before the end line
 }
 
 // flushChild hands the child's last output to journald before conch's own end line.
 func (e *runEvents) flushChild() {
+	e.hint.join()
 	if e.childDone != nil {
 		e.childDone()
 	}
