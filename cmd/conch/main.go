@@ -93,11 +93,16 @@ func (s *semaCmd) parseAndRun(before []string) error {
 	p := newParser(&g, s)
 	p.SubcommandsOptional = true
 	completed := false
+	words := joinNegativeValues(before)                    // flagstyle.go
 	p.CompletionHandler = func(items []flags.Completion) { // GO_FLAGS_COMPLETION (shell completion)
-		printCompletions(s.stdout, items, s.getenv("GO_FLAGS_COMPLETION") == "verbose")
 		completed = true
+		if namePosition(p, words) { // <name>: the live semaphores' names, or nothing (completename.go)
+			s.completeNames(s.stdout, words[len(words)-1])
+			return
+		}
+		printCompletions(s.stdout, items, s.getenv("GO_FLAGS_COMPLETION") == "verbose")
 	}
-	_, err := p.ParseArgs(joinNegativeValues(before)) // flagstyle.go
+	_, err := p.ParseArgs(words)
 	var ferr *flags.Error
 	switch {
 	case completed:
