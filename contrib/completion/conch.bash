@@ -29,6 +29,7 @@ _conch() {
 	# the options whose value is a file (TestCompletionFileOptions keeps the list whole)
 	local fileopts='@(--config|--cacert|--cert|--key|--password-file|--textfile|--tls-cert|--tls-key|--client-ca)'
 	local prev=${words[cword-1]} file=-
+	# shellcheck disable=SC2053 # $fileopts is a pattern
 	if [[ $prev == $fileopts ]]; then
 		file=$cur
 	elif [[ $cur == $fileopts=* ]]; then
