@@ -80,8 +80,13 @@ func runCLI(args []string, stdout, stderr io.Writer, getenv func(string) string)
 func (s *semaCmd) parseAndRun(before []string) error {
 	if len(before) > 0 && !strings.HasPrefix(before[0], "-") && before[0] != "sema" && before[0] != "fleetlock" && s.getenv("GO_FLAGS_COMPLETION") == "" {
 		hint := "conch's commands are sema and fleetlock"
-		if before[0] == "version" {
+		switch {
+		case before[0] == "version":
 			hint = "did you mean conch --version?"
+		case strings.HasPrefix("sema", before[0]) || strings.HasPrefix(before[0], "sem"):
+			hint = "did you mean conch sema?"
+		case strings.HasPrefix("fleetlock", before[0]) || strings.HasPrefix(before[0], "fleet"):
+			hint = "did you mean conch fleetlock?"
 		}
 		return usagef("unknown command %q: %s\nTry 'conch sema --help'.", before[0], hint)
 	}
