@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,4 +37,25 @@ func TestRunBesideLeaselessKeys(t *testing.T) {
 	check("keys bound to no lease in its queue")
 	e.put(sema.Prefix("ll", 5)+"node-y", "by hand", 0)
 	check("a key bound to no lease under another capacity")
+}
+
+// D6g in the listing: a key named like a node but bound to no lease is flagged no-lease and
+// is not a node key conch wrote, so its JSON record does not say "spread": true (it did,
+// sending an operator after a --spread job that never ran).
+func TestWhoLeaselessNodeKeyNotSpread(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(sema.Prefix("lj", 1)+"zzz", "hello", 0)
+	r := e.run("sema", "lj", "--max", "1", "--who", "--json")
+	var recs []struct {
+		Kind   string   `json:"kind"`
+		Spread bool     `json:"spread"`
+		Flags  []string `json:"flags"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || r.status != 0 || len(recs) != 1 {
+		t.Fatalf("--who --json: %v (%v); want 0 and one record", r, err)
+	}
+	if rec := recs[0]; rec.Spread || !slices.Contains(rec.Flags, "no-lease") {
+		t.Errorf("record %+v: want spread false and the no-lease flag", rec)
+	}
 }
