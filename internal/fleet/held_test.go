@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -41,7 +42,7 @@ func TestCheckHeldReasons(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	w := acquireAsync(ctx, s)
-	waitKeys(t, c, sema.Prefix("ckq", 1), 2)
+	etcdtest.WaitKeys(t, c, sema.Prefix("ckq", 1), 2, testTimeout)
 	resp, err := c.Get(t.Context(), sema.Prefix("ckq", 1), clientv3.WithPrefix(), byCreateAsc)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -32,16 +33,10 @@ func TestOnceMarker(t *testing.T) {
 	if err != nil || m == nil || m.Node != "n1" || m.Rev != rev || m.Left <= 0 || m.Left > 2*time.Second || m.Err != nil {
 		t.Fatalf("PeriodDone in the period: %+v %v", m, err)
 	}
-	deadline := time.Now().Add(testTimeout)
-	for m != nil && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		if m, err = job.PeriodDone(t.Context(), h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if m != nil {
-		t.Fatal("marker outlived its period")
-	}
+	polltest.Until(t, testTimeout, "the marker to end with its period", func() bool {
+		m, err = job.PeriodDone(t.Context(), h)
+		return err == nil && m == nil
+	})
 	if _, err := c.Delete(t.Context(), h.Key()); err != nil {
 		t.Fatal(err)
 	}

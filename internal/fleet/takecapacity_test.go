@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/etcdtest"
 )
 
 // D17 for a slot a lock server takes (TakeHeld, TakeHeldQueued): refused, nothing written,
@@ -31,7 +33,7 @@ func TestTakeHeldOtherCapacity(t *testing.T) {
 		if err != nil || tk.Result != TakeOtherCapacity || !slices.Equal(tk.Capacities, []int{2}) {
 			t.Errorf("%s of oc[max=1] beside a max=2 job: %+v %v, want TakeOtherCapacity naming [2]", take.what, tk, err)
 		}
-		if n := countUnder(t, c, sema.Prefix("oc", 1)); n != 0 {
+		if n := etcdtest.KeysUnder(t, c, sema.Prefix("oc", 1)); n != 0 {
 			t.Errorf("%s: %d keys under max=1 after the refusal", take.what, n)
 		}
 	}
