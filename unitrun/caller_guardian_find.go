@@ -60,7 +60,7 @@ func defaultGuardian() []string {
 }
 
 // needsBuildCheck reports whether a guardian started as argv is the guardian program, which
-// Run trusts only once it has shown this build's BuildID (Prepared.trust, D7a).
+// Run trusts only once it has shown this build's BuildID (prepared.trust, D7a).
 func needsBuildCheck(argv []string) bool {
 	p := guardianProgram()
 	return p != "" && len(argv) == 1 && argv[0] == p

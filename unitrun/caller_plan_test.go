@@ -9,39 +9,38 @@ import (
 )
 
 // D8: ScopeNever decides at once, without systemd, for direct mode.
-func TestDecideScopeNever(t *testing.T) {
-	pl := StartPlanning(ScopeOptions{Mode: ScopeNever})
-	defer pl.Close()
-	if !pl.Decided() || pl.Intent() {
-		t.Fatalf("ScopeNever: decided %v, intent %v; want decided at once, no scope", pl.Decided(), pl.Intent())
+func TestStartPlanNever(t *testing.T) {
+	p := StartPlan(t.Context(), Options{Mode: ScopeNever})
+	defer p.Close()
+	if !p.Decided() || p.Intent() {
+		t.Fatalf("ScopeNever: decided %v, intent %v; want decided at once, no scope", p.Decided(), p.Intent())
 	}
-	p, err := pl.Wait()
-	if err != nil || p.InScope() || p.Fallback() != nil {
-		t.Fatalf("ScopeNever: plan in scope %v, fallback %v, error %v; want direct mode, no fallback", p.InScope(), p.Fallback(), err)
+	if err := p.Wait(); err != nil || p.inScope() || p.Fallback() != nil {
+		t.Fatalf("ScopeNever: plan in scope %v, fallback %v, error %v; want direct mode, no fallback", p.inScope(), p.Fallback(), err)
 	}
 	spec := Spec{Path: "/bin/true"}
-	if got := p.Scoped(spec, ScopeUnit{Name: "x.scope"}); got.Scope != nil {
-		t.Errorf("direct plan: Scoped gave a scope %+v", got.Scope)
+	if got := p.scoped(spec, ScopeUnit{Name: "x.scope"}); got.scope != nil {
+		t.Errorf("direct plan: scoped gave a scope %+v", got.scope)
 	}
 }
 
-// Scoped gives the plan's options and service to the scope the unit names, and the unit's
+// scoped gives the plan's options and service to the scope the unit names, and the unit's
 // Started replaces the spec's only then.
 func TestPlanScoped(t *testing.T) {
 	props := []sdbus.Property{memoryMax(1 << 20)}
-	p := &Plan{opts: ScopeOptions{Mode: ScopeAlways, Properties: props, Slice: "b.slice"}, conn: &sdbus.Conn{}}
+	p := &Plan{opts: Options{Mode: ScopeAlways, Properties: props, Slice: "b.slice"}, conn: &sdbus.Conn{}, done: closedChan()}
 	var which string
 	spec := Spec{Path: "/bin/true", Started: func(int) { which = "spec" }}
-	got := p.Scoped(spec, ScopeUnit{Name: "u.scope", Description: "d", Started: func(int) { which = "unit" }})
-	if got.Scope == nil || got.Scope.Name != "u.scope" || got.Scope.Description != "d" || got.Scope.Slice != "b.slice" ||
-		len(got.Scope.Properties) != 1 || got.Scope.Conn != p.conn {
-		t.Fatalf("Scoped = %+v", got.Scope)
+	got := p.scoped(spec, ScopeUnit{Name: "u.scope", Description: "d", Started: func(int) { which = "unit" }})
+	if got.scope == nil || got.scope.Name != "u.scope" || got.scope.Description != "d" || got.scope.Slice != "b.slice" ||
+		len(got.scope.Properties) != 1 || got.scope.Conn != p.conn {
+		t.Fatalf("scoped = %+v", got.scope)
 	}
 	got.Started(1)
 	if which != "unit" {
 		t.Errorf("Started in the scope called %s's hook, want the unit's", which)
 	}
-	p.Scoped(spec, ScopeUnit{Name: "u.scope"}).Started(1)
+	p.scoped(spec, ScopeUnit{Name: "u.scope"}).Started(1)
 	if which != "spec" {
 		t.Errorf("without a unit hook, Started called %s's hook, want the spec's", which)
 	}

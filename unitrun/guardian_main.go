@@ -25,7 +25,7 @@ const GuardianArg = "__conch-guardian"
 // file descriptors 3 and 4, and must not be called in any other situation.
 //
 // It first says hello with its BuildID on the status pipe (conch trusts a guardian program
-// only when that is its own, D7a), makes itself a child subreaper and waits for the spec on the control pipe (Prepare may
+// only when that is its own, D7a), makes itself a child subreaper and waits for the spec on the control pipe (prepare may
 // start the guardian long before Run sends it; EOF or SIGTERM meanwhile make it exit at
 // once), then reports ready and waits for "go" (so that scope mode can move it into its scope
 // and Spec.BeforeStart can run first). It then starts the command in a
@@ -165,8 +165,8 @@ func cloexecFromProc() {
 }
 
 // awaitSpec waits for the spec, the first line of the control pipe, which Run sends when it
-// is called, possibly long after Prepare started the guardian. ok is false, meaning exit
-// without starting anything, on EOF of the control pipe (Prepared.Close, or conch died) or
+// is called, possibly long after prepare started the guardian. ok is false, meaning exit
+// without starting anything, on EOF of the control pipe (prepared.close, or conch died) or
 // SIGTERM (the parent-death signal); err is set for a line that is no valid spec.
 func awaitSpec(sigs <-chan os.Signal, control <-chan string) (spec wireSpec, ok bool, err error) {
 	for {

@@ -146,7 +146,7 @@ func rerunTests(t *testing.T, pattern string, env ...string) string {
 // here a caller that does not know it for the guardian program and so does not check it.
 func TestGuardianProgramRefusesOtherBuild(t *testing.T) {
 	bin := buildGuardianProgram(t, testProgramID)
-	res, err := Run(t.Context(), Spec{Path: "/bin/true", Guardian: []string{bin}})
+	res, err := run(t.Context(), Spec{stop: testStop, Path: "/bin/true", Guardian: []string{bin}})
 	if !errors.Is(err, ErrGuardian) || res.Started || !strings.Contains(err.Error(), "refuses a caller of build") {
 		t.Fatalf("Run with a guardian of another build = %+v, %v; want ErrGuardian, not started", res, err)
 	}

@@ -17,7 +17,7 @@ import (
 // the environment the command could inherit:
 //
 //   - the control pipe (conch -> guardian, fd ctlFD): one JSON line with the wireSpec, sent
-//     when Run is called (the guardian may have been started by Prepare long before and waits
+//     when Run is called (the guardian may have been started by prepare long before and waits
 //     for it), then one word per line: ctlGo, ctlStop, ctlKill, ctlAbort or ctlDeadline with its values. EOF means conch died or
 //     closed a prepared guardian: stop, or exit if nothing was started.
 //   - the status pipe (guardian -> conch, fd statusFD): JSON lines of guardianEvent, in the
@@ -119,7 +119,7 @@ func parseSpec(line []byte) (wireSpec, error) {
 // is already pending as go is read, the guardian was stopped or slow while conch wrote go and
 // then, the slot lost or conch gone, a stop, an abort or its death; that next word (or the EOF)
 // is what counts, and the command must not start after it. Since the spec may be preloaded
-// long before the slot (Prepared.Preload), go can otherwise wait in the pipe for a guardian
+// long before the slot (prepared.preload), go can otherwise wait in the pipe for a guardian
 // that is SIGSTOPped.
 func readControl(r *bufio.Reader, fd int) <-chan string {
 	ch := make(chan string, 4)
