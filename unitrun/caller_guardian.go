@@ -159,7 +159,7 @@ func specLine(spec Spec, foreground bool, scope *wireScope) ([]byte, error) {
 		KillAfter:  spec.stop.KillAfter,
 		Foreground: foreground,
 		Scope:      scope,
-		Build:      BuildID(),
+		Build:      thisBuild(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot encode the spec: %v", ErrGuardian, err)

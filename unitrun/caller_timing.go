@@ -22,17 +22,6 @@ const (
 	FromProperty
 )
 
-// String names the source for messages: "default", "options" or "property".
-func (s TimingSource) String() string {
-	switch s {
-	case FromOptions:
-		return "options"
-	case FromProperty:
-		return "property"
-	}
-	return "default"
-}
-
 // StopTiming is how a Plan's commands are stopped and limited (D7): the signal that stops
 // them, the grace before SIGKILL, the runtime limit, and where each came from.
 type StopTiming struct {

@@ -87,11 +87,3 @@ func closedChan() chan struct{} {
 	close(c)
 	return c
 }
-
-func TestTimingSourceString(t *testing.T) {
-	for s, want := range map[TimingSource]string{FromDefault: "default", FromOptions: "options", FromProperty: "property"} {
-		if got := s.String(); got != want {
-			t.Errorf("%d.String() = %q, want %q", s, got, want)
-		}
-	}
-}

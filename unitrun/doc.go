@@ -9,7 +9,7 @@
 //
 // Direct mode: Run starts a small guardian (GuardianMain) that is the command's parent and a
 // child subreaper: the guardian program cmd/conch-guardian beside the running executable when
-// it is of the same build (BuildID, D7a), else this program re-executed. The command runs in
+// it is of the same build (its build ID, D7a), else this program re-executed. The command runs in
 // its own process group; stopping it means the stop signal to that group and to every
 // descendant (found through /proc), then SIGKILL after the grace period. The guardian gets a
 // parent-death signal when conch dies, even by SIGKILL, and then stops the whole tree itself.

@@ -35,7 +35,7 @@ type prepared struct {
 	start    Spec      // Guardian, Stdin, Stdout and Stderr as prepare was given them
 	guardian []string  // the guardian's argv in use: start.Guardian, or reexecGuardian (D7a)
 	used     bool      // Run was called
-	trusted  bool      // g said hello with this build's BuildID, or needs no check (D7a)
+	trusted  bool      // g said hello with this build's build ID, or needs no check (D7a)
 	sent     bool      // g was sent a spec (by preload), or a send to it was attempted
 	loaded   []byte    // the spec line preload sent g, nil if none
 	scope    *scopeRun // the scope preload made for g, which waits in it, ready (D8b); nil if none
@@ -87,7 +87,7 @@ func (p *prepared) startGuardian() (*guardianProc, error) {
 const helloTimeout = 5 * time.Second
 
 // trust makes sure that p's guardian speaks this build's protocol before it is sent anything
-// (D7a): the guardian program beside conch must say hello with this build's BuildID; if it
+// (D7a): the guardian program beside conch must say hello with this build's build ID; if it
 // says anything else, dies first, or says nothing within helloTimeout of its start, it is
 // closed and replaced by this program re-executed (reexecGuardian), which needs no check, and
 // warn (if set) is told why. It waits for the hello at most until ctx ends (the guardian's
@@ -104,7 +104,7 @@ func (p *prepared) trust(ctx context.Context, warn func(string)) error {
 	select {
 	case ev, ok := <-p.g.events:
 		switch {
-		case ok && ev.Event == evHello && ev.Build == BuildID():
+		case ok && ev.Event == evHello && ev.Build == thisBuild():
 			p.trusted = true
 			return nil
 		case !ok:

@@ -40,8 +40,8 @@ type Spec struct {
 	Stdin, Stdout, Stderr *os.File
 	// Guardian is the guardian's argv; Guardian[0] is both the path executed and argv[0].
 	// Empty means the guardian program (conch-guardian: beside the running executable, or in
-	// ../libexec/conch/ from it) when there is one and this binary has a BuildID, used once
-	// its hello carried that same BuildID (D7a); otherwise, and as the fallback whenever the
+	// ../libexec/conch/ from it) when there is one and this binary has a build ID, used once
+	// its hello carried that same build ID (D7a); otherwise, and as the fallback whenever the
 	// program cannot be started or is of another build, {"/proc/self/exe", GuardianArg}: this
 	// program re-executed, the very binary image that is running, even if a package upgrade
 	// replaced the file meanwhile, so both ends always speak the same protocol.
