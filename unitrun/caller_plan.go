@@ -43,7 +43,7 @@ type Options struct {
 	Mode ScopeMode
 	// Properties are the scope's properties (systemd.ParseProperties), set last on it; a
 	// KillSignal, TimeoutStopSec or RuntimeMaxSec among them also sets the stop timing
-	// (StopTiming, in scope mode only: Plan.Timing assumes the scope).
+	// (Plan.Timing), which a command run directly after all (ScopeAuto's fallback) keeps.
 	Properties []sdbus.Property
 	// Slice is the scope's slice (systemd.SliceName): "" means the caller's service's slice.
 	Slice string

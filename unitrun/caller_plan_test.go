@@ -2,6 +2,8 @@ package unitrun
 
 import (
 	"context"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,5 +88,43 @@ func TestWatchEscalation(t *testing.T) {
 		if !tc.escalated && len(called) != 0 {
 			t.Errorf("%s: escalation reported without a stop", tc.name)
 		}
+	}
+}
+
+// The two ways in run a command with the plan's stop timing, decided once from the Options
+// (D7): Options.RuntimeMax stops it (RuntimeExceeded, the stop signal SIGTERM) through
+// Plan.Run, and through a Prestarter whose guardian was preloaded with the command's spec for
+// the key named (the preloaded guardian runs it: the spec it got ahead is the one Run gives).
+func TestPlanWaysIn(t *testing.T) {
+	t.Parallel()
+	p := StartPlan(t.Context(), Options{Mode: ScopeNever, RuntimeMax: 200 * time.Millisecond, KillAfter: time.Second})
+	defer p.Close()
+	path, err := Resolve("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Path: path, Args: []string{"sleep", "30"}, Env: []string{testPATH}}
+	overran := func(way string, res Result, err error) {
+		t.Helper()
+		if err != nil || !res.Started || !res.RuntimeExceeded || res.Signal != syscall.SIGTERM {
+			t.Fatalf("%s = %+v, %v; want stopped by SIGTERM at the plan's RuntimeMax", way, res, err)
+		}
+	}
+	res, err := p.Run(t.Context(), spec, ScopeUnit{Name: "unused.scope"}, nil)
+	overran("Plan.Run", res, err)
+
+	ps := p.Prestart(Spec{})
+	defer ps.Close()
+	var asked atomic.Bool
+	ps.PreloadWith(func(rev, lease int64) (Spec, ScopeUnit) {
+		asked.Store(rev == 7 && lease == 9)
+		return spec, ScopeUnit{Name: "unused.scope"}
+	})
+	ps.Want(true, 7, 9)
+	waitFor(t, generousTimeout, "the preload of key 7", asked.Load)
+	res, err = ps.Run(t.Context(), spec, ScopeUnit{Name: "unused.scope"}, nil)
+	overran("Prestarter.Run", res, err)
+	if ps.p == nil || ps.p.loaded == nil {
+		t.Errorf("Prestarter.Run did not use the guardian preloaded with the command's spec")
 	}
 }
