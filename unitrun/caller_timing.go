@@ -8,11 +8,22 @@ import (
 
 // This file runs in the caller's process (conch): how a command will be stopped and limited.
 
+// Defaults of the stop timing, applied to Options' zero values in one place (StartPlan); the
+// caller learns the values in use from Plan.Timing.
+const (
+	// defaultStopSignal is the first signal sent to stop a command (D7).
+	defaultStopSignal = syscall.SIGTERM
+
+	// DefaultKillAfter is the grace period between the stop signal and SIGKILL (D7): the one
+	// place its value is written (conch's help shows it from here).
+	DefaultKillAfter = 5 * time.Second
+)
+
 // TimingSource says where a value of StopTiming came from.
 type TimingSource int
 
 const (
-	// FromDefault: the package's default (DefaultStopSignal, DefaultKillAfter, no runtime
+	// FromDefault: the package's default (defaultStopSignal, DefaultKillAfter, no runtime
 	// limit), Spec leaving the field at its zero value.
 	FromDefault TimingSource = iota
 	// FromOptions: the caller's Options (KillAfter, RuntimeMax).
@@ -42,7 +53,7 @@ type StopTiming struct {
 // systemd), a field at its zero value (KillAfter <= 0) takes the package's default. It is pure
 // and cannot fail; it is the one place where the stop timing is decided (D7).
 func effectiveTiming(opts Options) StopTiming {
-	t := StopTiming{StopSignal: DefaultStopSignal, KillAfter: DefaultKillAfter}
+	t := StopTiming{StopSignal: defaultStopSignal, KillAfter: DefaultKillAfter}
 	if opts.KillAfter > 0 {
 		t.KillAfter, t.KillAfterFrom = opts.KillAfter, FromOptions
 	}

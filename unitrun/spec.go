@@ -4,18 +4,6 @@ import (
 	"os"
 	"slices"
 	"syscall"
-	"time"
-)
-
-// Defaults of the stop timing, applied to Options' zero values in one place (StartPlan); the
-// caller learns the values in use from Plan.Timing.
-const (
-	// DefaultStopSignal is the first signal sent to stop a command (D7).
-	DefaultStopSignal = syscall.SIGTERM
-
-	// DefaultKillAfter is the grace period between the stop signal and SIGKILL (D7): the one
-	// place its value is written (conch's help shows it from here).
-	DefaultKillAfter = 5 * time.Second
 )
 
 // Spec describes one command to run under a guardian (D7), as Plan.Run or Prestarter.Run is
