@@ -89,7 +89,9 @@ func (r *run) start() error {
 	// The plan first: without systemd it is decided now (D8: a required scope ends the run
 	// before any etcd call), else on a goroutine of its own (D8b). Its bus connection is
 	// closed after the guardian, whose prepared scope is stopped through it (D8b).
-	r.planning = startPlanning(r.sigCtx, r.cfg.Plan)
+	// A signal does not cut the decision short: it ends the run where the run looks for it
+	// (D3), whatever the plan says, so a required scope is never reported missing for it.
+	r.planning = startPlanning(context.WithoutCancel(r.sigCtx), r.cfg.Plan)
 	r.closers = append(r.closers, r.planning.close)
 	if r.planning.Decided() {
 		if err := r.planning.wait(r.rep); err != nil {
