@@ -80,8 +80,24 @@ func loadRate(t *testing.T) int {
 	return 1000
 }
 
-// A burst of requests from loopback (1,000 a second for 10 s asked, as many as 50 clients
-// can send on this machine; 50 nodes alternating
+// loadClientsFor is how many nodes TestLoad runs at once, each one request at a time
+// (CONCH_FLEETLOCK_CLIENTS, default 50): the 1,000 requests a second asked are sent when
+// the server answers within clients/1000 s a request. 50 keep a race-detector build of
+// etcd and the server within their time-outs on a loaded 2-core machine; a figure of the
+// server's own rate takes more (docs/rolling-reboots.md gives the command).
+func loadClientsFor(t *testing.T) int {
+	if v := os.Getenv("CONCH_FLEETLOCK_CLIENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("CONCH_FLEETLOCK_CLIENTS %q", v)
+		}
+		return n
+	}
+	return 50
+}
+
+// A burst of requests from loopback (1,000 a second for 10 s asked, as many as loadClients
+// nodes can send on this machine; loadClients nodes alternating
 // pre-reboot and steady-state on a capacity-5 group) is served or refused cleanly: every
 // answer is 200, 423 or 503 with its JSON body, never more than 5 slots are taken, and at
 // the end etcd holds exactly the slots of the nodes whose last granted request was a
@@ -89,10 +105,10 @@ func loadRate(t *testing.T) int {
 func TestLoad(t *testing.T) {
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"default": 5}, time.Hour)
-	rate, d := loadRate(t), soak(t)
+	rate, d, loadClients := loadRate(t), soak(t), loadClientsFor(t)
 	// one token per request, spread over each millisecond tick; a token no worker is free
 	// to take is dropped (counted), so the run ends after d however slow the machine is
-	tokens := make(chan struct{}, 50)
+	tokens := make(chan struct{}, loadClients)
 	var dropped atomic.Int64
 	var feeder sync.WaitGroup
 	feeder.Add(1)
@@ -116,14 +132,14 @@ func TestLoad(t *testing.T) {
 	stop := maxHolders(t, c, "default", 5)
 	var statuses sync.Map
 	var total atomic.Int64
-	holding := make([]bool, 50)
+	holding := make([]bool, loadClients)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range 50 {
+	for i := range loadClients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f := newClient(s.base, clientStyle(i%2), fmt.Sprintf("load-%02d", i), "default")
+			f := newClient(s.base, clientStyle(i%2), fmt.Sprintf("load-%03d", i), "default")
 			for range tokens {
 				var r reply
 				var err error
@@ -167,7 +183,7 @@ func TestLoad(t *testing.T) {
 	var want []string
 	for i, h := range holding {
 		if h {
-			want = append(want, fmt.Sprintf("load-%02d", i))
+			want = append(want, fmt.Sprintf("load-%03d", i))
 		}
 	}
 	got := nodes(holders(t, c, "default", 5))
