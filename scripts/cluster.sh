@@ -3,12 +3,17 @@
 #
 #   cluster.sh up               boot nodes n1 n2 n3 (systemd-nspawn, Debian 12), each with a
 #                               member of a 3-member etcd and the .deb of `make package`
-#                               installed, the example units in /etc/systemd/system and
-#                               /etc/conch/conch.conf pointing at the three members
+#                               installed, every example unit in /etc/systemd/system (none
+#                               enabled; docs/cluster.md walks through each) with demo jobs
+#                               behind them, /etc/conch/conch.conf pointing at the three
+#                               members, `man conch` and bash completion
 #   cluster.sh shell NODE       a login shell in NODE (n1, n2 or n3), as a service of the node
-#   cluster.sh run NODE CMD...  run CMD in NODE as a transient service; its status is passed on
+#   cluster.sh run NODE CMD...  run CMD in NODE as a transient service; its status is passed on.
+#                               The arguments reach CMD as given: no shell and no systemd
+#                               expansion ($ is passed on as $); for a shell, run sh -c '...'
 #   cluster.sh powerloss NODE   cut NODE's power: SIGKILL everything in it, disk (overlay) kept
-#   cluster.sh boot NODE        boot NODE again after a power loss, on the same disk
+#   cluster.sh boot NODE        boot NODE again after a power loss or a `systemctl reboot` or
+#                               `poweroff` in it (a node stays down until then), on the same disk
 #   cluster.sh status           the nodes, and `conch sema --who` from the first one alive
 #   cluster.sh down             stop every node, remove their disks, cgroups and network
 #
@@ -95,7 +100,12 @@ prepare() {
 	mkdir -p "$d/upper" "$d/work" "$m"
 	mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$d/upper,workdir=$d/work" "$m"
 	echo "$n" >"$m/etc/hostname"
-	for x in "${nodes[@]}"; do echo "$(ip_of "$x") $x"; done >>"$m/etc/hosts"
+	# localhost as every Debian host has it (the root filesystem has no /etc/hosts: Debian's
+	# Prometheus, for one, scrapes localhost:9090 by default), then the three nodes
+	{
+		printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n'
+		for x in "${nodes[@]}"; do echo "$(ip_of "$x") $x"; done
+	} >>"$m/etc/hosts"
 	cp "$deb" "$m/var/tmp/conch.deb"
 	dpkg --root="$m" --force-not-root -i "$m/var/tmp/conch.deb" >/dev/null
 	sed -i "s|^# endpoints = .*|endpoints = $eps|" "$m/etc/conch/conch.conf"
@@ -120,11 +130,13 @@ prepare() {
 	EOF
 	mkdir -p "$m/etc/systemd/system/multi-user.target.wants"
 	ln -sf ../cluster-etcd.service "$m/etc/systemd/system/multi-user.target.wants/cluster-etcd.service"
-	cp "$m"/usr/share/doc/conch/examples/{conch-worker.service,conch-maintenance.service,conch-maintenance.timer,conch-job@.service} "$m/etc/systemd/system/"
-	mkdir -p "$m/usr/local/sbin"
+	# every example unit, none enabled (docs/cluster.md enables them one feature at a time)
+	cp "$m"/usr/share/doc/conch/examples/*.service "$m"/usr/share/doc/conch/examples/*.timer "$m/etc/systemd/system/"
+	mkdir -p "$m/usr/local/sbin" "$m/var/lib/prometheus/node-exporter"
 	printf '#!/bin/sh\necho "maintenance on $(hostname), fencing token $CONCH_REV"\nsleep "${MAINTENANCE_SECONDS:-20}"\necho "maintenance on $(hostname) done"\n' >"$m/usr/local/sbin/node-maintenance"
 	printf '#!/bin/sh\necho "batch-worker on $(hostname), fencing token $CONCH_REV"\nwhile :; do sleep 5; echo "batch-worker on $(hostname) working"; done\n' >"$m/usr/local/bin/batch-worker"
-	chmod 0755 "$m/usr/local/sbin/node-maintenance" "$m/usr/local/bin/batch-worker"
+	printf '#!/bin/sh\necho "ha-job on $(hostname), fencing token $CONCH_REV"\nsleep "${HA_JOB_SECONDS:-5}"\necho "ha-job on $(hostname) done"\n' >"$m/usr/local/sbin/ha-job"
+	chmod 0755 "$m/usr/local/sbin/node-maintenance" "$m/usr/local/bin/batch-worker" "$m/usr/local/sbin/ha-job"
 }
 
 # boot_node NODE: start systemd-nspawn from fresh cgroups in the node's network namespace,
@@ -224,13 +236,15 @@ wait_etcd() {
 }
 
 # run_in NODE CMD...: CMD as a transient service of the node (a process started with nsenter
-# alone would stay in this machine's cgroup, and conch's scopes need the node's own).
+# alone would stay in this machine's cgroup, and conch's scopes need the node's own). systemd
+# expands $VAR and ${VAR} in a service's command line from the service's environment: each $
+# is doubled ($$ is systemd's literal $), so CMD gets its arguments as they were given.
 run_in() {
 	local n=$1 pid
 	shift
 	pid=$(need_init "$n")
 	nsenter -t "$pid" -a systemd-run --quiet --wait --pipe --collect --service-type=exec \
-		-p "WorkingDirectory=/root" -E HOME=/root -- "$@"
+		-p "WorkingDirectory=/root" -E HOME=/root -- "${@//\$/\$\$}"
 }
 
 cmd_up() {
@@ -322,10 +336,11 @@ down | shell | run | powerloss | boot | status)
 	boot)
 		node_arg "${1:-}"
 		[ -z "$(init_pid "$1")" ] || die "$1 is running"
+		kill_node "$1" # what a reboot or poweroff inside it left (its cgroups)
 		boot_node "$1"
 		echo "$1 booted"
 		;;
 	esac
 	;;
-*) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+*) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -45,7 +45,11 @@ func (c *semaCmd) acquire(j job) error {
 	// the journal relay (childlog.go), closed after the run's guardian: its last lines
 	stdio, closeChildLog := childStdio(c.rep, j.command[0])
 	defer closeChildLog()
-	o, err := slotrun.Run(ctx, j.runConfig(stdio), &runEvents{rep: c.rep, job: j})
+	hint := &runNameHint{rep: c.rep, name: j.name} // a typo's "did you mean" (namehint.go)
+	defer hint.join()
+	cfg := j.runConfig(stdio)
+	cfg.Connect = hint.wrap(cfg.Connect)
+	o, err := slotrun.Run(ctx, cfg, &runEvents{rep: c.rep, job: j, childDone: closeChildLog, hint: hint})
 	var ns *slotrun.NoSlotError
 	switch {
 	case errors.As(err, &ns):

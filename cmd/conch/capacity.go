@@ -48,11 +48,15 @@ func (c *semaCmd) warnCapacity(ce *sema.CapacityError) {
 }
 
 // noKeysNote is what --pause adds when nothing at all is queued under the name (D17:
-// pausing ahead of a window is legitimate, but a mistyped name would pause nothing).
-func noKeysNote(ctx context.Context, cl *clientv3.Client, j job) string {
+// pausing ahead of a window is legitimate, but a mistyped name would pause nothing), with
+// hint (nameHint's, read before the pause was written: "" or "did you mean ...?").
+func noKeysNote(ctx context.Context, cl *clientv3.Client, j job, hint string) string {
 	caps, _, err := sema.LiveCapacities(ctx, cl, j.name)
 	if err != nil || len(caps) > 0 {
 		return ""
+	}
+	if hint != "" {
+		return fmt.Sprintf(" (nothing is queued under %q now, under any --max: it pauses the runs to come; %s)", j.name, hint)
 	}
 	return fmt.Sprintf(" (nothing is queued under %q now, under any --max: it pauses the runs to come; check the name if you meant a running one)", j.name)
 }

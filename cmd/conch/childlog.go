@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"sync"
 	"time"
 
 	"github.com/conch-project/conch/internal/systemd"
@@ -23,16 +24,22 @@ const childLogDrain = 2 * time.Second
 // SyslogIdentifier= or else the command's base name. That holds in direct mode too.
 //
 // The returned function closes the relays and waits (up to childLogDrain) for the child's
-// last lines; call it after the last guardian is closed. Relay failures (journald gone:
-// output then goes to conch's own stream, as before) are reported with -v through rep.
+// last lines to be handed to journald; it is called once the child has ended and before
+// conch's own line about the slot's release (runEvents), so that `journalctl -u` shows the
+// child's last line first, and again (doing nothing more) after the last guardian is closed.
+// Relay failures (journald gone: output then goes to conch's own stream, as before) are
+// reported with -v through rep.
 func childStdio(rep *reporter, command string) (unitrun.Spec, func()) {
 	s, err := systemd.RelayJournalStdio(command, os.Stdout, os.Stderr)
 	if err != nil {
 		rep.line("", true, "cannot relay the command's output to the journal (%v): it writes to conch's own stream", err)
 	}
+	var once sync.Once
 	return unitrun.Spec{Stdin: os.Stdin, Stdout: s.Stdout, Stderr: s.Stderr}, func() {
-		if err := s.Close(childLogDrain); err != nil {
-			rep.line("", true, "relaying the command's output to the journal: %v", err)
-		}
+		once.Do(func() {
+			if err := s.Close(childLogDrain); err != nil {
+				rep.line("", true, "relaying the command's output to the journal: %v", err)
+			}
+		})
 	}
 }

@@ -237,15 +237,36 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// An unknown command is named as such, not reported as a flag problem.
+// An unknown command is named as such, not reported as a flag problem, with the command
+// it is a slip of when there is one.
 func TestUnknownCommand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	for _, args := range [][]string{{"sem", "x", "--max", "2", "--", "true"}, {"foo"}, {"version"}} {
-		r := e.run(args...)
-		if r.status != 64 || !strings.Contains(r.stderr, "unknown command") {
-			t.Errorf("conch %q: %v, want 64 naming the unknown command", args, r)
+	for _, c := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"sem", "x", "--max", "2", "--", "true"}, "did you mean conch sema?"},
+		{[]string{"semaphore", "x"}, "did you mean conch sema?"},
+		{[]string{"fleet", "--listen", ":1"}, "did you mean conch fleetlock?"},
+		{[]string{"foo"}, "conch's commands are sema and fleetlock"},
+		{[]string{"version"}, "did you mean conch --version?"},
+	} {
+		r := e.run(c.args...)
+		if r.status != 64 || !strings.Contains(r.stderr, "unknown command") || !strings.Contains(r.stderr, c.hint) {
+			t.Errorf("conch %q: %v, want 64 naming the unknown command and %q", c.args, r, c.hint)
 		}
+	}
+}
+
+// Two operands where one <name> goes are each quoted as typed, with the fix.
+func TestTwoNames(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.run("sema", "t", "true", "--max", "1")
+	want := `expected one <name>, got 2: "t" "true"; put the command after --, as in: conch sema t --max N -- true`
+	if r.status != 64 || !strings.Contains(r.stderr, want) {
+		t.Errorf("%v, want 64 saying %q", r, want)
 	}
 }
 

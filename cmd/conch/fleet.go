@@ -218,7 +218,7 @@ func (c *semaCmd) release(j job) error {
 				"a newer conch's --release frees it, or etcdctl del if you know it is free", ha.Key, ha.Rev, ha.Node)
 		}
 		if err == nil && len(rel.Freed) == 0 && len(rel.Left) == 0 {
-			c.rep.line("", false, "no slot held after a run by node %s: nothing to release", node)
+			c.rep.line("", false, "no slot held after a run by node %s: nothing to release%s", node, hintNote(ctx, cl, j.name))
 		}
 		return err
 	})

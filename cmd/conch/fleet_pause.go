@@ -22,13 +22,14 @@ func (c *semaCmd) pause(j job) error {
 				return err
 			}
 		}
+		hint := nameHint(ctx, cl, j.name) // before the pause makes the name live
 		p, wrote, err := set(ctx, cl, j.name, j.max, whoAmI(j), c.Reason)
 		var ce *sema.CapacityError
 		switch {
 		case errors.As(err, &ce): // D17, checked in the pause's own Txn
 			return capacityRefusal(ce, "--pause refused")
 		case err == nil && wrote:
-			c.rep.line("", false, "paused: no new holder starts until `conch sema %s --max %d --resume`; running commands go on%s", j.name, j.max, noKeysNote(ctx, cl, j))
+			c.rep.line("", false, "paused: no new holder starts until `conch sema %s --max %d --resume`; running commands go on%s", j.name, j.max, noKeysNote(ctx, cl, j, hint))
 		case err == nil:
 			c.rep.line("", false, "already %s: left as it was", who.PauseText(p))
 		}
@@ -48,7 +49,7 @@ func (c *semaCmd) resume(j job) error {
 		case err == nil && had:
 			c.rep.line("", false, "resumed: waiters start again (it was %s)", who.PauseText(p))
 		case err == nil:
-			c.rep.line("", false, "not paused: nothing to resume")
+			c.rep.line("", false, "not paused: nothing to resume%s", hintNote(ctx, cl, j.name))
 		}
 		return err
 	})

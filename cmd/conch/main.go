@@ -80,8 +80,13 @@ func runCLI(args []string, stdout, stderr io.Writer, getenv func(string) string)
 func (s *semaCmd) parseAndRun(before []string) error {
 	if len(before) > 0 && !strings.HasPrefix(before[0], "-") && before[0] != "sema" && before[0] != "fleetlock" && s.getenv("GO_FLAGS_COMPLETION") == "" {
 		hint := "conch's commands are sema and fleetlock"
-		if before[0] == "version" {
+		switch {
+		case before[0] == "version":
 			hint = "did you mean conch --version?"
+		case strings.HasPrefix("sema", before[0]) || strings.HasPrefix(before[0], "sem"):
+			hint = "did you mean conch sema?"
+		case strings.HasPrefix("fleetlock", before[0]) || strings.HasPrefix(before[0], "fleet"):
+			hint = "did you mean conch fleetlock?"
 		}
 		return usagef("unknown command %q: %s\nTry 'conch sema --help'.", before[0], hint)
 	}
@@ -93,11 +98,16 @@ func (s *semaCmd) parseAndRun(before []string) error {
 	p := newParser(&g, s)
 	p.SubcommandsOptional = true
 	completed := false
+	words := joinNegativeValues(before)                    // flagstyle.go
 	p.CompletionHandler = func(items []flags.Completion) { // GO_FLAGS_COMPLETION (shell completion)
-		printCompletions(s.stdout, items, s.getenv("GO_FLAGS_COMPLETION") == "verbose")
 		completed = true
+		if namePosition(p, words) { // <name>: the live semaphores' names, or nothing (completename.go)
+			s.completeNames(s.stdout, words[len(words)-1])
+			return
+		}
+		printCompletions(s.stdout, items, s.getenv("GO_FLAGS_COMPLETION") == "verbose")
 	}
-	_, err := p.ParseArgs(joinNegativeValues(before)) // flagstyle.go
+	_, err := p.ParseArgs(words)
 	var ferr *flags.Error
 	switch {
 	case completed:

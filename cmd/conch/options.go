@@ -61,7 +61,7 @@ type semaCmd struct {
 	ChangeMax   bool     `long:"change-max" description:"allow a --max other than the one live for <name>: run, --pause, --resume or --release under a separate semaphore beside the live one, with a warning (to change the capacity deliberately while the old one drains); without it such a --max is refused (exit 64)"`
 	ResetPeriod bool     `long:"reset-period" description:"open this period of --once-per again: delete the marker of the last successful run, so the next run runs; exit 0 (also when the period was open)"`
 	Resume      bool     `long:"resume" description:"undo --pause: waiters start again in queue order; exit 0 (also when not paused)"`
-	Deadline    onceText `long:"deadline" value-name:"TIME" description:"give up waiting at TIME (exit 75), however long the wait so far: RFC 3339 (2026-12-24T06:00:00+01:00), or HH:MM[:SS] for the next such local time; excludes --wait and --nonblock (maintenance windows)"`
+	Deadline    onceText `long:"deadline" value-name:"TIME" description:"give up waiting at TIME, RFC 3339 or HH:MM[:SS] (the next such local time), exit 75; however long the wait so far; RFC 3339 as 2026-12-24T06:00:00+01:00; excludes --wait and --nonblock (maintenance windows)"`
 	OncePer     duration `long:"once-per" value-name:"D" description:"at most one successful run per period D across the cluster (needs --max 1): a run that finds this period's run done is skipped (exit 0, saying which node ran it and when the next may start); a failed run leaves the period open, so the next one, here or elsewhere, tries again (HA timers)"`
 
 	Conn connOptions `group:"etcd connection"`

@@ -17,6 +17,18 @@ import (
 type runEvents struct {
 	rep *reporter
 	job job
+	// childDone, when set, flushes the child's relayed output (childStdio's close): called
+	// before the lines that end a run that started, so the child's last line is logged first
+	childDone func()
+	hint      *runNameHint // the name's "did you mean" (namehint.go), joined before the end line
+}
+
+// flushChild hands the child's last output to journald before conch's own end line.
+func (e *runEvents) flushChild() {
+	e.hint.join()
+	if e.childDone != nil {
+		e.childDone()
+	}
 }
 
 // Event is sema's queue transitions (reporter.onEvent).
@@ -32,10 +44,16 @@ func (e *runEvents) Started(pid int, scope string) {
 func (e *runEvents) Stopping(cause error) { e.rep.stopping(cause) }
 
 // Released records the clean end (D3).
-func (e *runEvents) Released(status int, held time.Duration) { e.rep.released(status, held) }
+func (e *runEvents) Released(status int, held time.Duration) {
+	e.flushChild()
+	e.rep.released(status, held)
+}
 
 // HeldAfter records the slot kept after the run (D13).
-func (e *runEvents) HeldAfter(ha sema.HeldAfter, status int) { e.rep.heldAfter(ha, status) }
+func (e *runEvents) HeldAfter(ha sema.HeldAfter, status int) {
+	e.flushChild()
+	e.rep.heldAfter(ha, status)
+}
 
 // Skipped records the run skipped because this period's run is done (D15).
 func (e *runEvents) Skipped(m sema.OnceMarker) { e.rep.skipped(m) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -120,10 +121,10 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	}
 	if len(args) > 1 {
 		if c.dashdash {
-			return job{}, usagef("expected one <name>, got %q", args)
+			return job{}, usagef("expected one <name>, got %d: %s", len(args), quoteAll(args))
 		}
-		return job{}, usagef("expected one <name>, got %q: put the command after --, as in: conch sema %s --max N -- %s",
-			args, args[0], strings.Join(args[1:], " "))
+		return job{}, usagef("expected one <name>, got %d: %s; put the command after --, as in: conch sema %s --max N -- %s",
+			len(args), quoteAll(args), args[0], strings.Join(args[1:], " "))
 	}
 	var j job
 	if len(args) == 1 {
@@ -276,4 +277,13 @@ func nodeName(given onceText, hostDefault bool) (string, error) {
 		return "", usagef("the hostname cannot name this node (%v): set --node NAME or CONCH_NODE", err)
 	}
 	return host, nil
+}
+
+// quoteAll is args quoted one by one and joined with spaces, as an operator would type them.
+func quoteAll(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = strconv.Quote(a)
+	}
+	return strings.Join(q, " ")
 }

@@ -63,7 +63,11 @@ func (c *semaCmd) who(j job) error {
 	if j.who.quiet { // -q: the status alone says it, as for a timer's metrics
 		return silent(errEmpty)
 	}
-	return endf(errEmpty, "", "%s", emptyMessage(j, l.Entries, all)) // every form (D3): stderr, not stdout
+	msg := emptyMessage(j, l.Entries, all)
+	if j.name != "" && len(all) == 0 {
+		msg += hintNote(ctx, client, j.name) // a typo: "no such semaphore: did you mean X?"
+	}
+	return endf(errEmpty, "", "%s", msg) // every form (D3): stderr, not stdout
 }
 
 // readFailed is the end of a first read that failed: errUsage when etcd refused it

@@ -1,6 +1,8 @@
 # bash completion for conch(1). Options and commands come from conch itself (go-flags
-# answers when GO_FLAGS_COMPLETION is set, and runs nothing); the command after "--" is
-# completed as a command line of its own. Installed as
+# answers when GO_FLAGS_COMPLETION is set, and runs nothing), and so does <name>: the live
+# semaphores' names, read from etcd within a second, or nothing (never files); the value of
+# an option that names a file is completed as a file; the command after "--" is completed
+# as a command line of its own. Installed as
 # /usr/share/bash-completion/completions/conch, loaded on first use by bash-completion.
 
 _conch() {
@@ -24,6 +26,23 @@ _conch() {
 			return 0
 		fi
 	done
+	# the options whose value is a file (TestCompletionFileOptions keeps the list whole)
+	local fileopts='@(--config|--cacert|--cert|--key|--password-file|--textfile|--tls-cert|--tls-key|--client-ca)'
+	local prev=${words[cword-1]} file=-
+	# shellcheck disable=SC2053 # $fileopts is a pattern
+	if [[ $prev == $fileopts ]]; then
+		file=$cur
+	elif [[ $cur == $fileopts=* ]]; then
+		file=${cur#*=}
+	fi
+	if [[ $file != - ]]; then
+		compopt -o filenames 2>/dev/null
+		mapfile -t COMPREPLY < <(compgen -f -- "$file")
+		if [[ $cur == *=* && $COMP_WORDBREAKS != *=* ]]; then
+			COMPREPLY=("${COMPREPLY[@]/#/${cur%%=*}=}")
+		fi
+		return 0
+	fi
 	mapfile -t COMPREPLY < <(GO_FLAGS_COMPLETION=1 "${words[0]}" "${words[@]:1:cword}" 2>/dev/null)
 	# conch answers "--scope=never" for "--scope=n"; readline replaces only what follows "="
 	if [[ $cur == -*=* && $COMP_WORDBREAKS == *=* ]]; then
@@ -31,4 +50,4 @@ _conch() {
 	fi
 	return 0
 }
-complete -o default -F _conch conch
+complete -F _conch conch

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -13,6 +14,12 @@ import (
 // journald). The command's first output waits in the pipe meanwhile; past this the header
 // function's context ends and the relay connects with what it returned.
 const relaySetupTimeout = 3 * time.Second
+
+// relayFlushTimeout bounds how long the relay, at the end of the command's output, waits for
+// journald to have read the stream to its end (CloseJournalStream), so that the caller's next
+// entry comes after the command's last line. journald takes milliseconds; a journald too busy
+// to answer within this only costs the order of those lines.
+const relayFlushTimeout = time.Second
 
 // JournalRelay carries a command's output into the journal as the caller's own writes
 // (caller side; the guardian and the command only see a pipe). journald attributes each
@@ -34,7 +41,9 @@ type JournalRelay struct {
 // and/or stderr, and starts the relay's one goroutine. At the first output, that goroutine
 // calls header with a context bounded by relaySetupTimeout and connects a stream to socket
 // (normally JournalStreamSocket) with the header it returned (DialJournalStream); it copies
-// all that is written into the pipe to the stream until every writer has closed it. If the stream
+// all that is written into the pipe to the stream until every writer has closed it, then ends
+// the stream and waits (up to relayFlushTimeout) for journald to have read it all, so that
+// an entry the caller logs after Close comes after the command's last line. If the stream
 // cannot be set up, or a write to it fails, the output goes to fallback (the caller's own
 // stdout or stderr: logged as before, not lost). Close stops the goroutine and waits for it.
 // The only error is the pipe's creation.
@@ -54,12 +63,16 @@ func (j *JournalRelay) File() *os.File { return j.w }
 
 // run is the relay's goroutine. It sets the stream up only once there is output: a command
 // that prints nothing (or never starts) costs no connection and no header call. It copies
-// until EOF, or until Close ends a blocked read.
+// until EOF, or until Close ends a blocked read; then it ends an unfinished last line (as
+// journald would at the stream's end) and waits for journald to have read the stream
+// (CloseJournalStream).
 func (j *JournalRelay) run(socket string, header func(context.Context) StreamHeader) {
 	defer close(j.done)
 	defer j.r.Close()
 	buf := make([]byte, 32<<10)
 	var out io.Writer
+	var stream *net.UnixConn
+	unfinished := false // the last byte written to stream is not a newline
 	for {
 		n, rerr := j.r.Read(buf)
 		if n > 0 && out == nil {
@@ -69,17 +82,21 @@ func (j *JournalRelay) run(socket string, header func(context.Context) StreamHea
 			if err != nil {
 				j.err, out = err, j.fallback
 			} else {
-				defer conn.Close()
-				out = conn
+				defer CloseJournalStream(conn, relayFlushTimeout)
+				stream, out = conn, conn
 			}
 		}
 		if n > 0 {
 			if _, werr := out.Write(buf[:n]); werr != nil && out != j.fallback {
-				j.err, out = werr, j.fallback
+				j.err, out, stream = werr, j.fallback, nil
 				_, _ = out.Write(buf[:n])
 			}
+			unfinished = buf[n-1] != '\n'
 		}
 		if rerr != nil {
+			if stream != nil && unfinished {
+				_, _ = stream.Write([]byte{'\n'})
+			}
 			return
 		}
 	}

@@ -6,9 +6,11 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"golang.org/x/sys/unix"
 )
 
 // journald's stdout streams (systemd-journald.service(8), "Stream logging"). A process that
@@ -86,8 +88,9 @@ func b2i(b bool) int {
 // DialJournalStream connects a new stdout stream to journald at socket (normally
 // JournalStreamSocket) and sends h. Every line written to the returned connection is then
 // logged as h says, attributed to the process that writes it. It does not read from the
-// connection (journald never writes); the caller must Close it. ctx bounds the connect.
-// Errors name the socket: journald is not running, or the socket refuses the connection.
+// connection (journald never writes); the caller must Close it, or CloseJournalStream it to
+// have its lines logged before the caller's next entry. ctx bounds the connect. Errors name
+// the socket: journald is not running, or the socket refuses the connection.
 func DialJournalStream(ctx context.Context, socket string, h StreamHeader) (*net.UnixConn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", socket)
@@ -103,6 +106,34 @@ func DialJournalStream(ctx context.Context, socket string, h StreamHeader) (*net
 	}
 	return conn, nil
 }
+
+// CloseJournalStream waits, up to wait, until journald has read all that was written to conn
+// (a stream of DialJournalStream's), then closes it. journald reads a stream and logs the
+// complete lines it read in one step of its single event loop, so an entry logged after this
+// returns (natively, or on another stream) is stored after every complete line written before
+// it. The wait polls the bytes journald has not read yet (SIOCOUTQ: a unix socket's sent data
+// stays charged to the sender until the receiver reads it). Past wait it closes anyway; the
+// lines are not lost, only their order against later entries is not ensured.
+func CloseJournalStream(conn *net.UnixConn, wait time.Duration) {
+	defer conn.Close()
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return
+	}
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		unread := 0
+		cerr := raw.Control(func(fd uintptr) { unread, err = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
+		if cerr != nil || err != nil || unread == 0 {
+			return
+		}
+		time.Sleep(streamReadPoll)
+	}
+}
+
+// streamReadPoll is how often CloseJournalStream looks whether journald has read a stream:
+// journald reads within milliseconds, so a few polls at most.
+const streamReadPoll = 2 * time.Millisecond
 
 // ServiceStreamHeader reads over conn the logging settings of service (SyslogIdentifier=,
 // SyslogFacility= and SyslogLevel=, SyslogLevelPrefix=, and StandardOutput= or, with stderr,

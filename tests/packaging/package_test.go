@@ -349,15 +349,25 @@ t "conch sema jobs --ru"
 t "conch sema jobs --max 2 -- bas"
 t "conch sema jobs --scope "
 t "conch sema jobs --scope=n"
+t "conch sema jobs --cacert /et"
+t "conch sema jobs --config=/et"
+t "conch sema "
+t "conch sema pa"
 `
-	env := append(os.Environ(), "LIB="+lib, "ROOT="+built.root, "PATH="+filepath.Join(built.root, "usr/bin")+":"+os.Getenv("PATH"))
+	// no etcd answers: <name> completes to nothing (never files, though "package_test.go" is here)
+	env := append(os.Environ(), "LIB="+lib, "ROOT="+built.root, "PATH="+filepath.Join(built.root, "usr/bin")+":"+os.Getenv("PATH"),
+		"CONCH_ENDPOINTS=127.0.0.1:1", "CONCH_CONFIG=/dev/null")
 	out, stderr, err := run(ctx, env, "bash", "--norc", "--noprofile", "-c", script)
 	if err != nil {
 		t.Fatalf("bash: %v\n%s", err, out)
 	}
 	t.Logf("bash completion:\n%s%s", out, stderr)
 	for _, want := range []string{
-		"complete -o default -F _conch conch\n",
+		"complete -F _conch conch\n",
+		"conch sema jobs --cacert /et=>/etc\n", // a file option's value: files
+		"conch sema jobs --config=/et=>/etc\n",
+		"conch sema =>\n", // <name>: the live names, none here, and no files
+		"conch sema pa=>\n",
 		"conch se=>sema\n",
 		"conch sema jobs --max 2 --ki=>--kill-after\n",
 		"conch sema jobs --ru=>--runtime-max\n",
@@ -392,9 +402,10 @@ words=(conch sema --w); CURRENT=3; _conch
 words=(conch s); CURRENT=2; _conch
 words=(conch sema jobs --cacert /et); CURRENT=5; _conch
 words=(conch sema jobs --max 1 -- ls -l); CURRENT=8; _conch
+words=(conch sema pa); CURRENT=3; _conch; print -r -- "name: status $?"
 `
 	env := append(os.Environ(), "ROOT="+built.root, "DUMP="+filepath.Join(t.TempDir(), "zcompdump"),
-		"PATH="+filepath.Join(built.root, "usr/bin")+":"+os.Getenv("PATH"))
+		"PATH="+filepath.Join(built.root, "usr/bin")+":"+os.Getenv("PATH"), "CONCH_ENDPOINTS=127.0.0.1:1", "CONCH_CONFIG=/dev/null")
 	out, stderr, err := run(ctx, env, "zsh", "-f", "-c", script)
 	if err != nil {
 		t.Fatalf("zsh: %v\n%s", err, out)
@@ -407,6 +418,8 @@ words=(conch sema jobs --max 1 -- ls -l); CURRENT=8; _conch
 		"\nsema\n",
 		"(files)\n",
 		"(command line: ls -l)\n",
+		// <name> with no etcd answering: nothing, not files
+		"(command line: ls -l)\nname: status 1\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("zsh completion output lacks %q", want)

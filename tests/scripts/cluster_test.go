@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/ci"
+	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/internal/systemdtest"
 )
 
@@ -73,6 +74,8 @@ func TestClusterScript(t *testing.T) {
 	if out, rc := cluster(t, name, nil, "run", "n1", "conch", "sema", "try", "--max", "1", "-v", "--", "hostname"); rc != 0 || !strings.Contains(out, "n1\n") || !strings.Contains(out, "in conch-sema-try-") {
 		t.Errorf("a job in n1: %d\n%s", rc, out)
 	}
+	checkNodeSetup(t, name)
+	checkRollingReboot(t, name)
 	if out, rc := cluster(t, name, nil, "powerloss", "n3"); rc != 0 {
 		t.Fatalf("powerloss: %d\n%s", rc, out)
 	}
@@ -86,6 +89,65 @@ func TestClusterScript(t *testing.T) {
 		t.Fatalf("down: %d\n%s", rc, out)
 	}
 	checkNothingLeft(t, name)
+}
+
+// checkNodeSetup checks what a node offers an operator: localhost in /etc/hosts, man conch,
+// bash completion, every example unit installed and none enabled, and `run` passing its
+// arguments on as given (systemd would expand $HOME and ${X} in a service's command line).
+func checkNodeSetup(t *testing.T, name string) {
+	t.Helper()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"getent", "hosts", "localhost"}, "localhost"},
+		{[]string{"man", "-w", "conch"}, "/usr/share/man/man1/conch.1.gz"},
+		{[]string{"test", "-r", "/usr/share/bash-completion/bash_completion", "-a", "-r", "/usr/share/bash-completion/completions/conch"}, ""},
+		{[]string{"echo", "$HOME", "${X}", "a$$b"}, "$HOME ${X} a$$b\n"},
+	} {
+		if out, rc := cluster(t, name, nil, append([]string{"run", "n1"}, c.args...)...); rc != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("run n1 %q: %d %q, want %q", c.args, rc, out, c.want)
+		}
+	}
+	for _, unit := range []string{"conch-worker.service", "conch-maintenance.timer", "conch-rolling-reboot.timer", "conch-rolling-reboot-release.service",
+		"conch-ha-job.timer", "conch-metrics.timer", "conch-fleetlock.service", "conch-job@.service"} {
+		out, _ := cluster(t, name, nil, "run", "n2", "systemctl", "is-enabled", unit)
+		if want := "disabled\n"; unit == "conch-job@.service" && out != "static\n" || unit != "conch-job@.service" && out != want { // a template: static
+			t.Errorf("systemctl is-enabled %s in n2: %q, want the unit installed and disabled", unit, out)
+		}
+	}
+}
+
+// checkRollingReboot runs docs/cluster.md's rolling reboot: n2 takes the slot and reboots,
+// and stays down (a reboot ends a node's container) with its slot kept; `boot` brings it back,
+// and its release unit frees the slot.
+func checkRollingReboot(t *testing.T, name string) {
+	t.Helper()
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if out, rc := cluster(t, name, nil, "run", n, "systemctl", "enable", "conch-rolling-reboot-release.service"); rc != 0 {
+			t.Fatalf("enable the release unit in %s: %d\n%s", n, rc, out)
+		}
+	}
+	if out, rc := cluster(t, name, nil, "run", "n2", "touch", "/run/reboot-required"); rc != 0 { // the unit's condition
+		t.Fatalf("touch /run/reboot-required in n2: %d\n%s", rc, out)
+	}
+	if out, rc := cluster(t, name, nil, "run", "n2", "systemctl", "start", "--no-block", "conch-rolling-reboot.service"); rc != 0 {
+		t.Fatalf("start the rolling reboot in n2: %d\n%s", rc, out)
+	}
+	polltest.Until(t, time.Minute, "n2 down after its reboot", func() bool {
+		out, _ := cluster(t, name, nil, "status")
+		return strings.Contains(out, "n2 10.77.0.12 down")
+	})
+	if out, rc := cluster(t, name, nil, "run", "n1", "conch", "sema", "rolling-reboot", "--max", "1", "--nonblock", "--", "true"); rc != 75 {
+		t.Errorf("a second reboot while n2 is down: %d, want 75 (the slot kept)\n%s", rc, out)
+	}
+	if out, rc := cluster(t, name, nil, "boot", "n2"); rc != 0 {
+		t.Fatalf("boot n2 after its reboot: %d\n%s", rc, out)
+	}
+	polltest.Until(t, time.Minute, "the slot freed by n2's release unit", func() bool {
+		_, rc := cluster(t, name, nil, "run", "n1", "conch", "sema", "rolling-reboot", "--who", "-q")
+		return rc == 1
+	})
 }
 
 // buildForCluster builds the .deb (scripts/package.sh) and etcd into dir.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -218,4 +219,65 @@ func sortedLines(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// The child's last line is in the journal before conch's RELEASED entry: conch waits (bounded)
+// for the relay of the child's output to reach the pipe's end before it says the slot is
+// released, so `journalctl -u UNIT` reads in the order things happened. Before, the relay
+// connected to journald at the child's first output, in parallel with conch's own entries,
+// and a short command's lines landed after "released". Several runs at once on one node, so a
+// race shows in at least one of them.
+func TestChildOutputBeforeRelease(t *testing.T) {
+	e := newEnv(t)
+	n := e.boot(t)
+	const runs = 6
+	done := make([]<-chan int, runs)
+	for i := range runs {
+		tag := "jorder" + strconv.Itoa(i)
+		done[i] = n.journalService(tag+".service", nil, "sema", tag, "--max", "1", "--",
+			"/bin/sh", "-c", "echo "+tag+" first; echo "+tag+" last")
+	}
+	for i := range runs {
+		if code := <-done[i]; code != 0 {
+			t.Errorf("jorder%d.service: conch exited %d, want the child's 0", i, code)
+		}
+	}
+	for i := range runs {
+		tag := "jorder" + strconv.Itoa(i)
+		var got []journalEntry
+		ctx, cancel := context.WithTimeout(n.ctx, journalWait)
+		_ = systemdtest.WaitFor(ctx, "the child's last line", func() (bool, error) {
+			got = n.journal(tag, "-u", tag+".service")
+			return len(got) >= 2, nil
+		})
+		cancel()
+		var order, dump []string
+		for _, e := range n.journalAll("-u", tag+".service") {
+			dump = append(dump, e.get("__SEQNUM")+" "+e.get("__REALTIME_TIMESTAMP")+" "+e.get("_PID")+" "+e.get("MESSAGE"))
+			switch {
+			case e.get("MESSAGE") == tag+" last":
+				order = append(order, "last")
+			case e.get("CONCH_STATE") == "RELEASED":
+				order = append(order, "RELEASED")
+			}
+		}
+		if !slices.Equal(order, []string{"last", "RELEASED"}) {
+			t.Errorf("journalctl -u %s.service: the child's last line and conch's RELEASED entry come as %v, want [last RELEASED]\n%s", tag, order, strings.Join(dump, "\n"))
+		}
+	}
+}
+
+// journalAll returns the node's journal entries that match (journalctl's own matches and
+// options), oldest first.
+func (n *node) journalAll(match ...string) []journalEntry {
+	n.t.Helper()
+	out := n.sh("journalctl --no-pager -q -b -o json " + strings.Join(match, " "))
+	var entries []journalEntry
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e journalEntry
+		if line != "" && json.Unmarshal([]byte(line), &e) == nil {
+			entries = append(entries, e)
+		}
+	}
+	return entries
 }

@@ -22,8 +22,10 @@ export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 suite=bookworm
 # Packages inside the nodes. systemd/dbus: the real init and system bus under test;
 # dbus-user-session: a user manager with its own bus (scope mode as non-root, D8);
-# iproute2, procps, psmisc, util-linux: ip, ps/pgrep, pstree/killall, nsenter/flock inside.
-packages=systemd,systemd-sysv,dbus,dbus-user-session,iproute2,procps,psmisc,util-linux
+# iproute2, procps, psmisc, util-linux: ip, ps/pgrep, pstree/killall, nsenter/flock inside;
+# man-db, bash-completion: `man conch` and conch's completion in the trial cluster's nodes
+# (scripts/cluster.sh), as on an operator's host.
+packages=systemd,systemd-sysv,dbus,dbus-user-session,iproute2,procps,psmisc,util-linux,man-db,bash-completion
 # The unprivileged user created inside the nodes (uid 1000) for tests of --user scopes.
 test_user=conch
 # Bump when the recipe changes in a way the package list does not show.
