@@ -44,7 +44,7 @@ func (s *Semaphore) probeTimeout() time.Duration { return min(s.opts.ConnectTime
 // wait ended, the first request's ConnectTimeout included. ErrRefused at once when etcd rejects a
 // request for good (permission denied, bad credentials, a TTL it does not
 // grant): retrying cannot help. A *CapacityError (ErrOtherCapacity) at once when
-// counted keys of the name live under another capacity and Options.AllowOtherCapacity is
+// conch's keys of the name live under another capacity and Options.AllowOtherCapacity is
 // not set (D17): our key, written at that revision, is taken back. In each case our key is deleted before
 // Acquire returns (best effort when etcd is down: then it goes at lease
 // expiry; ErrTimeout always means it is gone, D3). A lost lease or a deleted key while

@@ -330,15 +330,7 @@ func benchSem(b *testing.B, c *clientv3.Client, name string, max int, opts sema.
 // waitKeys polls until prefix holds n keys.
 func waitKeys(b *testing.B, c *clientv3.Client, prefix string, n int64) {
 	b.Helper()
-	deadline := time.Now().Add(benchTimeout)
-	for time.Now().Before(deadline) {
-		resp, err := c.Get(b.Context(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err == nil && resp.Count == n {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.Fatalf("%s never held %d keys", prefix, n)
+	etcdtest.WaitKeys(b, c, prefix, n, benchTimeout)
 }
 
 // waitWatchers polls the server's gauges until at least n watchers exist

@@ -20,11 +20,11 @@ import (
 var ErrOtherCapacity = errors.New("the name is live under another capacity")
 
 // CapacityError is ErrOtherCapacity with what was read: the semaphore asked
-// for and the capacities that have counted keys under its name (D17).
+// for and the capacities that have conch's keys under its name (D17).
 type CapacityError struct {
 	Name string
 	Max  int   // the capacity asked for
-	Live []int // the capacities with counted keys, ascending, Max excluded
+	Live []int // the capacities with conch's keys, ascending, Max excluded
 }
 
 // Error names the semaphore and the live capacities.
@@ -49,15 +49,16 @@ func CapacityList(caps []int) string {
 }
 
 // maxCapacityReads bounds LiveCapacities' reads: one per capacity found and
-// one per foreign key skipped (D6g). A name with more is not one anybody
+// one per key skipped that is not conch's (D6g). A name with more is not one anybody
 // runs on purpose; the capacities past it go unnamed.
 const maxCapacityReads = 64
 
-// LiveCapacities returns the capacities that have counted keys (KeyKind
-// Counted: holders, waiters, slots kept after a run) under name, ascending,
-// and the revision they were read at. It does one keys-only read of one key
-// per capacity (jumping over each capacity's queue), and one per foreign key
-// skipped, at most maxCapacityReads in all, each at the revision of the
+// LiveCapacities returns the capacities that have keys conch wrote
+// (ConchWrote: holders, waiters, slots kept after a run) under name, ascending,
+// and the revision they were read at; keys that are not conch's (foreign,
+// unexpected, bound to no lease) make no capacity live (D6g). It does one
+// read of one key per capacity (jumping over the rest of a
+// capacity's queue once one of its keys is conch's), and one per key skipped, at most maxCapacityReads in all, each at the revision of the
 // first: the queues' lengths cost nothing. Pause and once-per markers live
 // outside the name's prefix and are not counted. Errors wrap ErrBadName,
 // ErrRefused when etcd rejects a read, else ErrUnavailable.
@@ -69,7 +70,8 @@ func LiveCapacities(ctx context.Context, c *clientv3.Client, name string) ([]int
 	var caps []int
 	var rev int64
 	for range maxCapacityReads {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1)}
+		// not keys-only: etcd answers those from its index, without the key's lease
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(1)}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
@@ -85,7 +87,7 @@ func LiveCapacities(ctx context.Context, c *clientv3.Client, name string) ([]int
 		}
 		key := string(resp.Kvs[0].Key)
 		info := ParseKey(name, key)
-		if !info.Kind.Counted() { // D6g: not a capacity's key; step past it
+		if !ConchWrote(info.Kind, resp.Kvs[0].Lease) { // D6g: not conch's, no capacity's key; step past it
 			from = key + "\x00"
 			continue
 		}
@@ -96,7 +98,7 @@ func LiveCapacities(ctx context.Context, c *clientv3.Client, name string) ([]int
 	return caps, rev, nil
 }
 
-// CheckCapacity returns a *CapacityError when name has counted keys under a
+// CheckCapacity returns a *CapacityError when name has conch's keys under a
 // capacity other than max (D17), nil when it has none or only max's. It
 // reads as LiveCapacities, whose errors it returns. For the commands that
 // change a semaphore without queueing (a pause, a resume, a release): the
@@ -132,7 +134,7 @@ func otherCapacityCmps(name string, max int) []clientv3.Cmp {
 }
 
 // capacityRefusal decides what the keys the enqueue counted under the name
-// outside our capacity are: a *CapacityError when they include counted keys
+// outside our capacity are: a *CapacityError when they include conch's keys
 // of another capacity (D17), nil when they are only foreign keys (D6g: not a
 // capacity) or gone already. Errors of the read as LiveCapacities', wrapping
 // errEtcd unless etcd refused it.
@@ -140,6 +142,23 @@ func (s *Semaphore) capacityRefusal(ctx context.Context) error {
 	err := CheckCapacity(ctx, s.c, s.name, s.max)
 	if err != nil && !errors.Is(err, ErrOtherCapacity) && !Refused(err) {
 		return fmt.Errorf("%w: %w", errEtcd, err)
+	}
+	return err
+}
+
+// othersAreCapacities is capacityRefusal for the enqueue's ranking r, whose others counts the
+// keys under the name outside our capacity: when they are no other capacity's (D6g: keys
+// that are not conch's, or gone already) r.others becomes 0, so the Enqueued event names no
+// other capacity. With Options.AllowOtherCapacity another live capacity is no error (the
+// Enqueued event warns of it), nor is a failed read (r.others is then kept as counted).
+// Errors otherwise as capacityRefusal's.
+func (s *Semaphore) othersAreCapacities(ctx context.Context, r *ranking) error {
+	err := s.capacityRefusal(ctx)
+	switch {
+	case err == nil:
+		r.others = 0
+	case s.opts.AllowOtherCapacity:
+		err = nil
 	}
 	return err
 }

@@ -63,16 +63,24 @@ func TestCapacityRaceOneWins(t *testing.T) {
 	}
 }
 
-// A key under the name that is no capacity's (D6g: a non-canonical segment) does not make
-// a run refused: it names no capacity, so the enqueue goes on without the check; and
-// LiveCapacities steps over it.
+// Keys under the name that are not conch's (D6g: a non-canonical segment, a key bound to no
+// lease) make no capacity live: LiveCapacities steps over them to the keys conch wrote, and
+// a run beside them is not refused and hears of no other capacity. Before D6g was applied
+// here, the key bound to no lease under max=4 made max=4 live and refused the run.
 func TestCapacityForeignKeyNotRefused(t *testing.T) {
 	_, c := startEtcd(t)
-	if _, err := c.Put(t.Context(), NamePrefix("fk")+"01/x", "junk"); err != nil {
+	g, err := c.Grant(t.Context(), 60)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Put(t.Context(), NamePrefix("fk")+"5/"+FormatLeaseID(1), "x"); err != nil { // a leftover key of max=5
-		t.Fatal(err)
+	for key, lease := range map[string]clientv3.LeaseID{
+		NamePrefix("fk") + "01/x":                  0,
+		NamePrefix("fk") + "4/" + FormatLeaseID(1): 0,    // by hand, in a queue
+		NamePrefix("fk") + "5/" + FormatLeaseID(1): g.ID, // a leftover key of max=5
+	} {
+		if _, err := c.Put(t.Context(), key, "x", clientv3.WithLease(lease)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	caps, _, err := LiveCapacities(t.Context(), c, "fk")
 	if err != nil || !slices.Equal(caps, []int{5}) {
@@ -83,9 +91,13 @@ func TestCapacityForeignKeyNotRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	h, err := newSem(t, c, "fk", 1, Options{}).Acquire(ctx)
+	var log eventLog
+	h, err := newSem(t, c, "fk", 1, Options{OnEvent: log.add}).Acquire(ctx)
 	if err != nil {
-		t.Fatalf("Acquire beside a foreign key: %v", err)
+		t.Fatalf("Acquire beside keys that are not conch's: %v", err)
+	}
+	if e := log.waitFor(t, "Enqueued", func(e Event) bool { return e.Kind == Enqueued }); e.OtherCapacities != 0 {
+		t.Fatalf("Enqueued beside keys that are not conch's: OtherCapacities %d, want 0", e.OtherCapacities)
 	}
 	release(t, h)
 }

@@ -14,10 +14,11 @@ type EventKind int
 // Event kinds, in the order they usually happen.
 const (
 	// Enqueued: our key is written; Rank is exact; OtherCapacities counts
-	// keys under the same name with another capacity (D6 warning); OtherKind
-	// counts keys of the other kind (node-suffixed next to a lease key,
-	// lease-suffixed next to a node key) among those the enqueue read
-	// returns (D11 warning).
+	// keys under the same name outside our capacity while another capacity
+	// is live (Options.AllowOtherCapacity, D17; 0 when they are only keys
+	// that are not conch's, D6g); OtherKind counts conch's keys of the other
+	// kind (node-suffixed next to a lease key, lease-suffixed next to a node
+	// key) among those the enqueue read returns (D11 warning).
 	Enqueued EventKind = iota
 	// Waiting: we wait; Ahead is the number of waiters ahead of us, 0 at
 	// the head of the queue (exact at enqueue and at the head, an upper

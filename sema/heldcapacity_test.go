@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/etcdtest"
 )
 
 // D17 for a slot a lock server takes (TakeHeld, TakeHeldQueued): refused, nothing written,
@@ -30,7 +32,7 @@ func TestTakeHeldOtherCapacity(t *testing.T) {
 		if err != nil || tk.Result != TakeOtherCapacity || !slices.Equal(tk.Capacities, []int{2}) {
 			t.Errorf("%s of oc[max=1] beside a max=2 job: %+v %v, want TakeOtherCapacity naming [2]", take.what, tk, err)
 		}
-		if n := countUnder(t, c, Prefix("oc", 1)); n != 0 {
+		if n := etcdtest.KeysUnder(t, c, Prefix("oc", 1)); n != 0 {
 			t.Errorf("%s: %d keys under max=1 after the refusal", take.what, n)
 		}
 	}

@@ -28,7 +28,7 @@ const (
 	TakeFull
 	// TakePaused: the semaphore is paused (Take.Pause, D16): no new holder starts.
 	TakePaused
-	// TakeOtherCapacity: the name has counted keys under other capacities (Take.Capacities,
+	// TakeOtherCapacity: the name has conch's keys under other capacities (Take.Capacities,
 	// D17): a slot of this one would run beside them. Nothing was written.
 	TakeOtherCapacity
 )
@@ -47,7 +47,7 @@ type Take struct {
 	// Contended is set with TakeFull when a slot was free at each read but others took
 	// it first every time (takeTries rounds): Holders is then empty.
 	Contended bool
-	// Capacities are, for TakeOtherCapacity, the capacities with counted keys under the
+	// Capacities are, for TakeOtherCapacity, the capacities with conch's keys under the
 	// name, ascending, this one excluded (D17).
 	Capacities []int
 
@@ -80,7 +80,7 @@ const takeTries = 16
 //
 // Rules, in order, from one read of the queue, the pause key and the rest of the name: a
 // node that already has a slot held after a run (its record's host) gets TakeAlreadyHeld,
-// nothing written and its hold not extended; a name with counted keys under another
+// nothing written and its hold not extended; a name with conch's keys under another
 // capacity gets TakeOtherCapacity (D17: keys outside the capacity's prefix are looked at
 // with LiveCapacities, so foreign keys, D6g, refuse nothing); a paused semaphore gets
 // TakePaused (D16); max keys or more (holders and waiters, conch runs included: one queue)
@@ -168,7 +168,7 @@ func (tk taker) outside() (below, above [2]string) {
 }
 
 // capacity applies D17 to t, decided from a read that found t.others keys outside the
-// capacity's prefix: when some are counted keys of other capacities (LiveCapacities), a
+// capacity's prefix: when some are conch's keys of other capacities (LiveCapacities), a
 // Take of TakeOtherCapacity; else t. A node that already holds here keeps its answer.
 // Errors as LiveCapacities'.
 func (tk taker) capacity(ctx context.Context, t Take) (Take, error) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -53,7 +54,7 @@ func TestTakeHeld(t *testing.T) {
 	if rel, err := ReleaseHeld(ctx, c, "reboot", 1, "node-a"); err != nil || len(rel) != 1 {
 		t.Fatalf("release: %v %v", rel, err)
 	}
-	if n := countUnder(t, c, Prefix("reboot", 1)); n != 0 {
+	if n := etcdtest.KeysUnder(t, c, Prefix("reboot", 1)); n != 0 {
 		t.Errorf("%d keys after the release", n)
 	}
 	if _, err := TakeHeld(ctx, c, "reboot", 1, "0123456789abcdef", time.Hour, rec); err == nil {

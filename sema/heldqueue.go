@@ -22,7 +22,7 @@ const StateQueued = "queued"
 
 // TakeHeldQueued is TakeHeld with first come, first served across nodes that poll (D19a).
 // From one read of the whole queue and the pause key: the node's slot held after a run is
-// TakeAlreadyHeld, as with TakeHeld; then, as with TakeHeld, counted keys of another
+// TakeAlreadyHeld, as with TakeHeld; then, as with TakeHeld, conch's keys of another
 // capacity under the name are TakeOtherCapacity (D17). The node's place (a key whose record says StateQueued
 // and names node) is refreshed (its lease's TTL starts again) and, when fewer than max keys
 // are ahead of it and the semaphore is not paused, rebound to a fresh lease of TTL hold and

@@ -56,29 +56,17 @@ type acquired struct {
 	err error
 }
 
-// waitQueued polls until the semaphore has n keys.
 // keyCount returns the number of keys under s's prefix now, one read: for
 // checks that a key is gone at once, not at lease expiry (D3).
 func keyCount(t *testing.T, c *clientv3.Client, s *Semaphore) int64 {
 	t.Helper()
-	resp, err := c.Get(t.Context(), s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Count
+	return etcdtest.KeysUnder(t, c, s.prefix)
 }
 
+// waitQueued polls until the semaphore has n keys.
 func waitQueued(t *testing.T, c *clientv3.Client, s *Semaphore, n int) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for time.Now().Before(deadline) {
-		resp, err := c.Get(t.Context(), s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err == nil && resp.Count == int64(n) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s never had %d keys", s.prefix, n)
+	etcdtest.WaitKeys(t, c, s.prefix, int64(n), testTimeout)
 }
 
 func startEtcd(t *testing.T) (*etcdtest.Server, *clientv3.Client) {
@@ -92,14 +80,4 @@ func release(t *testing.T, h *Holder) {
 	if err := h.Release(t.Context()); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-}
-
-// countUnder is the number of keys under prefix now, one read.
-func countUnder(t *testing.T, c *clientv3.Client, prefix string) int64 {
-	t.Helper()
-	resp, err := c.Get(t.Context(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Count
 }

@@ -58,6 +58,16 @@ func (k KeyKind) String() string {
 // queue, for acquisition as for the listing.
 func (k KeyKind) Counted() bool { return k != KeyForeign }
 
+// ConchWrote reports whether a key of kind k that etcd binds to lease
+// (KeyValue.Lease, 0 for none) is one conch writes (D6g): a lease key or a node
+// key, bound to a lease. Any other key under a name (foreign, unexpected, or
+// bound to no lease: written by hand or by another program) is not conch's: it
+// tells neither how jobs run (D11's mix of lease and node keys) nor which
+// capacity is live (D17), though one in a queue still takes its rank (Counted).
+func ConchWrote(k KeyKind, lease int64) bool {
+	return (k == KeyLease || k == KeySpread) && lease != 0
+}
+
 // KeyInfo is what ParseKey reads from a key's name alone. The lease a key is
 // really bound to is etcd's (KeyValue.Lease), never NameLease.
 type KeyInfo struct {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/polltest"
 )
 
 // D15: no marker at first; MarkOnce writes one, fenced on our key, bound to
@@ -29,16 +31,10 @@ func TestOnceMarker(t *testing.T) {
 	if err != nil || m == nil || m.Node != "n1" || m.Rev != rev || m.Left <= 0 || m.Left > 2*time.Second || m.Err != nil {
 		t.Fatalf("ReadOnce in the period: %+v %v", m, err)
 	}
-	deadline := time.Now().Add(testTimeout)
-	for m != nil && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		if m, err = h.ReadOnce(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if m != nil {
-		t.Fatal("marker outlived its period")
-	}
+	polltest.Until(t, testTimeout, "the marker to end with its period", func() bool {
+		m, err = h.ReadOnce(t.Context())
+		return err == nil && m == nil
+	})
 	if _, err := c.Delete(t.Context(), h.Key()); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ const PauseVersion = 1
 // with no lease, holding who (user@node), now and reason, unless a pause is
 // already there. It returns the pause in force and whether this call wrote
 // it (false: already paused, left as it was: idempotent). It writes nothing
-// while counted keys of the name live under another capacity (D17), checked
+// while conch's keys of the name live under another capacity (D17), checked
 // in the write's own Txn: a *CapacityError (ErrOtherCapacity). Errors also
 // wrap ErrBadName or ErrBadMax, ErrRefused when etcd rejects the write,
 // else ErrUnavailable.

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
 )
 
@@ -94,17 +95,10 @@ func TestPauseHoldsQueueThenResumes(t *testing.T) {
 func waitRewritten(t *testing.T, c *clientv3.Client, hs []*Holder) {
 	t.Helper()
 	for _, h := range hs {
-		deadline := time.Now().Add(testTimeout)
-		for {
+		polltest.Until(t, testTimeout, h.Key()+" rewritten as held", func() bool {
 			resp, err := c.Get(t.Context(), h.Key())
-			if err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision > resp.Kvs[0].CreateRevision {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never rewritten as held", h.Key())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision > resp.Kvs[0].CreateRevision
+		})
 	}
 }
 
@@ -156,8 +150,8 @@ func TestPauseSpreadNodeWaiters(t *testing.T) {
 		t.Fatalf("--spread --nonblock while paused with a slot free: %v, want ErrNoSlot with the pause", err)
 	}
 	second := acquireAsync(ctx, newSem(t, c, "psn", 2, Options{Spread: true, Node: "n1"}))
-	polltest.Until(t, testTimeout, "n1's second process waiting for its node's key", func() bool { return countUnder(t, c, NodeWaitRoot) == 1 })
-	if n := countUnder(t, c, PauseRoot); n != 1 {
+	polltest.Until(t, testTimeout, "n1's second process waiting for its node's key", func() bool { return etcdtest.KeysUnder(t, c, NodeWaitRoot) == 1 })
+	if n := etcdtest.KeysUnder(t, c, PauseRoot); n != 1 {
 		t.Fatalf("%d pause keys while paused, want 1", n)
 	}
 	select {

@@ -48,25 +48,35 @@ func ranges(t *testing.T, srv *etcdtest.Server) int {
 
 // D16b: a hand-off to a head that follows the pause on its stream reads nothing: the server
 // handles no Range from the release to the promoted waiter's Acquire (the pause read of D16
-// as first done, the head's read before a promotion, cost one).
+// as first done, the head's read before a promotion, cost one). The count is the server's,
+// so a read of another mechanism that happens to fall in the window (a keep-alive's epoch
+// check, D18, on a starved machine) shows too: of three hand-offs one must read nothing,
+// which a hand-off path that reads every time never does.
 func TestHeadFollowsPauseNoRead(t *testing.T) {
 	srv, c := startEtcd(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	h1 := mustAcquire(t, newSem(t, c, "pf", 1, Options{}))
-	s, armed := followingHead(t, c, "pf", Options{})
-	got := acquireAsync(ctx, s)
-	await(t, armed, "armed pause watch")
-	before := ranges(t, srv)
-	release(t, h1)
-	r := await(t, got, "promotion")
-	if r.err != nil {
-		t.Fatalf("head after the release: %v", r.err)
+	var counts []int
+	for i := range 3 {
+		name := fmt.Sprintf("pf%d", i)
+		h1 := mustAcquire(t, newSem(t, c, name, 1, Options{}))
+		s, armed := followingHead(t, c, name, Options{})
+		got := acquireAsync(ctx, s)
+		await(t, armed, "armed pause watch")
+		before := ranges(t, srv)
+		release(t, h1)
+		r := await(t, got, "promotion")
+		if r.err != nil {
+			t.Fatalf("head after the release: %v", r.err)
+		}
+		n := ranges(t, srv) - before
+		release(t, r.h)
+		if n == 0 {
+			return
+		}
+		counts = append(counts, n)
 	}
-	if n := ranges(t, srv) - before; n != 0 {
-		t.Fatalf("%d Range requests on the hand-off, want 0", n)
-	}
-	release(t, r.h)
+	t.Fatalf("Range requests on each of three hand-offs: %v, want 0 on at least one", counts)
 }
 
 // D16 with D16b: a pause written while the head follows it stops the head's promotion, both

@@ -78,7 +78,7 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 // An enqueue whose answer was lost (an etcd error, no refusal) may have
 // committed: enqueueAgain reads our key before writing again and keeps the
 // place it took (D7j).
-// Unless Options.AllowOtherCapacity, a key written while counted keys of
+// Unless Options.AllowOtherCapacity, a key written while conch's keys of
 // another capacity live under the name (the enqueue's count, same revision;
 // for a key adopted after a lost answer, a read of the live capacities) makes
 // a *CapacityError (ErrOtherCapacity), and the caller's revoke takes the key
@@ -93,11 +93,11 @@ func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, 
 			c = ctx
 			myRev, r, err = s.enqueueAgain(ctx, l, key, rec.encode())
 		}
-		if err == nil && (r.others > 0 || lost) && !s.opts.AllowOtherCapacity {
+		if err == nil && (r.others > 0 || lost) {
 			// D17: keys under the name outside our capacity at our key's own revision. A
 			// run racing us with another capacity sees ours in its Txn in turn, so at most
 			// the first of two passes; the caller revokes our lease (our key goes) on error.
-			if err := s.capacityRefusal(c); err != nil {
+			if err := s.othersAreCapacities(c, &r); err != nil {
 				return 0, r, err
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/polltest"
 )
 
 // TestRandomizedRecipe drives many contenders with random holding times,
@@ -233,24 +234,18 @@ func (h *history) snapshot() []histEvent {
 
 // waitIdle waits until the history has seen as many deletes as creates.
 func (h *history) waitIdle(t *testing.T, c *clientv3.Client) {
-	deadline := time.Now().Add(testTimeout)
-	for time.Now().Before(deadline) {
+	polltest.Until(t, testTimeout, "no key live after all contenders finished", func() bool {
 		live := map[string]bool{}
 		for _, e := range h.snapshot() {
 			live[e.key] = !e.del
 		}
-		n := 0
 		for _, l := range live {
 			if l {
-				n++
+				return false
 			}
 		}
-		if n == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("keys still live after all contenders finished")
+		return true
+	})
 }
 
 // strandGrace is how long a key may sit at rank < n before it must be held or gone. A

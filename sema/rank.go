@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -75,7 +74,7 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 	newest := resp.Responses[3].GetResponseRange().Kvs
 	r = ranking{rev: myRev, rank: int(count - 1)}
 	r.others = resp.Responses[4].GetResponseRange().Count - count
-	r.mixed = s.otherKind(key, first, newest)
+	r.mixed = s.otherKind(ctx, key, first, newest)
 	switch {
 	case r.rank < s.max:
 		r.held = true
@@ -90,27 +89,6 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 		r.pred, r.predMod = string(newest[1].Key), newest[1].ModRevision
 	}
 	return myRev, withPause(r, resp, enqPause), nil
-}
-
-// otherKind counts the distinct keys of kvs (the enqueue's reads) that are
-// of the other kind than key (KeyLease against KeySpread, by ParseKey): D11's
-// warning. The reads are O(max), so keys of the other kind deeper in the
-// queue go unseen: the warning covers the holders and our neighbour, not
-// the whole queue (D2).
-func (s *Semaphore) otherKind(key string, kvs ...[]*mvccpb.KeyValue) int {
-	other := KeySpread
-	if ParseKey(s.name, key).Kind == KeySpread {
-		other = KeyLease
-	}
-	seen := map[string]bool{}
-	for _, list := range kvs {
-		for _, kv := range list {
-			if k := string(kv.Key); ParseKey(s.name, k).Kind == other {
-				seen[k] = true
-			}
-		}
-	}
-	return len(seen)
 }
 
 // rerank re-reads our position (04_sema.md step 2) in a read-only Txn that fails if our key

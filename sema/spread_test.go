@@ -3,11 +3,14 @@ package sema
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/polltest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -29,20 +32,17 @@ func (l *eventLog) add(e Event) { l.mu.Lock(); l.evs = append(l.evs, e); l.mu.Un
 // waitFor polls until an event matching ok was emitted.
 func (l *eventLog) waitFor(t *testing.T, what string, ok func(Event) bool) Event {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for time.Now().Before(deadline) {
+	var found Event
+	polltest.Until(t, testTimeout, "a "+what+" event", func() bool {
 		l.mu.Lock()
-		for _, e := range l.evs {
-			if ok(e) {
-				l.mu.Unlock()
-				return e
-			}
+		defer l.mu.Unlock()
+		i := slices.IndexFunc(l.evs, ok)
+		if i >= 0 {
+			found = l.evs[i]
 		}
-		l.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no %s event", what)
-	return Event{}
+		return i >= 0
+	})
+	return found
 }
 
 func nodeBusy(e Event) bool { return e.Kind == Waiting && e.NodeBusy }
@@ -123,7 +123,7 @@ func TestSpreadSecondJobWaitsThreeNodes(t *testing.T) {
 	if ra.err != nil {
 		t.Fatalf("node-a after node-b released: %v", ra.err)
 	}
-	if n := countUnder(t, c, Prefix("sp3", n)); n != 2 {
+	if n := etcdtest.KeysUnder(t, c, Prefix("sp3", n)); n != 2 {
 		t.Fatalf("%d keys under the prefix; want node-c's and node-a's", n)
 	}
 	release(t, rc.h)
@@ -192,6 +192,24 @@ func TestSpreadMixedKindsWarn(t *testing.T) {
 		t.Fatalf("lease keys only: OtherKind %d, want 0", e.OtherKind)
 	}
 	for _, h := range []*Holder{plain, sp, p2, q} {
+		release(t, h)
+	}
+	// D6g: keys bound to no lease are not conch's and say nothing of how jobs run
+	for _, k := range []string{Prefix("mix3", 3) + "node-x", Prefix("mix3", 3) + FormatLeaseID(7)} {
+		if _, err := c.Put(t.Context(), k, "by hand"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, spread := range []bool{false, true} {
+		var l eventLog
+		s := newSem(t, c, "mix3", 3, Options{OnEvent: l.add})
+		if spread {
+			s = spreadSem(t, c, "mix3", 3, "node-a", Options{OnEvent: l.add})
+		}
+		h := mustAcquire(t, s)
+		if e := l.waitFor(t, "Enqueued", func(e Event) bool { return e.Kind == Enqueued }); e.OtherKind != 0 {
+			t.Errorf("spread=%v beside keys bound to no lease: OtherKind %d, want 0", spread, e.OtherKind)
+		}
 		release(t, h)
 	}
 }

@@ -76,7 +76,7 @@ func (r *runner) follow(ctx context.Context) *runRecord {
 
 // runTimers are the timers of one Run's follow; nil until started.
 type runTimers struct {
-	runtimeMax *time.Timer // Spec.RuntimeMax, from the start (runMode.runtimeFrom)
+	runtimeMax *time.Timer // the stop timing's RuntimeMax, from the start (runMode.runtimeFrom)
 	takeOver   *time.Timer // after a stop request, until Run takes over (runMode.stop)
 	goAnswer   *time.Timer // from go until the guardian says the command started (D7b)
 }
@@ -137,7 +137,7 @@ func (r *runner) requestStop(rec *runRecord, why stopReason, now bool) {
 // process.
 func (r *runner) takeOver(rec *runRecord) {
 	rec.takenOver = true
-	rec.err = fmt.Errorf("%s: %w: did not stop the command within KillAfter %v + %v (stopped or hung): killed", r.spec.Path, ErrGuardian, r.spec.KillAfter, guardianStopMargin)
+	rec.err = fmt.Errorf("%s: %w: did not stop the command within KillAfter %v + %v (stopped or hung): killed", r.spec.Path, ErrGuardian, r.spec.stop.KillAfter, guardianStopMargin)
 	_ = r.g.proc.Kill()
 }
 
@@ -148,8 +148,8 @@ func (r *runner) onEvent(rec *runRecord, ev guardianEvent) bool {
 		rec.pid, rec.facts.started = ev.PID, true
 		r.stopGoAnswer()
 		r.mode.commandStarted()
-		if r.spec.RuntimeMax > 0 {
-			r.timers.runtimeMax = time.NewTimer(r.spec.RuntimeMax - time.Since(r.mode.runtimeFrom(time.Now())))
+		if r.spec.stop.RuntimeMax > 0 {
+			r.timers.runtimeMax = time.NewTimer(r.spec.stop.RuntimeMax - time.Since(r.mode.runtimeFrom(time.Now())))
 		}
 		if r.spec.Started != nil {
 			r.spec.Started(rec.pid)

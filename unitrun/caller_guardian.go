@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// subreaperOnce makes the process calling Prepare or Run a child subreaper (D7) once, before
+// subreaperOnce makes the process calling prepare or Run a child subreaper (D7) once, before
 // its first guardian starts: when a guardian dies (SIGKILL, OOM killer), the command and its
 // descendants, setsid ones included, are reparented to the caller instead of PID 1, so that
 // Run's fallback (stopOrphans) can still find, stop and reap them. The process starts no
@@ -148,18 +148,18 @@ func (g *guardianProc) gone() bool {
 // specLine is the control-pipe line that gives the guardian the command's spec, whether its
 // process group is to get the terminal (D5), and in scope mode the scope it is to live in (D8),
 // without the newline. Equal lines mean the guardian would start the same command the same way
-// (Prepared.Preload relies on it).
+// (prepared.preload relies on it).
 func specLine(spec Spec, foreground bool, scope *wireScope) ([]byte, error) {
 	line, err := json.Marshal(wireSpec{
 		Path:       spec.Path,
 		Args:       spec.Args,
 		Env:        spec.Env,
 		Dir:        spec.Dir,
-		StopSignal: int(spec.StopSignal),
-		KillAfter:  spec.KillAfter,
+		StopSignal: int(spec.stop.StopSignal),
+		KillAfter:  spec.stop.KillAfter,
 		Foreground: foreground,
 		Scope:      scope,
-		Build:      BuildID(),
+		Build:      thisBuild(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot encode the spec: %v", ErrGuardian, err)

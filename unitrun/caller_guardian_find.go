@@ -38,9 +38,9 @@ func findGuardianProgram(exe string) string {
 }
 
 // guardianProgram is the guardian program found beside this executable, looked for once per
-// process; "" when there is none, or when this build has no BuildID to check it against.
+// process; "" when there is none, or when this build has no build ID to check it against.
 var guardianProgram = sync.OnceValue(func() string {
-	if BuildID() == "" {
+	if thisBuild() == "" {
 		return ""
 	}
 	exe, err := os.Executable()
@@ -60,7 +60,7 @@ func defaultGuardian() []string {
 }
 
 // needsBuildCheck reports whether a guardian started as argv is the guardian program, which
-// Run trusts only once it has shown this build's BuildID (Prepared.trust, D7a).
+// Run trusts only once it has shown this build's build ID (prepared.trust, D7a).
 func needsBuildCheck(argv []string) bool {
 	p := guardianProgram()
 	return p != "" && len(argv) == 1 && argv[0] == p

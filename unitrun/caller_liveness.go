@@ -30,11 +30,11 @@ const (
 )
 
 // errGoUnanswered: the guardian did not answer go within goTimeout and was killed; the
-// command did not start under it (Prepared.Run starts it with a fresh guardian once).
+// command did not start under it (prepared.run starts it with a fresh guardian once).
 var errGoUnanswered = fmt.Errorf("%w: did not answer go within %v (hung or stopped): killed", ErrGuardian, goTimeout)
 
 // errNotReady: the guardian did not say it was ready within readyTimeout of Run's call and was
-// killed; it had not been told to start anything (Prepared.Run starts afresh once).
+// killed; it had not been told to start anything (prepared.run starts afresh once).
 var errNotReady = fmt.Errorf("%w: not ready within %v (hung or stopped): killed", ErrGuardian, readyTimeout)
 
 // wakeIfStopped sends SIGCONT to the guardian when /proc says it is stopped (D7b). It

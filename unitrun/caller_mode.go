@@ -24,7 +24,7 @@ type runMode interface {
 	// commandStarted runs when the guardian reports the command started: a scope prepared ahead gets
 	// its holder's Description (D8b).
 	commandStarted()
-	// runtimeFrom is when Spec.RuntimeMax starts counting, now being the command's start.
+	// runtimeFrom is when the stop timing's RuntimeMax starts counting, now being the command's start.
 	runtimeFrom(now time.Time) time.Time
 	// stop does the mode's part of a stop Run asks for, once: in scope mode StopScope begins.
 	// It returns how long Run then waits for the guardian's evExited before it takes over
@@ -39,12 +39,12 @@ type runMode interface {
 
 // newRunMode returns the mode spec asks for (spec has its defaults and scope timing).
 func newRunMode(spec Spec) runMode {
-	if spec.Scope == nil {
-		return directMode{killAfter: spec.KillAfter}
+	if spec.scope == nil {
+		return directMode{killAfter: spec.stop.KillAfter}
 	}
-	sc := &scopeRun{ScopeSpec: *spec.Scope, killAfter: spec.KillAfter, runtimeMax: spec.RuntimeMax}
+	sc := &scopeRun{scopeSpec: *spec.scope, killAfter: spec.stop.KillAfter, runtimeMax: spec.stop.RuntimeMax}
 	if sc.Timeout <= 0 {
-		sc.Timeout = DefaultScopeTimeout
+		sc.Timeout = defaultScopeTimeout
 	}
 	return sc
 }
@@ -72,7 +72,7 @@ func (directMode) record(rec *runRecord, ev guardianEvent) {
 func (directMode) end(r *runner, rec *runRecord) (Result, error) { return directEnd(r, rec) }
 
 // directEnd returns the result once the guardian reported the tree gone (it is left exiting,
-// for Prepared.Close to join), or waits for the guardian's exit and, when it died or was
+// for prepared.close to join), or waits for the guardian's exit and, when it died or was
 // killed while the command ran, stops the command's tree itself (stopOrphans).
 func directEnd(r *runner, rec *runRecord) (Result, error) {
 	started, err := r.finish(rec)
@@ -88,11 +88,11 @@ func directEnd(r *runner, rec *runRecord) (Result, error) {
 		return res, err
 	}
 	if started != 0 {
-		grace := r.spec.KillAfter
+		grace := r.spec.stop.KillAfter
 		if rec.takenOver {
 			grace = 0 // the stop signal's grace has passed already: SIGKILL at once
 		}
-		stopOrphans(started, r.spec.StopSignal, grace)
+		stopOrphans(started, r.spec.stop.StopSignal, grace)
 		err = fmt.Errorf("%w; Run stopped the command and its descendants itself", err)
 	}
 	if werr != nil {

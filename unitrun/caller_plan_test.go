@@ -2,6 +2,8 @@ package unitrun
 
 import (
 	"context"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -9,39 +11,38 @@ import (
 )
 
 // D8: ScopeNever decides at once, without systemd, for direct mode.
-func TestDecideScopeNever(t *testing.T) {
-	pl := StartPlanning(ScopeOptions{Mode: ScopeNever})
-	defer pl.Close()
-	if !pl.Decided() || pl.Intent() {
-		t.Fatalf("ScopeNever: decided %v, intent %v; want decided at once, no scope", pl.Decided(), pl.Intent())
+func TestStartPlanNever(t *testing.T) {
+	p := StartPlan(t.Context(), Options{Mode: ScopeNever})
+	defer p.Close()
+	if !p.Decided() || p.Intent() {
+		t.Fatalf("ScopeNever: decided %v, intent %v; want decided at once, no scope", p.Decided(), p.Intent())
 	}
-	p, err := pl.Wait()
-	if err != nil || p.InScope() || p.Fallback() != nil {
-		t.Fatalf("ScopeNever: plan in scope %v, fallback %v, error %v; want direct mode, no fallback", p.InScope(), p.Fallback(), err)
+	if err := p.Wait(); err != nil || p.inScope() || p.Fallback() != nil {
+		t.Fatalf("ScopeNever: plan in scope %v, fallback %v, error %v; want direct mode, no fallback", p.inScope(), p.Fallback(), err)
 	}
 	spec := Spec{Path: "/bin/true"}
-	if got := p.Scoped(spec, ScopeUnit{Name: "x.scope"}); got.Scope != nil {
-		t.Errorf("direct plan: Scoped gave a scope %+v", got.Scope)
+	if got := p.scoped(spec, ScopeUnit{Name: "x.scope"}); got.scope != nil {
+		t.Errorf("direct plan: scoped gave a scope %+v", got.scope)
 	}
 }
 
-// Scoped gives the plan's options and service to the scope the unit names, and the unit's
+// scoped gives the plan's options and service to the scope the unit names, and the unit's
 // Started replaces the spec's only then.
 func TestPlanScoped(t *testing.T) {
 	props := []sdbus.Property{memoryMax(1 << 20)}
-	p := &Plan{opts: ScopeOptions{Mode: ScopeAlways, Properties: props, Slice: "b.slice"}, conn: &sdbus.Conn{}}
+	p := &Plan{opts: Options{Mode: ScopeAlways, Properties: props, Slice: "b.slice"}, conn: &sdbus.Conn{}, done: closedChan()}
 	var which string
 	spec := Spec{Path: "/bin/true", Started: func(int) { which = "spec" }}
-	got := p.Scoped(spec, ScopeUnit{Name: "u.scope", Description: "d", Started: func(int) { which = "unit" }})
-	if got.Scope == nil || got.Scope.Name != "u.scope" || got.Scope.Description != "d" || got.Scope.Slice != "b.slice" ||
-		len(got.Scope.Properties) != 1 || got.Scope.Conn != p.conn {
-		t.Fatalf("Scoped = %+v", got.Scope)
+	got := p.scoped(spec, ScopeUnit{Name: "u.scope", Description: "d", Started: func(int) { which = "unit" }})
+	if got.scope == nil || got.scope.Name != "u.scope" || got.scope.Description != "d" || got.scope.Slice != "b.slice" ||
+		len(got.scope.Properties) != 1 || got.scope.Conn != p.conn {
+		t.Fatalf("scoped = %+v", got.scope)
 	}
 	got.Started(1)
 	if which != "unit" {
 		t.Errorf("Started in the scope called %s's hook, want the unit's", which)
 	}
-	p.Scoped(spec, ScopeUnit{Name: "u.scope"}).Started(1)
+	p.scoped(spec, ScopeUnit{Name: "u.scope"}).Started(1)
 	if which != "spec" {
 		t.Errorf("without a unit hook, Started called %s's hook, want the spec's", which)
 	}
@@ -87,5 +88,43 @@ func TestWatchEscalation(t *testing.T) {
 		if !tc.escalated && len(called) != 0 {
 			t.Errorf("%s: escalation reported without a stop", tc.name)
 		}
+	}
+}
+
+// The two ways in run a command with the plan's stop timing, decided once from the Options
+// (D7): Options.RuntimeMax stops it (RuntimeExceeded, the stop signal SIGTERM) through
+// Plan.Run, and through a Prestarter whose guardian was preloaded with the command's spec for
+// the key named (the preloaded guardian runs it: the spec it got ahead is the one Run gives).
+func TestPlanWaysIn(t *testing.T) {
+	t.Parallel()
+	p := StartPlan(t.Context(), Options{Mode: ScopeNever, RuntimeMax: 200 * time.Millisecond, KillAfter: time.Second})
+	defer p.Close()
+	path, err := Resolve("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Path: path, Args: []string{"sleep", "30"}, Env: []string{testPATH}}
+	overran := func(way string, res Result, err error) {
+		t.Helper()
+		if err != nil || !res.Started || !res.RuntimeExceeded || res.Signal != syscall.SIGTERM {
+			t.Fatalf("%s = %+v, %v; want stopped by SIGTERM at the plan's RuntimeMax", way, res, err)
+		}
+	}
+	res, err := p.Run(t.Context(), spec, ScopeUnit{Name: "unused.scope"}, nil)
+	overran("Plan.Run", res, err)
+
+	ps := p.Prestart(Spec{})
+	defer ps.Close()
+	var asked atomic.Bool
+	ps.PreloadWith(func(rev, lease int64) (Spec, ScopeUnit) {
+		asked.Store(rev == 7 && lease == 9)
+		return spec, ScopeUnit{Name: "unused.scope"}
+	})
+	ps.Want(true, 7, 9)
+	waitFor(t, generousTimeout, "the preload of key 7", asked.Load)
+	res, err = ps.Run(t.Context(), spec, ScopeUnit{Name: "unused.scope"}, nil)
+	overran("Prestarter.Run", res, err)
+	if ps.p == nil || ps.p.loaded == nil {
+		t.Errorf("Prestarter.Run did not use the guardian preloaded with the command's spec")
 	}
 }

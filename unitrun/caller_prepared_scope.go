@@ -1,7 +1,7 @@
 package unitrun
 
 // This file runs in the caller's process (conch): a scope prepared ahead of the slot (D8b),
-// for the guardian that Prepared.Preload gave its spec.
+// for the guardian that prepared.preload gave its spec.
 
 import (
 	"cmp"
@@ -21,7 +21,7 @@ const relabelTimeout = 2 * time.Second
 // is held (D8b): not when a run-time limit is set, since the scope's RuntimeMaxSec counts from
 // the scope's start and systemd cannot set it later.
 func prepareAhead(spec Spec) bool {
-	return spec.Scope != nil && spec.RuntimeMax == 0
+	return spec.scope != nil && spec.stop.RuntimeMax == 0
 }
 
 // waitingDescription is a prepared scope's Description (D8b): it names the semaphore and the
@@ -33,8 +33,8 @@ func waitingDescription(holder string) string {
 // prepareScope waits for the guardian's ready (it has the spec already) and creates the scope
 // of spec with the guardian in it, described as waiting (D8b), so that Run only has to say go.
 // ctx and the scope's Timeout bound it (the wait for ready also helloTimeout). On success p.scope is set; on error the guardian may be
-// in a scope of that name or not, and the caller discards it (Prepared.discard).
-func (p *Prepared) prepareScope(ctx context.Context, spec Spec) error {
+// in a scope of that name or not, and the caller discards it (prepared.discard).
+func (p *prepared) prepareScope(ctx context.Context, spec Spec) error {
 	r := &runner{spec: spec, g: p.g}
 	rctx, cancel := context.WithTimeout(ctx, helloTimeout) // a stopped guardian must not hang the caller
 	defer cancel()
@@ -53,21 +53,21 @@ func (p *Prepared) prepareScope(ctx context.Context, spec Spec) error {
 
 // takeScope returns the prepared scope for Run's spec, with Run's connection, or nil when
 // there is none or it was made for another scope (then the guardian is discarded, scope and
-// all, and Run starts afresh). Called before Prepared.load.
-func (p *Prepared) takeScope(spec Spec) error {
+// all, and Run starts afresh). Called before prepared.load.
+func (p *prepared) takeScope(spec Spec) error {
 	if p.scope == nil {
 		return nil
 	}
-	if spec.Scope == nil || !sameScope(p.scope.ScopeSpec, *spec.Scope) {
+	if spec.scope == nil || !sameScope(p.scope.scopeSpec, *spec.scope) {
 		return p.replace()
 	}
 	return nil
 }
 
 // sameScope reports whether a and b ask for the same scope, whatever connection they use.
-func sameScope(a, b ScopeSpec) bool {
+func sameScope(a, b scopeSpec) bool {
 	a.Conn, b.Conn = nil, nil
-	a.Timeout, b.Timeout = cmp.Or(max(a.Timeout, 0), DefaultScopeTimeout), cmp.Or(max(b.Timeout, 0), DefaultScopeTimeout)
+	a.Timeout, b.Timeout = cmp.Or(max(a.Timeout, 0), defaultScopeTimeout), cmp.Or(max(b.Timeout, 0), defaultScopeTimeout)
 	return reflect.DeepEqual(a, b)
 }
 
@@ -75,7 +75,7 @@ func sameScope(a, b ScopeSpec) bool {
 // returned), so that a waiter that leaves the queue or is given another key leaves no scope
 // behind (D8b): the scope is empty, and StopScope returns once systemd has collected it. It
 // waits for a relabel in progress too.
-func (p *Prepared) abandonScope() {
+func (p *prepared) abandonScope() {
 	sc := p.scope
 	if sc == nil {
 		return
@@ -118,7 +118,7 @@ func (sc *scopeRun) description() string {
 	return sc.Description
 }
 
-// preparedError is Preload's error when the scope could not be prepared.
+// preparedError is preload's error when the scope could not be prepared.
 func preparedError(path string, err error) error {
 	return fmt.Errorf("%s: scope not prepared ahead: %w", path, err)
 }

@@ -13,14 +13,14 @@ import (
 // D8b: which specs get a scope before the slot, and when a prepared scope is the one Run asks
 // for.
 func TestPrepareAhead(t *testing.T) {
-	scope := &ScopeSpec{Name: "conch-sema-a-1.scope"}
+	scope := &scopeSpec{Name: "conch-sema-a-1.scope"}
 	for _, tc := range []struct {
 		spec Spec
 		want bool
 	}{
 		{Spec{}, false},            // direct mode
-		{Spec{Scope: scope}, true}, // scope mode
-		{Spec{Scope: scope, RuntimeMax: time.Second}, false}, // RuntimeMaxSec counts from the scope's start
+		{Spec{scope: scope}, true}, // scope mode
+		{Spec{scope: scope, stop: StopTiming{RuntimeMax: time.Second}}, false}, // RuntimeMaxSec counts from the scope's start
 	} {
 		if got := prepareAhead(tc.spec); got != tc.want {
 			t.Errorf("prepareAhead(%+v) = %v, want %v", tc.spec, got, tc.want)
@@ -29,10 +29,10 @@ func TestPrepareAhead(t *testing.T) {
 }
 
 func TestSameScope(t *testing.T) {
-	base := ScopeSpec{Name: "conch-sema-a-1.scope", Description: "d", Slice: "s.slice",
+	base := scopeSpec{Name: "conch-sema-a-1.scope", Description: "d", Slice: "s.slice",
 		Properties: []sdbus.Property{memoryMax(1 << 20)},
 		Service:    systemd.CallerService{Unit: "a.service", Slice: "s.slice"}}
-	with := func(mod func(*ScopeSpec)) ScopeSpec {
+	with := func(mod func(*scopeSpec)) scopeSpec {
 		s := base
 		s.Properties = append([]sdbus.Property(nil), base.Properties...)
 		mod(&s)
@@ -40,16 +40,16 @@ func TestSameScope(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		what string
-		b    ScopeSpec
+		b    scopeSpec
 		want bool
 	}{
-		{"same", with(func(*ScopeSpec) {}), true},
-		{"other connection", with(func(s *ScopeSpec) { s.Conn = &sdbus.Conn{} }), true},
-		{"default timeout spelled out", with(func(s *ScopeSpec) { s.Timeout = DefaultScopeTimeout }), true},
-		{"other timeout", with(func(s *ScopeSpec) { s.Timeout = time.Second }), false},
-		{"other name", with(func(s *ScopeSpec) { s.Name = "conch-sema-a-2.scope" }), false},
-		{"other property value", with(func(s *ScopeSpec) { s.Properties[0] = memoryMax(2 << 20) }), false},
-		{"other service", with(func(s *ScopeSpec) { s.Service.Unit = "b.service" }), false},
+		{"same", with(func(*scopeSpec) {}), true},
+		{"other connection", with(func(s *scopeSpec) { s.Conn = &sdbus.Conn{} }), true},
+		{"default timeout spelled out", with(func(s *scopeSpec) { s.Timeout = defaultScopeTimeout }), true},
+		{"other timeout", with(func(s *scopeSpec) { s.Timeout = time.Second }), false},
+		{"other name", with(func(s *scopeSpec) { s.Name = "conch-sema-a-2.scope" }), false},
+		{"other property value", with(func(s *scopeSpec) { s.Properties[0] = memoryMax(2 << 20) }), false},
+		{"other service", with(func(s *scopeSpec) { s.Service.Unit = "b.service" }), false},
 	} {
 		if got := sameScope(base, tc.b); got != tc.want {
 			t.Errorf("%s: sameScope = %v, want %v", tc.what, got, tc.want)

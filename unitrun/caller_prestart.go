@@ -1,32 +1,36 @@
 package unitrun
 
-// This file runs in the caller's process (conch): a guardian kept started ahead of the slot.
+// This file runs in the caller's process (conch): the way in that keeps a guardian started
+// ahead of the slot.
 
 import (
 	"context"
 	"sync"
 )
 
-// Prestarter keeps a guardian (D7) started ahead (Prepare) while the caller says it wants one
-// (Want), so that the guardian's start-up (a fork and exec, several milliseconds) overlaps the
-// caller's own round trips instead of following them; a caller that will wait long says it
-// wants none, and holds no process meanwhile.
+// Prestarter runs a Plan's command with a guardian (D7) started ahead: the way in for a caller
+// that prepares while it waits (Plan.Prestart). It keeps the guardian started while the caller
+// says it wants one (Want), so that the guardian's start-up (a fork and exec, several
+// milliseconds) overlaps the caller's own round trips instead of following them; a caller that
+// will wait long says it wants none, and holds no process meanwhile.
 //
 // The guardian is started and closed by one goroutine of the Prestarter, never on the caller's
-// goroutines. Take stops that goroutine and hands the guardian over; Close ends everything;
-// Reset starts over. A failed start is not reported: Run then starts its own guardian and says
-// what fails.
+// goroutines. Run stops that goroutine and runs the command with the guardian; Close ends
+// everything; Reset starts over. A failed start is not reported: Run then starts its own
+// guardian and says what fails.
 //
 // Once the caller names a key (Want with rev != 0) and has set a load function (PreloadWith),
-// the guardian is also sent the command's whole spec for it (Prepared.Preload), so that
-// starting the command costs one word to the guardian and its fork.
+// the guardian is also sent the command's whole spec for it, scoped as the Plan says, so that
+// starting the command costs one word to the guardian and its fork; in scope mode without a
+// runtime limit its scope is made ahead too, described as waiting for the slot (D8b).
 type Prestarter struct {
-	spec Spec // what Prepare uses: the guardian's argv and stdio
+	plan *Plan
+	spec Spec // what prepare uses: the guardian's argv and stdio
 
 	mu         sync.Mutex
 	want       bool  // a guardian is wanted now
 	rev, lease int64 // the key the caller names (0: none yet)
-	load       func(rev, lease int64) Spec
+	load       func(rev, lease int64) (Spec, ScopeUnit)
 
 	loaded int64 // the goroutine's: the rev whose spec p was preloaded with (0: none)
 
@@ -35,14 +39,15 @@ type Prestarter struct {
 	done     chan struct{} // closed when the goroutine has ended
 	quitOnce sync.Once
 
-	p *Prepared // the goroutine's until done; then Take's and Close's
+	p *prepared // the goroutine's until done; then Run's and Close's
 }
 
-// StartPrestarter starts a guardian for spec (its Guardian, Stdin, Stdout and Stderr; the
-// rest is given to Prepared.Run) in the background, wanted until Want says otherwise, and
-// returns at once. It starts one goroutine, which Take, Reset and Close stop.
-func StartPrestarter(spec Spec) *Prestarter {
-	ps := &Prestarter{spec: spec, kick: make(chan struct{}, 1)}
+// Prestart starts a guardian for the plan's commands with stdio's Guardian, Stdin, Stdout and
+// Stderr (the rest of the spec is given to Run) in the background, wanted until Want says
+// otherwise, and returns at once. It starts one goroutine, which Run, Reset and Close stop.
+// The Prestarter must be closed before the Plan.
+func (p *Plan) Prestart(stdio Spec) *Prestarter {
+	ps := &Prestarter{plan: p, spec: stdio, kick: make(chan struct{}, 1)}
 	ps.start()
 	return ps
 }
@@ -58,7 +63,7 @@ func (ps *Prestarter) start() {
 }
 
 // Reset makes the Prestarter as new, for a next command after one that never started: it
-// stops the goroutine, closes the guardian Take handed over (used up or not), and starts over
+// stops the goroutine, closes the guardian Run was given (used up or not), and starts over
 // with a fresh one and no key. Call it from the goroutine that calls Want.
 func (ps *Prestarter) Reset() {
 	ps.Close()
@@ -87,9 +92,10 @@ func (ps *Prestarter) wake() {
 	}
 }
 
-// PreloadWith sets the function that returns the command's spec for the key created at rev
-// with lease (what Run will be given); call it before the first Want that names a key.
-func (ps *Prestarter) PreloadWith(load func(rev, lease int64) Spec) {
+// PreloadWith sets the function that returns the command's spec and scope unit for the key
+// created at rev with lease (what Run will be given); call it before the first Want that names
+// a key. It is called on the Prestarter's goroutine, once the Plan is decided.
+func (ps *Prestarter) PreloadWith(load func(rev, lease int64) (Spec, ScopeUnit)) {
 	ps.mu.Lock()
 	ps.load = load
 	ps.mu.Unlock()
@@ -110,7 +116,7 @@ func (ps *Prestarter) loop() {
 		ps.apply(want, rev)
 		if want && rev != 0 && load != nil && ps.p != nil && ps.loaded == 0 {
 			ps.loaded = rev // once per key: a failure is Run's to report
-			_ = ps.p.Preload(context.Background(), load(rev, lease))
+			_ = ps.p.preload(context.Background(), ps.plan.scoped(load(rev, lease)))
 		}
 	}
 }
@@ -119,35 +125,43 @@ func (ps *Prestarter) loop() {
 // rev (a re-entry) is replaced.
 func (ps *Prestarter) apply(want bool, rev int64) {
 	if ps.p != nil && (!want || (ps.loaded != 0 && ps.loaded != rev)) {
-		ps.p.Close()
+		ps.p.close()
 		ps.p, ps.loaded = nil, 0
 	}
 	if want && ps.p == nil {
-		if p, err := Prepare(ps.spec); err == nil {
+		if p, err := prepare(ps.spec); err == nil {
 			ps.p = p
 		}
 	}
 }
 
-// Take stops the goroutine (waiting for a start in progress) and returns the guardian, started
-// now if none was ready; nil if it cannot be started (then Run reports why). The Prestarter
-// still closes it in Close or Reset.
-func (ps *Prestarter) Take() *Prepared {
+// Run runs spec as the Plan says (Plan.Run: the blocking, ctx, scope, fallback, Result and
+// errors are the same) with the guardian started ahead, which was preloaded with spec if it
+// comes out the same. It stops the goroutine first (waiting for a start in progress); a
+// guardian that was not ready is started now. Call it once per Reset; the Prestarter still
+// closes the guardian in Close or Reset.
+func (ps *Prestarter) Run(ctx context.Context, spec Spec, unit ScopeUnit, warn func(error)) (Result, error) {
+	return ps.plan.run(ctx, ps.take(), spec, unit, warn)
+}
+
+// take stops the goroutine (waiting for a start in progress) and returns the guardian, started
+// now if none was ready; nil if it cannot be started (then run reports why).
+func (ps *Prestarter) take() *prepared {
 	ps.stop()
 	if ps.p == nil {
-		if p, err := Prepare(ps.spec); err == nil {
+		if p, err := prepare(ps.spec); err == nil {
 			ps.p = p
 		}
 	}
 	return ps.p
 }
 
-// Close stops the goroutine and closes the guardian, if any (Prepared.Close: one that never
-// got a command is killed, one that ran it is joined). It blocks until the guardian is gone.
+// Close stops the goroutine and closes the guardian, if any (one that never got a command is
+// killed, one that ran it is joined). It blocks until the guardian is gone.
 func (ps *Prestarter) Close() {
 	ps.stop()
 	if ps.p != nil {
-		ps.p.Close()
+		ps.p.close()
 	}
 }
 

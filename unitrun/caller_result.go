@@ -10,7 +10,7 @@ type stopReason int
 const (
 	notStopping      stopReason = iota
 	stopByContext               // the caller's ctx ended (slot lost, signal)
-	stopByRuntimeMax            // Run's own Spec.RuntimeMax timer fired
+	stopByRuntimeMax            // Run's own RuntimeMax timer fired (the stop timing's)
 )
 
 // endFacts are what Run recorded, where it happened, about how one command ended. decideResult
@@ -40,7 +40,7 @@ type endFacts struct {
 	// systemdStop: the guardian got the scope's stop signal (evStopSignal): systemd stopped
 	// the scope, at Run's request or on its own.
 	systemdStop bool
-	// pastRuntimeMax: Spec.RuntimeMax > 0 and the command ended at or after RuntimeMax from
+	// pastRuntimeMax: the stop timing's RuntimeMax > 0 and the command ended at or after RuntimeMax from
 	// the scope's start, when systemd's RuntimeMaxSec fires.
 	pastRuntimeMax bool
 	// guardianKilled: the guardian died of SIGKILL (the end of the scope's TimeoutStopSec, or

@@ -21,7 +21,7 @@ type runner struct {
 // run drives the guardian from "ready" to evExited, or to its exit when it does not report
 // that, and then waits for the scope to be gone if one is being stopped. It waits for the
 // guardian's exit (close) on every path but the one where the guardian reported evExited
-// and no scope is being stopped: the caller's Prepared.Close joins it then.
+// and no scope is being stopped: the caller's prepared.close joins it then.
 func (r *runner) run(ctx context.Context) (Result, error) {
 	if !r.ready {
 		if err := r.awaitReady(ctx); err != nil {
@@ -90,7 +90,7 @@ func (r *runner) awaitReady(ctx context.Context) error {
 			switch {
 			case !ok:
 				return fmt.Errorf("%s: %w: exited before it was ready", r.spec.Path, ErrGuardian)
-			case ev.Event == evHello: // checked by Prepared.trust where it matters (D7a)
+			case ev.Event == evHello: // checked by prepared.trust where it matters (D7a)
 			case ev.Event == evReady:
 				return nil
 			default:

@@ -1,6 +1,6 @@
 package unitrun
 
-// This file runs in the caller's process (conch): scope mode (D8), ScopeSpec and Run's state
+// This file runs in the caller's process (conch): scope mode (D8), scopeSpec and Run's state
 // while its command runs in a scope.
 
 import (
@@ -21,20 +21,20 @@ import (
 
 // Scope mode's timing.
 const (
-	// DefaultScopeTimeout bounds the start of a scope when ScopeSpec.Timeout is 0: reading the
+	// defaultScopeTimeout bounds the start of a scope when scopeSpec.Timeout is 0: reading the
 	// service's limits, StartTransientUnit, its job and the cgroup check. A healthy manager
 	// needs 8-22 ms (TESTING-INFRA.md); systemd's own D-Bus timeout is 25 s.
-	DefaultScopeTimeout = 10 * time.Second
+	defaultScopeTimeout = 10 * time.Second
 
 	// scopeStopMargin is added to the grace period (TimeoutStopSec) when Run waits for a
 	// stopped scope to be gone: systemd needs a moment after its SIGKILL to reap and collect.
 	scopeStopMargin = 5 * time.Second
 )
 
-// ScopeSpec asks Run for scope mode (D8): the guardian of D7 is moved into a new transient
+// scopeSpec asks Run for scope mode (D8): the guardian of D7 is moved into a new transient
 // scope before it starts the command, so the command and everything it starts are in the scope
 // from the command's first instruction, and stopping the command is systemd's job.
-type ScopeSpec struct {
+type scopeSpec struct {
 	// Conn is the connection to the manager that owns the scope (systemd.Dial). Required.
 	// Run only uses it; the caller closes it after Run returns.
 	Conn *sdbus.Conn
@@ -46,24 +46,24 @@ type ScopeSpec struct {
 	// manager's default.
 	Slice string
 	// Properties are the caller's scope properties (systemd.ParseProperties). They are set last and so override
-	// everything else, the limits inherited from the caller's service included (D8). Run also
-	// takes its timing from them: KillSignal is the stop signal (instead of Spec.StopSignal),
-	// TimeoutStopSec the grace period (instead of Spec.KillAfter) and RuntimeMaxSec the
-	// runtime limit (instead of Spec.RuntimeMax; infinity means none): see EffectiveTiming.
+	// everything else, the limits inherited from the caller's service included (D8). The
+	// Plan's timing comes from them too: KillSignal is the stop signal, TimeoutStopSec the
+	// grace period and RuntimeMaxSec the runtime limit (infinity means none): see
+	// effectiveTiming.
 	Properties []sdbus.Property
 	// Service is the service the caller runs in (systemd.FindCallerService, read before the
 	// slot is taken): the scope goes into its slice (unless Slice is set), gets BindsTo= it and its
 	// resource-control settings (D8). The zero value binds the scope to nothing.
 	Service systemd.CallerService
-	// Timeout bounds the start of the scope; DefaultScopeTimeout if <= 0.
+	// Timeout bounds the start of the scope; defaultScopeTimeout if <= 0.
 	Timeout time.Duration
 }
 
 // scopeRun is Run's scope-mode state.
 type scopeRun struct {
-	ScopeSpec
+	scopeSpec
 	killAfter  time.Duration
-	runtimeMax time.Duration // Spec.RuntimeMax, also the scope's RuntimeMaxSec
+	runtimeMax time.Duration // the stop timing's RuntimeMax, also the scope's RuntimeMaxSec
 	started    time.Time     // just before StartScope: systemd's RuntimeMaxSec counts from later
 	stopping   chan error    // StopScope's result, once a stop was begun; buffered
 	waiting    bool          // being prepared ahead of the slot: described as waiting (D8b)
@@ -79,7 +79,7 @@ func (sc *scopeRun) wire() *wireScope {
 
 // start creates the scope with the guardian (pid) in it (D8): in sc.Service's slice (unless
 // Slice is set), bound to it (BindsTo=, not After=: see ScopeRequest.BindTo), with its
-// resource-control settings, then spec.RuntimeMax as RuntimeMaxSec, then the caller's properties.
+// resource-control settings, then spec.stop.RuntimeMax as RuntimeMaxSec, then the caller's properties.
 // ctx and Timeout bound it. The error wraps ErrScopeFailed, or is ctx's cause when ctx ended
 // (the slot was lost meanwhile).
 func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
@@ -91,11 +91,11 @@ func (sc *scopeRun) start(ctx context.Context, spec Spec, pid int) error {
 		PIDs:        []int{pid},
 		Slice:       cmp.Or(sc.Slice, sc.Service.Slice),
 		BindTo:      sc.Service.Unit,
-		KillAfter:   spec.KillAfter,
+		KillAfter:   spec.stop.KillAfter,
 		Properties:  slices.Clone(sc.Service.Inherited),
 	}
-	if spec.RuntimeMax > 0 {
-		req.Properties = append(req.Properties, systemd.RuntimeMaxProperty(spec.RuntimeMax))
+	if spec.stop.RuntimeMax > 0 {
+		req.Properties = append(req.Properties, systemd.RuntimeMaxProperty(spec.stop.RuntimeMax))
 	}
 	req.Properties = append(req.Properties, sc.Properties...)
 	sc.started = time.Now()

@@ -4,39 +4,37 @@ import (
 	"math"
 	"syscall"
 	"time"
-
-	sdbus "github.com/coreos/go-systemd/v22/dbus"
 )
 
 // This file runs in the caller's process (conch): how a command will be stopped and limited.
+
+// Defaults of the stop timing, applied to Options' zero values in one place (StartPlan); the
+// caller learns the values in use from Plan.Timing.
+const (
+	// defaultStopSignal is the first signal sent to stop a command (D7).
+	defaultStopSignal = syscall.SIGTERM
+
+	// DefaultKillAfter is the grace period between the stop signal and SIGKILL (D7): the one
+	// place its value is written (conch's help shows it from here).
+	DefaultKillAfter = 5 * time.Second
+)
 
 // TimingSource says where a value of StopTiming came from.
 type TimingSource int
 
 const (
-	// FromDefault: the package's default (DefaultStopSignal, DefaultKillAfter, no runtime
+	// FromDefault: the package's default (defaultStopSignal, DefaultKillAfter, no runtime
 	// limit), Spec leaving the field at its zero value.
 	FromDefault TimingSource = iota
-	// FromSpec: Spec's own field (StopSignal, KillAfter, RuntimeMax).
-	FromSpec
-	// FromProperty: a scope property among the ScopeSpec.Properties (KillSignal=,
+	// FromOptions: the caller's Options (KillAfter, RuntimeMax).
+	FromOptions
+	// FromProperty: a scope property among the scopeSpec.Properties (KillSignal=,
 	// TimeoutStopSec=, RuntimeMaxSec=), which wins over Spec's field in scope mode (D8).
 	FromProperty
 )
 
-// String names the source for messages: "default", "spec" or "property".
-func (s TimingSource) String() string {
-	switch s {
-	case FromSpec:
-		return "spec"
-	case FromProperty:
-		return "property"
-	}
-	return "default"
-}
-
-// StopTiming is how Run stops and limits a command (D7): the signal that stops it, the grace
-// before SIGKILL, the runtime limit, and where each came from.
+// StopTiming is how a Plan's commands are stopped and limited (D7): the signal that stops
+// them, the grace before SIGKILL, the runtime limit, and where each came from.
 type StopTiming struct {
 	StopSignal     syscall.Signal
 	StopSignalFrom TimingSource
@@ -49,25 +47,20 @@ type StopTiming struct {
 	RuntimeMaxFrom TimingSource
 }
 
-// EffectiveTiming returns the stop signal, grace period and runtime limit Run uses for a
-// command with spec's StopSignal, KillAfter and RuntimeMax (its other fields are ignored) when
-// its scope has the properties props (ScopeSpec.Properties, from systemd.ParseProperties; nil in direct
-// mode): a KillSignal, TimeoutStopSec or RuntimeMaxSec among props wins over spec's field (the
-// last one of a name wins, as in systemd), a field at its zero value (KillAfter <= 0) takes the
-// package's default. It is pure and cannot fail. A caller uses it to learn the grace its own
-// deadlines must cover (D7) and to name the limit that stopped a child.
-func EffectiveTiming(spec Spec, props []sdbus.Property) StopTiming {
-	t := StopTiming{StopSignal: DefaultStopSignal, KillAfter: DefaultKillAfter}
-	if spec.StopSignal != 0 {
-		t.StopSignal, t.StopSignalFrom = spec.StopSignal, FromSpec
+// effectiveTiming returns the stop signal, grace period and runtime limit of a Plan built
+// with opts (StartPlan, Plan.Timing): a KillSignal, TimeoutStopSec or RuntimeMaxSec among
+// opts.Properties wins over opts' KillAfter and RuntimeMax (the last one of a name wins, as in
+// systemd), a field at its zero value (KillAfter <= 0) takes the package's default. It is pure
+// and cannot fail; it is the one place where the stop timing is decided (D7).
+func effectiveTiming(opts Options) StopTiming {
+	t := StopTiming{StopSignal: defaultStopSignal, KillAfter: DefaultKillAfter}
+	if opts.KillAfter > 0 {
+		t.KillAfter, t.KillAfterFrom = opts.KillAfter, FromOptions
 	}
-	if spec.KillAfter > 0 {
-		t.KillAfter, t.KillAfterFrom = spec.KillAfter, FromSpec
+	if opts.RuntimeMax > 0 {
+		t.RuntimeMax, t.RuntimeMaxFrom = opts.RuntimeMax, FromOptions
 	}
-	if spec.RuntimeMax > 0 {
-		t.RuntimeMax, t.RuntimeMaxFrom = spec.RuntimeMax, FromSpec
-	}
-	for _, p := range props {
+	for _, p := range opts.Properties {
 		switch v := p.Value.Value().(type) {
 		case int32:
 			if p.Name == "KillSignal" {
@@ -86,18 +79,6 @@ func EffectiveTiming(spec Spec, props []sdbus.Property) StopTiming {
 		}
 	}
 	return t
-}
-
-// withTiming returns a copy of s with the stop signal, grace period and runtime limit Run
-// uses (EffectiveTiming, with the scope's properties in scope mode).
-func (s Spec) withTiming() Spec {
-	var props []sdbus.Property
-	if s.Scope != nil {
-		props = s.Scope.Properties
-	}
-	t := EffectiveTiming(s, props)
-	s.StopSignal, s.KillAfter, s.RuntimeMax = t.StopSignal, t.KillAfter, t.RuntimeMax
-	return s
 }
 
 // usecDuration converts systemd microseconds to a Duration, infinity (or anything too long)

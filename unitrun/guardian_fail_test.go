@@ -76,7 +76,7 @@ func TestRunGuardianStopped(t *testing.T) {
 	ch := startRunSh(ctx, t, `echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
 		func(s *Spec) {
 			s.Env = append(s.Env, "DIR="+dir)
-			s.KillAfter = killAfter
+			s.stop.KillAfter = killAfter
 			s.BeforeStart = func(pid int) error { gpid.Store(int64(pid)); return nil }
 		})
 	child := snapshotProc(t, waitPIDFile(t, filepath.Join(dir, "pid")))
@@ -112,7 +112,7 @@ func TestRunGuardianStaysStopped(t *testing.T) {
 	ch := startRunSh(ctx, t, `echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
 		func(s *Spec) {
 			s.Env = append(s.Env, "DIR="+dir)
-			s.KillAfter = killAfter
+			s.stop.KillAfter = killAfter
 			s.Guardian = []string{"/proc/self/exe", hungGuardianArg}
 		})
 	child := snapshotProc(t, waitPIDFile(t, filepath.Join(dir, "pid")))
@@ -139,7 +139,7 @@ func TestRunGuardianKilledStopsSetsidGrandchild(t *testing.T) {
 echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
 		func(s *Spec) {
 			s.Env = append(s.Env, "DIR="+dir)
-			s.KillAfter = time.Second
+			s.stop.KillAfter = time.Second
 			s.BeforeStart = func(pid int) error { gpid.Store(int64(pid)); return nil }
 		})
 	child := snapshotProc(t, waitPIDFile(t, filepath.Join(dir, "pid")))

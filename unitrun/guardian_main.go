@@ -24,8 +24,8 @@ const GuardianArg = "__conch-guardian"
 // returns. It is a process's main, not a library function: it owns the process's signals and
 // file descriptors 3 and 4, and must not be called in any other situation.
 //
-// It first says hello with its BuildID on the status pipe (conch trusts a guardian program
-// only when that is its own, D7a), makes itself a child subreaper and waits for the spec on the control pipe (Prepare may
+// It first says hello with its build ID on the status pipe (conch trusts a guardian program
+// only when that is its own, D7a), makes itself a child subreaper and waits for the spec on the control pipe (prepare may
 // start the guardian long before Run sends it; EOF or SIGTERM meanwhile make it exit at
 // once), then reports ready and waits for "go" (so that scope mode can move it into its scope
 // and Spec.BeforeStart can run first). It then starts the command in a
@@ -62,7 +62,7 @@ func GuardianMain() int {
 		return 2
 	}
 	out := eventWriter{enc: json.NewEncoder(status)}
-	out.send(guardianEvent{Event: evHello, Build: BuildID()}) // first: conch checks it (D7a)
+	out.send(guardianEvent{Event: evHello, Build: thisBuild()}) // first: conch checks it (D7a)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		out.send(guardianEvent{Event: evError, Msg: "cannot become a child subreaper: " + err.Error()})
 		return 1
@@ -82,8 +82,8 @@ func guard(sigs chan os.Signal, control <-chan string, out eventWriter, parent i
 	if !ok {
 		return 0 // closed before Run, or conch died: nothing was started
 	}
-	if spec.Build != BuildID() { // D7a: a caller of another build may speak another protocol
-		out.send(guardianEvent{Event: evError, Msg: "guardian of build " + strconv.Quote(BuildID()) + " refuses a caller of build " + strconv.Quote(spec.Build)})
+	if spec.Build != thisBuild() { // D7a: a caller of another build may speak another protocol
+		out.send(guardianEvent{Event: evError, Msg: "guardian of build " + strconv.Quote(thisBuild()) + " refuses a caller of build " + strconv.Quote(spec.Build)})
 		return 1
 	}
 	if spec.Scope != nil {
@@ -165,8 +165,8 @@ func cloexecFromProc() {
 }
 
 // awaitSpec waits for the spec, the first line of the control pipe, which Run sends when it
-// is called, possibly long after Prepare started the guardian. ok is false, meaning exit
-// without starting anything, on EOF of the control pipe (Prepared.Close, or conch died) or
+// is called, possibly long after prepare started the guardian. ok is false, meaning exit
+// without starting anything, on EOF of the control pipe (prepared.close, or conch died) or
 // SIGTERM (the parent-death signal); err is set for a line that is no valid spec.
 func awaitSpec(sigs <-chan os.Signal, control <-chan string) (spec wireSpec, ok bool, err error) {
 	for {

@@ -12,9 +12,9 @@ import (
 
 // D7a: the small guardian program (cmd/conch-guardian). The test binary itself cannot carry a
 // build ID (go test sets no -X), so the program's tests re-run the test binary with the
-// environment below, which TestMain turns into this build's BuildID and the program Run finds.
+// environment below, which TestMain turns into this build's build ID and the program Run finds.
 const (
-	envTestBuildID  = "UNITRUN_TEST_BUILD_ID"         // this process's BuildID
+	envTestBuildID  = "UNITRUN_TEST_BUILD_ID"         // this process's build ID
 	envTestProgram  = "UNITRUN_TEST_GUARDIAN_PROGRAM" // the guardian program "found" beside us
 	envTestExpected = "UNITRUN_TEST_EXPECT_GUARDIAN"  // TestGuardianInUse: "program" or "reexec"
 	envTestWarning  = "UNITRUN_TEST_EXPECT_WARNING"   // TestGuardianInUse: in Spec.Warn's message ("": none)
@@ -95,7 +95,7 @@ func TestGuardianProgram(t *testing.T) {
 		name, buildID, program, expect, tests, warning string
 	}{
 		{"same build", testProgramID, bin, "program", d7, ""},
-		// The fallback is the test binary re-executed, whose BuildID is "" (its environment
+		// The fallback is the test binary re-executed, whose build ID is "" (its environment
 		// is not the guardian's): so is the caller's here.
 		{"other build", "", bin, "reexec", "TestGuardianInUse|TestRunExitStatus", "is of another build"},
 		{"missing", "", filepath.Join(t.TempDir(), guardianProgramName), "reexec", "TestGuardianInUse|TestRunExitStatus", ""},
@@ -146,7 +146,7 @@ func rerunTests(t *testing.T, pattern string, env ...string) string {
 // here a caller that does not know it for the guardian program and so does not check it.
 func TestGuardianProgramRefusesOtherBuild(t *testing.T) {
 	bin := buildGuardianProgram(t, testProgramID)
-	res, err := Run(t.Context(), Spec{Path: "/bin/true", Guardian: []string{bin}})
+	res, err := run(t.Context(), Spec{stop: testStop, Path: "/bin/true", Guardian: []string{bin}})
 	if !errors.Is(err, ErrGuardian) || res.Started || !strings.Contains(err.Error(), "refuses a caller of build") {
 		t.Fatalf("Run with a guardian of another build = %+v, %v; want ErrGuardian, not started", res, err)
 	}

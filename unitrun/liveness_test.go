@@ -22,7 +22,7 @@ func deafGuardianMain(marker string, mute bool) int {
 	}
 	ctl := os.NewFile(ctlFD, "conch-control")
 	out := eventWriter{enc: json.NewEncoder(os.NewFile(statusFD, "conch-status"))}
-	out.send(guardianEvent{Event: evHello, Build: BuildID()})
+	out.send(guardianEvent{Event: evHello, Build: thisBuild()})
 	if !mute {
 		out.send(guardianEvent{Event: evReady})
 	}

@@ -50,7 +50,7 @@ type helperConfig struct {
 	Runs            []helperRun `json:"runs"`
 	GuardianPIDFile string      `json:"guardian_pid_file"` // BeforeStart writes the guardian's PID
 	ResultFile      string      `json:"result_file"`       // one helperResult JSON line per run
-	// PrepareOnly makes the helper Prepare a guardian, write its PID to GuardianPIDFile and
+	// PrepareOnly makes the helper prepare a guardian, write its PID to GuardianPIDFile and
 	// wait forever without running anything (until it is killed).
 	PrepareOnly bool `json:"prepare_only,omitempty"`
 }
@@ -80,7 +80,7 @@ func runHelper(cfgPath string) int {
 		return 3
 	}
 	if cfg.PrepareOnly {
-		p, err := Prepare(Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+		p, err := prepare(Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "helper:", err)
 			return 3
@@ -103,10 +103,14 @@ func runHelper(cfgPath string) int {
 			fmt.Fprintln(os.Stderr, "helper:", err)
 			return 3
 		}
-		res, err := Run(context.Background(), Spec{
+		stop := testStop
+		if hr.KillAfter > 0 {
+			stop.KillAfter = hr.KillAfter
+		}
+		res, err := run(context.Background(), Spec{
 			Path: path, Args: hr.Args, Env: []string{testPATH},
 			Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-			KillAfter: hr.KillAfter,
+			stop: stop,
 			BeforeStart: func(gpid int) error {
 				if cfg.GuardianPIDFile == "" {
 					return nil
@@ -218,12 +222,12 @@ func runSh(ctx context.Context, t *testing.T, script string, mod func(*Spec)) (R
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Path: path, Args: []string{"sh", "-c", script}, Env: []string{testPATH},
+	spec := Spec{stop: testStop, Path: path, Args: []string{"sh", "-c", script}, Env: []string{testPATH},
 		Stdout: out, Stderr: os.Stderr}
 	if mod != nil {
 		mod(&spec)
 	}
-	res, runErr := Run(ctx, spec)
+	res, runErr := run(ctx, spec)
 	data, err := os.ReadFile(outPath)
 	if err != nil {
 		t.Fatal(err)
@@ -233,3 +237,7 @@ func runSh(ctx context.Context, t *testing.T, script string, mod func(*Spec)) (R
 
 // errBoom is a hook failure for tests.
 var errBoom = errors.New("boom")
+
+// testStop is the stop timing of a Plan of default Options (StartPlan), which the package's
+// tests give the specs they run without a Plan; a test changes the fields it needs.
+var testStop = effectiveTiming(Options{})

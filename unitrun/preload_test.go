@@ -29,16 +29,16 @@ func TestPreloadedRun(t *testing.T) {
 	spec.Env = append(spec.Env, "LATE=1") // the fencing token, known once the key is written
 	var ranBy int
 	spec.BeforeStart = func(gpid int) error { ranBy = gpid; return nil }
-	if err := p.Preload(t.Context(), spec); err != nil {
+	if err := p.preload(t.Context(), spec); err != nil {
 		t.Fatalf("Preload: %v", err)
 	}
-	if err := p.Preload(t.Context(), spec); !errors.Is(err, ErrGuardian) {
+	if err := p.preload(t.Context(), spec); !errors.Is(err, ErrGuardian) {
 		t.Fatalf("second Preload: %v, want ErrGuardian", err)
 	}
 	if got := stdoutOf(t, spec); got != "" {
 		t.Fatalf("the command ran before Run: stdout %q", got)
 	}
-	res, err := p.Run(t.Context(), spec)
+	res, err := p.run(t.Context(), spec)
 	if want := (Result{Started: true, ExitStatus: 5}); err != nil || res != want {
 		t.Fatalf("Run = %+v, %v; want %+v", res, err, want)
 	}
@@ -58,13 +58,13 @@ func TestPreloadedRunOtherSpec(t *testing.T) {
 	old := snapshotProc(t, p.g.pid)
 	early := spec
 	early.Env = append(spec.Env[:len(spec.Env):len(spec.Env)], "LATE=1")
-	if err := p.Preload(t.Context(), early); err != nil {
+	if err := p.preload(t.Context(), early); err != nil {
 		t.Fatalf("Preload: %v", err)
 	}
 	spec.Env = append(spec.Env, "LATE=2")
 	var ranBy int
 	spec.BeforeStart = func(gpid int) error { ranBy = gpid; return nil }
-	res, err := p.Run(t.Context(), spec)
+	res, err := p.run(t.Context(), spec)
 	if want := (Result{Started: true}); err != nil || res != want {
 		t.Fatalf("Run = %+v, %v; want %+v", res, err, want)
 	}
@@ -85,10 +85,10 @@ func TestPreloadedClose(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "ran")
 	p, spec := prepareSh(t, `: > "`+mark+`"`)
 	g := snapshotProc(t, p.g.pid)
-	if err := p.Preload(t.Context(), spec); err != nil {
+	if err := p.preload(t.Context(), spec); err != nil {
 		t.Fatalf("Preload: %v", err)
 	}
-	p.Close()
+	p.close()
 	if alive(g) {
 		t.Fatalf("guardian %d alive after Close", g.pid)
 	}
@@ -101,7 +101,7 @@ func TestPreloadedClose(t *testing.T) {
 func TestPreloadedGuardianDied(t *testing.T) {
 	t.Parallel()
 	p, spec := prepareSh(t, "exit 6")
-	if err := p.Preload(t.Context(), spec); err != nil {
+	if err := p.preload(t.Context(), spec); err != nil {
 		t.Fatalf("Preload: %v", err)
 	}
 	if err := p.g.proc.Kill(); err != nil {
@@ -110,7 +110,7 @@ func TestPreloadedGuardianDied(t *testing.T) {
 	waitFor(t, generousTimeout, "the guardian to be reaped", p.g.gone)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	res, err := p.Run(ctx, spec)
+	res, err := p.run(ctx, spec)
 	if want := (Result{Started: true, ExitStatus: 6}); err != nil || res != want {
 		t.Fatalf("Run = %+v, %v; want %+v", res, err, want)
 	}
@@ -122,15 +122,15 @@ func TestPreloadRefused(t *testing.T) {
 	p, spec := prepareSh(t, "exit 0")
 	bad := spec
 	bad.Path = ""
-	if err := p.Preload(t.Context(), bad); err == nil {
+	if err := p.preload(t.Context(), bad); err == nil {
 		t.Fatal("Preload of a spec without a Path: no error")
 	}
 	other := spec
 	other.Stdout = os.Stderr
-	if err := p.Preload(t.Context(), other); !errors.Is(err, ErrGuardian) {
+	if err := p.preload(t.Context(), other); !errors.Is(err, ErrGuardian) {
 		t.Fatalf("Preload with other stdio: %v, want ErrGuardian", err)
 	}
-	res, err := p.Run(t.Context(), spec)
+	res, err := p.run(t.Context(), spec)
 	if want := (Result{Started: true}); err != nil || res != want {
 		t.Fatalf("Run after refused Preloads = %+v, %v; want %+v", res, err, want)
 	}

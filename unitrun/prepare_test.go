@@ -13,7 +13,7 @@ import (
 
 // prepareSh prepares a guardian for runSh-like specs (stdout to a file) and closes it at the
 // end of the test.
-func prepareSh(t *testing.T, script string) (*Prepared, Spec) {
+func prepareSh(t *testing.T, script string) (*prepared, Spec) {
 	t.Helper()
 	out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
 	if err != nil {
@@ -24,12 +24,12 @@ func prepareSh(t *testing.T, script string) (*Prepared, Spec) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Path: path, Args: []string{"sh", "-c", script}, Env: []string{testPATH}, Stdout: out, Stderr: os.Stderr}
-	p, err := Prepare(spec)
+	spec := Spec{stop: testStop, Path: path, Args: []string{"sh", "-c", script}, Env: []string{testPATH}, Stdout: out, Stderr: os.Stderr}
+	p, err := prepare(spec)
 	if err != nil {
-		t.Fatalf("Prepare: %v", err)
+		t.Fatalf("prepare: %v", err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(p.close)
 	return p, spec
 }
 
@@ -41,18 +41,18 @@ func TestPreparedRun(t *testing.T) {
 	guardian := snapshotProc(t, p.g.pid)
 	waitAwaitingSpec(t, guardian.pid)
 	spec.Env = append(spec.Env, "LATE=1") // known only now, e.g. CONCH_REV (D5)
-	res, err := p.Run(t.Context(), spec)
+	res, err := p.run(t.Context(), spec)
 	if want := (Result{Started: true, ExitStatus: 3}); err != nil || res != want {
 		t.Fatalf("Run = %+v, %v; want %+v", res, err, want)
 	}
-	if _, err := p.Run(t.Context(), spec); !errors.Is(err, ErrGuardian) {
+	if _, err := p.run(t.Context(), spec); !errors.Is(err, ErrGuardian) {
 		t.Fatalf("second Run: %v, want ErrGuardian", err)
 	}
-	p.Close()
+	p.close()
 	if alive(guardian) {
 		t.Fatalf("guardian %d alive after Close", guardian.pid)
 	}
-	p.Close()
+	p.close()
 }
 
 // Close before Run ends the guardian at once: nothing was started, nothing is left.
@@ -60,11 +60,11 @@ func TestPreparedClose(t *testing.T) {
 	t.Parallel()
 	p, spec := prepareSh(t, "exit 0")
 	guardian := snapshotProc(t, p.g.pid)
-	p.Close()
+	p.close()
 	if alive(guardian) {
 		t.Fatalf("guardian %d alive after Close", guardian.pid)
 	}
-	if _, err := p.Run(t.Context(), spec); !errors.Is(err, ErrGuardian) {
+	if _, err := p.run(t.Context(), spec); !errors.Is(err, ErrGuardian) {
 		t.Fatalf("Run after Close: %v, want ErrGuardian", err)
 	}
 }
@@ -96,11 +96,11 @@ func TestPreparedRunRefused(t *testing.T) {
 			if tt.mod != nil {
 				tt.mod(&spec)
 			}
-			res, err := p.Run(tt.ctx, spec)
+			res, err := p.run(tt.ctx, spec)
 			if !errors.Is(err, tt.wantErr) || res.Started {
 				t.Fatalf("Run = %+v, %v; want not started, %v", res, err, tt.wantErr)
 			}
-			p.Close()
+			p.close()
 			if alive(guardian) {
 				t.Fatalf("guardian %d alive after Close", guardian.pid)
 			}
@@ -123,7 +123,7 @@ func TestPreparedGuardianDied(t *testing.T) {
 	waitFor(t, generousTimeout, "the guardian to be reaped", p.g.gone)
 	var started int
 	spec.BeforeStart = func(gpid int) error { started = gpid; return nil }
-	res, err := p.Run(t.Context(), spec)
+	res, err := p.run(t.Context(), spec)
 	if want := (Result{Started: true, ExitStatus: 4}); err != nil || res != want {
 		t.Fatalf("Run = %+v, %v; want %+v", res, err, want)
 	}
@@ -171,7 +171,7 @@ func waitAwaitingSpec(t testing.TB, pid int) {
 	})
 }
 
-// BenchmarkPreparedRun measures Prepared.Run of /bin/true with a guardian that has done its
+// BenchmarkPreparedRun measures prepared.run of /bin/true with a guardian that has done its
 // start-up: "start" is from the call to the Started callback (spec, ready, go, the guardian's
 // fork and exec; with "preloaded", Preload sent the spec before the clock started, so only go,
 // the fork and exec remain), ns/op from the call to Run's return (also the exit and the
@@ -186,23 +186,23 @@ func BenchmarkPreparedRun(b *testing.B) {
 			var start time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				p, err := Prepare(Spec{})
+				p, err := prepare(Spec{})
 				if err != nil {
 					b.Fatal(err)
 				}
 				var t0 time.Time
-				spec := Spec{Path: path, Env: []string{testPATH}, Started: func(int) { start += time.Since(t0) }}
+				spec := Spec{stop: testStop, Path: path, Env: []string{testPATH}, Started: func(int) { start += time.Since(t0) }}
 				if preload {
-					if err := p.Preload(context.Background(), spec); err != nil {
+					if err := p.preload(context.Background(), spec); err != nil {
 						b.Fatal(err)
 					}
 				}
 				waitAwaitingSpec(b, p.g.pid)
 				b.StartTimer()
 				t0 = time.Now()
-				res, err := p.Run(context.Background(), spec)
+				res, err := p.run(context.Background(), spec)
 				b.StopTimer()
-				p.Close()
+				p.close()
 				if err != nil || res.ExitStatus != 0 {
 					b.Fatalf("Run = %+v, %v", res, err)
 				}

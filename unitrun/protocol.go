@@ -17,11 +17,11 @@ import (
 // the environment the command could inherit:
 //
 //   - the control pipe (conch -> guardian, fd ctlFD): one JSON line with the wireSpec, sent
-//     when Run is called (the guardian may have been started by Prepare long before and waits
+//     when Run is called (the guardian may have been started by prepare long before and waits
 //     for it), then one word per line: ctlGo, ctlStop, ctlKill, ctlAbort or ctlDeadline with its values. EOF means conch died or
 //     closed a prepared guardian: stop, or exit if nothing was started.
 //   - the status pipe (guardian -> conch, fd statusFD): JSON lines of guardianEvent, in the
-//     order evHello (the guardian's BuildID, sent as soon as it runs), evReady, then evStarted or evExecError, then (scope mode) evCmdExited as soon as
+//     order evHello (the guardian's build ID, sent as soon as it runs), evReady, then evStarted or evExecError, then (scope mode) evCmdExited as soon as
 //     the command is reaped, then evExited once its whole tree is gone, after which the
 //     guardian only exits; evStopSignal (scope mode) when the guardian gets the scope's stop
 //     signal from systemd; evError on a protocol failure. EOF means the guardian exited. In
@@ -31,7 +31,7 @@ import (
 //
 // The format needs no versioning because both ends come from one build (D7a): either the
 // same binary image (the guardian is /proc/self/exe re-executed), or the guardian program
-// beside conch, which Run trusts only once evHello carried conch's own non-empty BuildID
+// beside conch, which Run trusts only once evHello carried conch's own non-empty build ID
 // (before the spec is sent); the guardian in turn refuses a spec whose Build is not its own.
 const (
 	ctlFD    = 3 // ExtraFiles[0] in the guardian
@@ -46,7 +46,7 @@ const (
 	// after every change while the command runs.
 	ctlDeadline = "deadline"
 
-	evHello      = "hello"          // the guardian runs: Build, its BuildID (D7a)
+	evHello      = "hello"          // the guardian runs: Build, its build ID (D7a)
 	evReady      = "ready"          // spec read, subreaper set; waiting for ctlGo
 	evStarted    = "started"        // command running: PID
 	evExecError  = "exec-error"     // command could not be started: Kind, Msg
@@ -67,7 +67,7 @@ type wireSpec struct {
 	// Foreground asks for the command's process group to become the foreground group of the
 	// terminal on the guardian's stdin (D5).
 	Foreground bool `json:"foreground,omitempty"`
-	// Build is the caller's BuildID (D7a): the guardian refuses a spec from another build.
+	// Build is the caller's build ID (D7a): the guardian refuses a spec from another build.
 	Build string `json:"build,omitempty"`
 	// Scope is set in scope mode (D8): the guardian then lives in that scope, survives the
 	// scope's stop signal until the command's tree is gone, and stops the scope itself when
@@ -93,7 +93,7 @@ type guardianEvent struct {
 	// deadline, the caller having sent neither a new deadline nor a stop word (D7b)
 	Fenced bool   `json:"fenced,omitempty"`
 	Msg    string `json:"msg,omitempty"`
-	Build  string `json:"build,omitempty"` // evHello: the guardian's BuildID
+	Build  string `json:"build,omitempty"` // evHello: the guardian's build ID
 	// Kind (evExecError): kindNotFound or kindNotExecutable, why the command could not be
 	// executed; the caller maps it to its error, never to an exit status
 	Kind string `json:"kind,omitempty"`
@@ -119,7 +119,7 @@ func parseSpec(line []byte) (wireSpec, error) {
 // is already pending as go is read, the guardian was stopped or slow while conch wrote go and
 // then, the slot lost or conch gone, a stop, an abort or its death; that next word (or the EOF)
 // is what counts, and the command must not start after it. Since the spec may be preloaded
-// long before the slot (Prepared.Preload), go can otherwise wait in the pipe for a guardian
+// long before the slot (prepared.preload), go can otherwise wait in the pipe for a guardian
 // that is SIGSTOPped.
 func readControl(r *bufio.Reader, fd int) <-chan string {
 	ch := make(chan string, 4)

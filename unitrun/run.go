@@ -1,6 +1,6 @@
 package unitrun
 
-// This file runs in the caller's process (conch): Run and Prepared, the package's entry
+// This file runs in the caller's process (conch): Run and prepared, the package's entry
 // points for running a command under a guardian. Files named caller_*.go hold the rest of
 // conch's side of the guardian pipe, guardian_*.go the guardian process's side.
 
@@ -11,97 +11,37 @@ import (
 	"time"
 )
 
-// Run starts the command described by spec through a guardian (D7), blocks until the command
-// AND everything it left running have ended, and returns how the command ended. It is Prepare,
-// Prepared.Run and Prepared.Close in one call: callers that can start the guardian earlier, to
-// hide its start-up behind other work, use those.
-//
-// The guardian is the guardian program beside this one when it is of the same build, else
-// this program re-executed (Spec.Guardian, D7a; cmd/conch must dispatch GuardianArg to
-// GuardianMain). It is the command's parent and a child subreaper, and it gets SIGTERM when
-// the caller's process dies, even by SIGKILL, so the command and all its descendants (also
-// double-forked or setsid ones) end within KillAfter plus a little whatever happens to conch.
-// Spec.BeforeStart runs while the guardian waits, before the command's first instruction (D8).
-// When the command exits on its own, whatever it left running is stopped (stop signal, then
-// SIGKILL after KillAfter) before Run returns (D7).
-//
-// Cancelling ctx before the command starts means it never starts: Run returns Result{} and an
-// error wrapping context.Cause(ctx). Cancelling ctx afterwards stops the command: StopSignal
-// to its process group and to every descendant, reparented ones included, then SIGKILL after
-// KillAfter; Run still returns only when the whole tree is gone, with Result.Stopped set (if
-// the command was still running) and a nil error: why ctx ended is the caller's to know. A
-// cause of ctx that wraps ErrNoGrace makes that stop SIGKILL at once, with no grace (D7b), even
-// when a stop with the grace was under way.
-// Spec.RuntimeMax, counted from the start, stops the command the same way and sets
-// Result.RuntimeExceeded.
-//
-// When stdin is a terminal and the caller's process group is its foreground group, the
-// command's group gets the terminal while it runs (a command reading the terminal works and
-// Ctrl-C reaches only the command) and the caller's group gets it back before Run returns (D5).
-//
-// Errors: a command that cannot be executed gives Result.Started false and an error wrapping
-// ErrNotFound or ErrNotExecutable (no exit status: the caller chooses it). A BeforeStart error is returned wrapped, the
-// command never started. ErrGuardian when the guardian cannot be started or dies before
-// reporting: if the command had started, Run then stops its tree itself (same escalation; the
-// caller is a child subreaper, so the command and its descendants, setsid ones included, are
-// reparented to it when the guardian dies) and returns Result.Started with ExitStatus -1
-// (unknown). This also covers a guardian stopped (SIGSTOP) or hung while Run stops the
-// command: Run sends it SIGCONT with the stop request and, in direct mode, if it has not
-// reported the tree gone within KillAfter plus guardianStopMargin, SIGKILLs it and SIGKILLs
-// the tree; Result.Stopped or RuntimeExceeded is then set as for a normal stop. The caller
-// must start no children of its own besides guardians that it does not mind being stopped by
-// this fallback (cmd/conch starts none). Nothing in this process can help when the caller is
-// SIGKILLed while its guardian is stopped: the guardian acts on its parent-death signal only
-// once someone sends it SIGCONT. Any other error of the command is in Result, not in the
-// error.
-//
-// Scope mode (Spec.Scope, D8): once the guardian is ready, Run creates the transient scope
-// with the guardian in it (ScopeSpec; in the caller's service's slice, bound to that service
-// and with its limits when the caller runs in one) and only then lets it start the command, so
-// the command is in the scope from its first instruction. Stopping (ctx, RuntimeMax) is
-// StopScope: systemd sends the scope's KillSignal to every process in it and SIGKILL after
-// TimeoutStopSec (KillAfter); the guardian survives the stop signal to report the command's
-// status, and stops the scope itself if the caller dies (D7). Run returns once the scope is
-// gone, or, after the command exited on its own, once the guardian saw its whole tree end
-// (systemd then collects the empty scope by itself). A scope that cannot be created gives an
-// error wrapping ErrScopeFailed with Result.Started false (the caller gives up, or retries in
-// direct mode, D8); when ctx ends meanwhile, the error wraps its cause instead. When systemd
-// stops the scope on its own (the caller's service stopping, an operator), the result is the
-// command's status, with neither Stopped nor RuntimeExceeded set unless RuntimeMax had passed.
-//
-// Run starts two goroutines per call, the guardian's locked forking thread (it waits for the
-// guardian) and the status-pipe reader, and in scope mode one more for StopScope; all have
-// ended when Run returns. Concurrent calls are allowed, but only one at a time should own the
-// terminal.
-func Run(ctx context.Context, spec Spec) (Result, error) {
+// run runs spec, its stop timing and scope set by Plan.scoped, with a guardian of its own:
+// prepare, prepared.run and prepared.close in one call (Plan.Run says what it does).
+func run(ctx context.Context, spec Spec) (Result, error) {
 	if err := spec.check(); err != nil {
 		return Result{}, err
 	}
 	if ctx.Err() != nil {
 		return Result{}, notStarted(spec.Path, context.Cause(ctx))
 	}
-	p, err := Prepare(spec)
+	p, err := prepare(spec)
 	if err != nil {
 		return Result{}, err
 	}
-	defer p.Close()
-	return p.Run(ctx, spec)
+	defer p.close()
+	return p.run(ctx, spec)
 }
 
-// Prepared is a guardian (D7) started by Prepare ahead of its command: a process that has
+// prepared is a guardian (D7) started by prepare ahead of its command: a process that has
 // done its start-up and waits, blocked, for Run or Close. It is not safe for concurrent use.
-type Prepared struct {
+type prepared struct {
 	g        *guardianProc
-	start    Spec      // Guardian, Stdin, Stdout and Stderr as Prepare was given them
+	start    Spec      // Guardian, Stdin, Stdout and Stderr as prepare was given them
 	guardian []string  // the guardian's argv in use: start.Guardian, or reexecGuardian (D7a)
 	used     bool      // Run was called
-	trusted  bool      // g said hello with this build's BuildID, or needs no check (D7a)
-	sent     bool      // g was sent a spec (by Preload), or a send to it was attempted
-	loaded   []byte    // the spec line Preload sent g, nil if none
-	scope    *scopeRun // the scope Preload made for g, which waits in it, ready (D8b); nil if none
+	trusted  bool      // g said hello with this build's build ID, or needs no check (D7a)
+	sent     bool      // g was sent a spec (by preload), or a send to it was attempted
+	loaded   []byte    // the spec line preload sent g, nil if none
+	scope    *scopeRun // the scope preload made for g, which waits in it, ready (D8b); nil if none
 }
 
-// Prepare starts the guardian of a command that Prepared.Run will start later, so that the
+// prepare starts the guardian of a command that prepared.run will start later, so that the
 // guardian's start-up (milliseconds; several more when this program is re-executed) overlaps
 // whatever the caller does meanwhile, such as acquiring the slot. It uses only spec's
 // Guardian, Stdin, Stdout and Stderr, which the guardian gets at its start; everything else,
@@ -114,11 +54,11 @@ type Prepared struct {
 // pipe), or after Run. The result must be closed, also after Run (Close then joins the
 // guardian, which Run may leave exiting). Errors wrap ErrGuardian.
 //
-// Prepare starts the guardian's locked forking thread and its status-pipe reader; Close ends
+// prepare starts the guardian's locked forking thread and its status-pipe reader; Close ends
 // both.
-func Prepare(spec Spec) (*Prepared, error) {
-	spec = spec.withTiming().withDefaults()
-	p := &Prepared{start: spec, guardian: spec.Guardian}
+func prepare(spec Spec) (*prepared, error) {
+	spec = spec.withDefaults()
+	p := &prepared{start: spec, guardian: spec.Guardian}
 	g, err := startGuardian(spec)
 	if err != nil && needsBuildCheck(p.guardian) { // D7a: the guardian program failed, re-exec
 		p.guardian = reexecGuardian
@@ -132,7 +72,7 @@ func Prepare(spec Spec) (*Prepared, error) {
 }
 
 // startGuardian starts a fresh guardian as p's is (p.guardian).
-func (p *Prepared) startGuardian() (*guardianProc, error) {
+func (p *prepared) startGuardian() (*guardianProc, error) {
 	s := p.start
 	s.Guardian = p.guardian
 	return startGuardian(s)
@@ -147,13 +87,13 @@ func (p *Prepared) startGuardian() (*guardianProc, error) {
 const helloTimeout = 5 * time.Second
 
 // trust makes sure that p's guardian speaks this build's protocol before it is sent anything
-// (D7a): the guardian program beside conch must say hello with this build's BuildID; if it
+// (D7a): the guardian program beside conch must say hello with this build's build ID; if it
 // says anything else, dies first, or says nothing within helloTimeout of its start, it is
 // closed and replaced by this program re-executed (reexecGuardian), which needs no check, and
 // warn (if set) is told why. It waits for the hello at most until ctx ends (the guardian's
-// start-up, about a millisecond, has usually passed since Prepare). Errors wrap ErrGuardian
+// start-up, about a millisecond, has usually passed since prepare). Errors wrap ErrGuardian
 // (no fallback could be started) or are ctx's cause.
-func (p *Prepared) trust(ctx context.Context, warn func(string)) error {
+func (p *prepared) trust(ctx context.Context, warn func(string)) error {
 	if p.trusted || !needsBuildCheck(p.guardian) {
 		p.trusted = true
 		return nil
@@ -164,7 +104,7 @@ func (p *Prepared) trust(ctx context.Context, warn func(string)) error {
 	select {
 	case ev, ok := <-p.g.events:
 		switch {
-		case ok && ev.Event == evHello && ev.Build == BuildID():
+		case ok && ev.Event == evHello && ev.Build == thisBuild():
 			p.trusted = true
 			return nil
 		case !ok:
@@ -190,22 +130,22 @@ func (p *Prepared) trust(ctx context.Context, warn func(string)) error {
 	return nil
 }
 
-// Run runs the command of spec with the prepared guardian, exactly as the package-level Run
-// does (see there for the blocking, ctx, Result and errors), except that it returns as soon as
+// run runs the command of spec with the prepared guardian, exactly as Plan.Run does (see
+// there for the blocking, ctx, Result and errors), except that it returns as soon as
 // the guardian reports that the command and everything it left running are gone, without
 // waiting for the guardian's own exit: Close joins that. So the caller can act on the result
 // (release the slot, D7) while the guardian exits.
 //
 // spec is the whole Spec; its Guardian, Stdin, Stdout and Stderr must be those given to
-// Prepare (the guardian already has them), else Run does not start the command and returns an
+// prepare (the guardian already has them), else Run does not start the command and returns an
 // error wrapping ErrGuardian. Run may be called once; a second call, or a call after Close,
 // returns an error wrapping ErrGuardian. Nothing about the command is decided before Run: the
 // environment, the scope (D8), the terminal's foreground (D5) are all taken from spec here;
-// when Preload sent the guardian a spec that comes out the same, Run only tells it to go
+// when preload sent the guardian a spec that comes out the same, Run only tells it to go
 // (otherwise a fresh guardian gets Run's spec). A guardian found dead when Run is called
 // (killed while it waited) is replaced by a fresh one; one that dies after that gives
-// ErrGuardian, as in the package-level Run.
-func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
+// ErrGuardian, as in Plan.Run.
+func (p *prepared) run(ctx context.Context, spec Spec) (Result, error) {
 	if p.used || p.g.closed {
 		return Result{}, fmt.Errorf("%s: not started: %w: prepared guardian already used", spec.Path, ErrGuardian)
 	}
@@ -214,7 +154,7 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 		_ = p.g.close()
 		return Result{}, err
 	}
-	spec = spec.withTiming().withDefaults()
+	spec = spec.withDefaults()
 	if !p.start.sameStart(spec) {
 		_ = p.g.close()
 		return Result{}, fmt.Errorf("%s: not started: %w: guardian prepared with another Guardian, Stdin, Stdout or Stderr", spec.Path, ErrGuardian)
@@ -237,7 +177,7 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 	}
 	if p.scope != nil { // load kept the preloaded guardian, which waits in its scope (D8b)
-		p.scope.Conn = spec.Scope.Conn
+		p.scope.Conn = spec.scope.Conn
 		r.mode, r.ready = p.scope, true
 	}
 	r.g = p.g
@@ -258,7 +198,7 @@ func (p *Prepared) Run(ctx context.Context, spec Spec) (Result, error) {
 
 // rerun runs spec, whose spec line is line, with a fresh guardian in place of p's (D7b), in
 // direct mode.
-func (p *Prepared) rerun(ctx context.Context, spec Spec, line []byte) (Result, error) {
+func (p *prepared) rerun(ctx context.Context, spec Spec, line []byte) (Result, error) {
 	if err := p.replace(); err != nil {
 		return Result{}, fmt.Errorf("%s: not started: %w", spec.Path, err)
 	}
@@ -275,9 +215,9 @@ func (p *Prepared) rerun(ctx context.Context, spec Spec, line []byte) (Result, e
 
 // Close ends the prepared guardian and waits for it to exit: before Run, the guardian is
 // killed (it has started nothing); after Run, it is already exiting or gone, and Close only
-// joins it and the goroutines Prepare started. It blocks for as long as the guardian takes to
+// joins it and the goroutines prepare started. It blocks for as long as the guardian takes to
 // exit (milliseconds). Calling it more than once is harmless.
-func (p *Prepared) Close() {
+func (p *prepared) close() {
 	_ = p.g.close()
 	p.abandonScope()
 }
@@ -287,7 +227,7 @@ func (s Spec) check() error {
 	if s.Path == "" {
 		return fmt.Errorf("%w: empty path", ErrNotFound)
 	}
-	if s.Scope != nil && (s.Scope.Conn == nil || s.Scope.Name == "") {
+	if s.scope != nil && (s.scope.Conn == nil || s.scope.Name == "") {
 		return fmt.Errorf("%s: not started: %w: no connection or no unit name", s.Path, ErrScopeFailed)
 	}
 	return nil

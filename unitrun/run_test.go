@@ -71,7 +71,7 @@ func TestRunExecFailure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			called := false
-			res, err := Run(t.Context(), Spec{Path: tt.path, Dir: tt.dir, Env: []string{},
+			res, err := run(t.Context(), Spec{stop: testStop, Path: tt.path, Dir: tt.dir, Env: []string{},
 				Started: func(int) { called = true }})
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Run error = %v, want %v", err, tt.wantErr)

@@ -4,21 +4,10 @@ import (
 	"os"
 	"slices"
 	"syscall"
-	"time"
 )
 
-// Defaults applied by Run to the zero values of Spec, in one place (EffectiveTiming); the
-// caller learns the values in use from EffectiveTiming too.
-const (
-	// DefaultStopSignal is the first signal sent to stop a command (D7).
-	DefaultStopSignal = syscall.SIGTERM
-
-	// DefaultKillAfter is the grace period between the stop signal and SIGKILL (D7): the one
-	// place its value is written (conch's help shows it from here).
-	DefaultKillAfter = 5 * time.Second
-)
-
-// Spec describes one command to run under a guardian (D7). Only Path is required.
+// Spec describes one command to run under a guardian (D7), as Plan.Run or Prestarter.Run is
+// given it; how it stops and where it runs are the Plan's. Only Path is required.
 type Spec struct {
 	// Path is the file to execute, normally the result of Resolve. A relative path is taken
 	// relative to Dir.
@@ -37,28 +26,14 @@ type Spec struct {
 	// process group is made the foreground group while it runs and the terminal is handed back
 	// to the caller's group afterwards (D5).
 	Stdin, Stdout, Stderr *os.File
-	// StopSignal is sent first to stop the command: SIGTERM if zero. In scope mode a KillSignal
-	// among Scope.Properties replaces it (D7).
-	StopSignal syscall.Signal
-	// KillAfter is the grace period between StopSignal and SIGKILL; DefaultKillAfter if <= 0.
-	// In scope mode it is the scope's TimeoutStopSec, unless Scope.Properties set that.
-	KillAfter time.Duration
-	// RuntimeMax stops the command once it has run that long and sets Result.RuntimeExceeded
-	// (D7); 0 means unlimited. In scope mode it is also the scope's
-	// RuntimeMaxSec and counts from the scope's start; a RuntimeMaxSec among Scope.Properties
-	// replaces it.
-	RuntimeMax time.Duration
 	// Guardian is the guardian's argv; Guardian[0] is both the path executed and argv[0].
 	// Empty means the guardian program (conch-guardian: beside the running executable, or in
-	// ../libexec/conch/ from it) when there is one and this binary has a BuildID, used once
-	// its hello carried that same BuildID (D7a); otherwise, and as the fallback whenever the
+	// ../libexec/conch/ from it) when there is one and this binary has a build ID, used once
+	// its hello carried that same build ID (D7a); otherwise, and as the fallback whenever the
 	// program cannot be started or is of another build, {"/proc/self/exe", GuardianArg}: this
 	// program re-executed, the very binary image that is running, even if a package upgrade
 	// replaced the file meanwhile, so both ends always speak the same protocol.
 	Guardian []string
-	// Scope, if set, runs the command in a transient systemd scope (scope mode, D8; see
-	// ScopeSpec); nil means direct mode.
-	Scope *ScopeSpec
 	// BeforeStart, if set, is called with the guardian's PID while the guardian is alive but has
 	// not yet started the command (in scope mode, once the guardian is in its scope). An error
 	// makes Run tell the guardian to abort and return that error wrapped, with Result.Started
@@ -75,6 +50,14 @@ type Spec struct {
 	// worked around: the guardian program was replaced by this program re-executed because it
 	// stayed silent, died before its hello or is of another build (D7a). Nil: silent.
 	Warn func(msg string)
+
+	// stop is how the command is stopped and limited: the Plan's Timing, set by Plan.scoped
+	// (D7). In scope mode its KillAfter is the scope's TimeoutStopSec and its RuntimeMax the
+	// scope's RuntimeMaxSec, counted from the scope's start.
+	stop StopTiming
+	// scope, if set, runs the command in a transient systemd scope (scope mode, D8; set by
+	// Plan.scoped); nil means direct mode.
+	scope *scopeSpec
 }
 
 // Result says how a command ended.
@@ -92,8 +75,7 @@ type Result struct {
 	// Stopped is true when Run stopped the still running command because ctx ended.
 	Stopped bool
 	// RuntimeExceeded is true when Run (or, in scope mode, systemd's RuntimeMaxSec) stopped the
-	// still running command because it ran longer than Spec.RuntimeMax (D7: the caller exits
-	// 124).
+	// still running command because it ran longer than the Plan's RuntimeMax (D7).
 	RuntimeExceeded bool
 	// Fenced is true when the guardian stopped the still running command on its own because
 	// Spec.Deadline came while the caller was silent (stopped, frozen, stuck: D7b): the caller
@@ -106,7 +88,7 @@ type Result struct {
 }
 
 // withDefaults returns a copy of s with the documented defaults filled in, but for the stop
-// timing, which withTiming decides (EffectiveTiming: the one place it is defaulted).
+// timing, which the Plan decides (effectiveTiming: the one place it is defaulted).
 func (s Spec) withDefaults() Spec {
 	if len(s.Args) == 0 {
 		s.Args = []string{s.Path}
@@ -121,7 +103,7 @@ func (s Spec) withDefaults() Spec {
 }
 
 // sameStart reports whether t asks for the guardian that s started: the same Guardian argv
-// and the same Stdin, Stdout and Stderr (Prepare, Prepared.Run).
+// and the same Stdin, Stdout and Stderr (prepare, prepared.run).
 func (s Spec) sameStart(t Spec) bool {
 	return slices.Equal(s.Guardian, t.Guardian) && s.Stdin == t.Stdin && s.Stdout == t.Stdout && s.Stderr == t.Stderr
 }

@@ -27,13 +27,13 @@ func startRunSh(ctx context.Context, t *testing.T, script string, mod func(*Spec
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Path: path, Args: []string{"sh", "-c", script}, Env: []string{testPATH}}
+	spec := Spec{stop: testStop, Path: path, Args: []string{"sh", "-c", script}, Env: []string{testPATH}}
 	if mod != nil {
 		mod(&spec)
 	}
 	ch := make(chan runOutcome, 1)
 	go func() {
-		res, err := Run(ctx, spec)
+		res, err := run(ctx, spec)
 		ch <- runOutcome{res: res, err: err, at: time.Now()}
 	}()
 	return ch
@@ -62,7 +62,7 @@ func TestRunCancelEscalatesToSIGKILL(t *testing.T) {
 	ch := startRunSh(ctx, t, `trap "" TERM; echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
 		func(s *Spec) {
 			s.Env = append(s.Env, "DIR="+dir)
-			s.KillAfter = killAfter
+			s.stop.KillAfter = killAfter
 		})
 	child := snapshotProc(t, waitPIDFile(t, pidFile))
 	cancelled := time.Now()
@@ -100,8 +100,8 @@ func TestRunCancelStopSignal(t *testing.T) {
 	ch := startRunSh(ctx, t, `echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
 		func(s *Spec) {
 			s.Env = append(s.Env, "DIR="+dir)
-			s.StopSignal = syscall.SIGUSR2
-			s.KillAfter = time.Minute
+			s.stop.StopSignal = syscall.SIGUSR2
+			s.stop.KillAfter = time.Minute
 		})
 	waitPIDFile(t, filepath.Join(dir, "pid"))
 	cancel()
@@ -116,7 +116,7 @@ func TestRunRuntimeMax(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	res, _, err := runSh(t.Context(), t, `exec sleep 1000`, func(s *Spec) {
-		s.RuntimeMax = 300 * time.Millisecond
+		s.stop.RuntimeMax = 300 * time.Millisecond
 	})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -146,7 +146,7 @@ exit 7`
 	start := time.Now()
 	res, _, err := runSh(t.Context(), t, script, func(s *Spec) {
 		s.Env = append(s.Env, "DIR="+dir)
-		s.KillAfter = killAfter
+		s.stop.KillAfter = killAfter
 	})
 	took := time.Since(start)
 	if err != nil {
@@ -175,7 +175,7 @@ func TestRunGuardianDies(t *testing.T) {
 	ch := startRunSh(t.Context(), t, `echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
 		func(s *Spec) {
 			s.Env = append(s.Env, "DIR="+dir)
-			s.KillAfter = time.Second
+			s.stop.KillAfter = time.Second
 			s.BeforeStart = func(pid int) error { gpid.Store(int64(pid)); return nil }
 		})
 	child := snapshotProc(t, waitPIDFile(t, filepath.Join(dir, "pid")))
@@ -194,7 +194,7 @@ func TestRunGuardianDies(t *testing.T) {
 
 // D7b (1): a context whose cause wraps ErrNoGrace stops the command with SIGKILL at once,
 // however long KillAfter is and though the command ignores SIGTERM; also when a stop with the
-// grace is already under way (here Spec.RuntimeMax asked first).
+// grace is already under way (here the RuntimeMax of the stop timing asked first).
 func TestRunNoGraceKillsAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, graceFirst := range []bool{false, true} {
@@ -205,9 +205,9 @@ func TestRunNoGraceKillsAtOnce(t *testing.T) {
 		ch := startRunSh(ctx, t, `trap 'echo > "$DIR/term"' TERM; echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; while :; do sleep 0.05; done`,
 			func(s *Spec) {
 				s.Env = append(s.Env, "DIR="+dir)
-				s.KillAfter = time.Minute
+				s.stop.KillAfter = time.Minute
 				if graceFirst {
-					s.RuntimeMax = 100 * time.Millisecond
+					s.stop.RuntimeMax = 100 * time.Millisecond
 				}
 			})
 		waitPIDFile(t, filepath.Join(dir, "pid"))
@@ -239,7 +239,7 @@ func TestGuardianFencesOnItsOwn(t *testing.T) {
 	ch := startRunSh(t.Context(), t, `trap "" TERM; echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
 		func(s *Spec) {
 			s.Env = append(s.Env, "DIR="+dir)
-			s.KillAfter = time.Minute
+			s.stop.KillAfter = time.Minute
 			s.Deadline = dl
 		})
 	child := snapshotProc(t, waitPIDFile(t, filepath.Join(dir, "pid")))

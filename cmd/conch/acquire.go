@@ -61,7 +61,7 @@ func (c *semaCmd) acquire(j job) error {
 	case err != nil:
 		return err // see exitStatus: 69 if etcd did not answer, else 64
 	}
-	return endOf(o, j.scope.runtimeLimit(j.run.runtimeMax)).err
+	return endOf(o, runtimeLimit(o.Timing)).err
 }
 
 // runConfig is j as slotrun runs it, the child's stdin, stdout and stderr those of stdio.
@@ -73,14 +73,21 @@ func (j job) runConfig(stdio unitrun.Spec) slotrun.Config {
 	return slotrun.Config{
 		Name: j.name, Max: j.max, Path: j.path, Args: j.command,
 		Env:   withConfig(slotrun.DropCredentials(os.Environ(), j.run.keepCreds), j.run.config),
-		Stdio: stdio, Scope: j.scope.opts,
-		KillAfter: j.run.killAfterGiven, RuntimeMax: j.run.runtimeMax,
+		Stdio: stdio, Plan: j.planOptions(),
 		TTL: j.run.ttl, Nonblock: j.run.nonblock, Terse: j.run.quiet, Spread: j.spread, Node: j.node,
 		AllowOtherCapacity: j.changeMax,
 		Record:             sema.Record{Host: j.hostName(), PID: os.Getpid(), Unit: systemd.OwnUnit()},
 		Wait:               wait, Rules: j.fleet.rules(), ConnectTimeout: j.conn.DialTimeout,
 		Connect: func(ctx context.Context) (*clientv3.Client, error) { return etcdconn.New(ctx, j.conn) },
 	}
+}
+
+// planOptions is how j's child runs: --scope, -p and --slice, and --kill-after and
+// --runtime-max as given (unitrun decides the effective stop timing from them, D7).
+func (j job) planOptions() unitrun.Options {
+	opts := j.scope.opts
+	opts.KillAfter, opts.RuntimeMax = j.run.killAfter, j.run.runtimeMax
+	return opts
 }
 
 // waitFailed is the end of a wait that got no slot (ns): the signal conch got,

@@ -11,6 +11,7 @@ import (
 // written, with a line naming the live capacity and --change-max; with --change-max it runs
 // beside the live one, warned. Before D17 it ran (a third holder of a --max 2 semaphore).
 func TestRunOtherCapacityRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.start("sema", "cw", "--max", "2", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
@@ -41,6 +42,7 @@ func TestRunOtherCapacityRefused(t *testing.T) {
 // with no keys at all pauses and says that nothing is queued under it. Before D17 the
 // mistyped capacity printed "paused" and exited 0, freezing nothing.
 func TestPauseOtherCapacityRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.start("sema", "cp", "--max", "2", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })

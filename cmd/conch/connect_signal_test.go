@@ -14,6 +14,7 @@ import (
 // connections and never answers ends conch at once, dying of the signal (D3), with or without
 // a login to make: it does not wait out --dial-timeout (30 s here) and then exit 69.
 func TestSignalWhileConnecting(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

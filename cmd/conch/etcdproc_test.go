@@ -94,6 +94,37 @@ func (e *etcdProc) kill() {
 	}
 }
 
+// stop SIGSTOPs the member: it answers nothing, and closes no connection, until cont. A
+// Cleanup continues it, so a test that fails meanwhile leaves no stopped etcd behind.
+func (e *etcdProc) stop() {
+	e.t.Helper()
+	p := e.cmd.Process
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
+}
+
+// cont SIGCONTs the member stopped by stop.
+func (e *etcdProc) cont() {
+	e.t.Helper()
+	if err := e.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// stall is an etcd stall of d, the fault a test injects: stop, then during (nil for
+// nothing: what the test does as the stall begins), then d with etcd stopped, then cont.
+func (e *etcdProc) stall(d time.Duration, during func()) {
+	e.t.Helper()
+	e.stop()
+	if during != nil {
+		during()
+	}
+	time.Sleep(d) // the fault's length, not a wait for a condition
+	e.cont()
+}
+
 // newClient is a client of the member; the caller closes it.
 func (e *etcdProc) newClient() *clientv3.Client {
 	e.t.Helper()

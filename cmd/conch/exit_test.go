@@ -190,6 +190,7 @@ func TestExitSlotLostOnOperatorDelete(t *testing.T) {
 
 // D3 row 124 (D7): --runtime-max stops an overlong child.
 func TestExitRuntimeMax(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	start := time.Now()
 	r := e.run("sema", "rt", "--max", "1", "--runtime-max", "1s", "--kill-after", "1s", "--", "sleep", "60")

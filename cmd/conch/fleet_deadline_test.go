@@ -10,6 +10,7 @@ import (
 // nothing; ahead, a wait behind a holder ends at it with 75; it excludes
 // --wait and --nonblock (64).
 func TestDeadlineCLI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("sema", "dl", "--max", "1", "--deadline", "2020-01-01T00:00:00Z", "-E", "3", "--", "touch", e.path("ran"))
 	if r.status != 3 || exists(e.path("ran")) || !strings.Contains(r.stderr, "has passed") || e.keys("/conch/") != 0 {

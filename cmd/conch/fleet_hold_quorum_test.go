@@ -16,6 +16,9 @@ import (
 // grant and move past its own deadline while etcd says it has no leader, and the slot is kept
 // once the quorum is back, instead of being given up (and revoked) on conch's own clock.
 func TestHoldAfterRidesOutQuorumLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	members := etcdtest.StartCluster(t, 3)
 	e := newEnvOn(t, members[0])
 	for i, kv := range e.vars {

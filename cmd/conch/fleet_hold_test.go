@@ -127,6 +127,7 @@ func TestHoldAfterSignalAndLoss(t *testing.T) {
 // slot frees when the run's own lease expires (--ttl), as without
 // --hold-after.
 func TestHoldAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "hk", "--max", "1", "--ttl", "1s", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
@@ -329,6 +330,7 @@ func (e *env) runOnHost(host string, args ...string) result {
 // --release refuse it (64, nothing written) rather than keep a slot that --release --node
 // cannot free, and --node names the node instead; a run that does not use the node runs.
 func TestNodeNameOneRule(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const hexHost = "0123456789abcdef"
 	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--hold-after", "1h", "--", "true"); r.status != exitUsage ||
@@ -353,6 +355,7 @@ func TestNodeNameOneRule(t *testing.T) {
 // node name stops only the commands that use the node (a run, --release), not --who,
 // --pause or --resume.
 func TestNodeCheckedWhereUsed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, args := range [][]string{{"--release", "--node", ""}, {"--node", "", "--", "true"}} {
 		if r := e.run(append([]string{"sema", "ne", "--max", "1"}, args...)...); r.status != exitUsage || !strings.Contains(r.stderr, "empty") {
@@ -383,19 +386,7 @@ func TestHoldAfterRidesOutEtcdStall(t *testing.T) {
 	e := m.env(t)
 	p := e.start("sema", "hst", "--max", "1", "--ttl", "30", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stalled := true
-	defer func() {
-		if stalled {
-			m.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}()
-	e.open("a")
-	time.Sleep(7 * time.Second) // the stall itself, longer than a single request's old 5 s bound
-	m.cmd.Process.Signal(syscall.SIGCONT)
-	stalled = false
+	m.stall(7*time.Second, func() { e.open("a") }) // longer than a single request's old 5 s bound
 	r := p.wait(t)
 	if r.status != 0 || !strings.Contains(r.stderr, "slot kept for 1h0m0s after the run") || strings.Contains(r.stderr, "cannot") {
 		t.Fatalf("--hold-after through a 7 s etcd stall: %v, want 0 and the slot kept", r)
@@ -416,13 +407,10 @@ func TestHoldAfterEtcdSilentOneLine(t *testing.T) {
 	e := m.env(t)
 	p := e.start("sema", "hsl", "--max", "1", "--ttl", "3", "--kill-after", "0.5", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT) })
+	m.stop()
 	e.open("a")
 	r := p.wait(t)
-	m.cmd.Process.Signal(syscall.SIGCONT)
+	m.cont()
 	if !strings.Contains(r.stderr, "cannot keep") || strings.Contains(r.stderr, "slot kept") {
 		t.Fatalf("--hold-after with etcd silent: %v, want a line saying the slot cannot be kept", r)
 	}

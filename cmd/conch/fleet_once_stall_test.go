@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,25 +14,16 @@ import (
 // deadline, so the marker is written once etcd answers, and a second run in the period is
 // skipped (its command never runs).
 func TestOncePerRidesOutEtcdStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	count := e.path("ran")
 	job := "echo run >> " + count + "; " + e.gated("a")
 	p := e.start("sema", "ops", "--max", "1", "--ttl", "10s", "--once-per", "1h", "--node", "n1", "--scope=never", "--", "sh", "-c", job)
 	waitFor(t, "a holds", func() bool { return e.held("a") })
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stalled := true
-	defer func() {
-		if stalled {
-			m.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}()
-	e.open("a")
-	time.Sleep(6 * time.Second) // the stall itself, longer than a single request's old 5 s bound
-	m.cmd.Process.Signal(syscall.SIGCONT)
-	stalled = false
+	m.stall(6*time.Second, func() { e.open("a") }) // longer than a single request's old 5 s bound
 	r := p.wait(t)
 	if r.status != 0 || strings.Contains(r.stderr, "marker could not be written") {
 		t.Fatalf("--once-per through a 6 s etcd stall at the run's end: %v, want 0 and the marker written", r)
@@ -51,17 +41,17 @@ func TestOncePerRidesOutEtcdStall(t *testing.T) {
 // ends and until conch exits), the marker truly cannot be written: conch says so on its own
 // warning line (CONCH_MARK_FAILED=1 in the journal) and exits with the command's status, 0.
 func TestOncePerMarkFailedSaid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	m := startEtcdProc(t)
 	e := m.env(t)
 	p := e.start("sema", "opf", "--max", "1", "--ttl", "3s", "--kill-after", "0.5", "--once-per", "1h", "--scope=never", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT) })
+	m.stop()
 	e.open("a")
 	r := p.wait(t)
-	m.cmd.Process.Signal(syscall.SIGCONT)
+	m.cont()
 	if r.status != 0 || !strings.Contains(r.stderr, "conch: opf[max=1]: WARNING: the run succeeded, but this period's marker could not be written") {
 		t.Fatalf("--once-per with etcd silent past the lease: %v, want 0 and the warning", r)
 	}

@@ -13,6 +13,7 @@ import (
 // who, when and why), --who shows it (text banner, JSON "paused"), both
 // flags are idempotent with exit 0, and --resume lets the waiter start.
 func TestPauseResumeCLI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.start("sema", "pc", "--max", "1", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })

@@ -13,6 +13,7 @@ import (
 // and --reset-period opens the period again, so the next run runs; before, --who said "no
 // holders or waiters" and the period could only be cleared with etcdctl del.
 func TestOncePerVisible(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("sema", "ha", "--max", "1", "--node", "n7", "--once-per", "1h", "--", "true"); r.status != 0 {
 		t.Fatal(r)

@@ -68,6 +68,7 @@ const rebootID = "0b6e4cfc2a7d4e0f9a1f3b5c7d9e1f20"
 // The server SIGKILLed and started again: the holder is still the holder (state only in
 // etcd), others still refused; SIGTERM stops it cleanly (killed by SIGTERM, D3).
 func TestFleetlockRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.startFleetlock("--group", "default=1")
 	if st, k, v := s.post(t, "pre-reboot", rebootID, "default"); st != 200 {
@@ -100,6 +101,7 @@ func TestFleetlockRestart(t *testing.T) {
 // Exit statuses: 64 for bad flags before anything is done; 69 when the address is in use
 // (said so) or etcd does not answer at start.
 func TestFleetlockExits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, tc := range []struct {
 		args []string
@@ -136,6 +138,7 @@ func TestFleetlockExits(t *testing.T) {
 // Under systemd: READY=1 once listening and etcd answered, with a STATUS= naming the groups
 // and the slots held, refreshed at a grant; the journal-less line per grant names the id.
 func TestFleetlockNotify(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	path := filepath.Join(e.dir, "notify")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
@@ -178,6 +181,7 @@ func TestFleetlockNotify(t *testing.T) {
 // node; once it ends, granted; while the reboot holds, the job exits 75 with --nonblock,
 // naming the rebooting id, and --release --node ID frees the slot at once.
 func TestFleetlockSharedQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	s := e.startFleetlock("--group", "maint=1")
 	job := e.start("sema", "maint", "--max", "1", "--node", "vacuum-node", "--", "sleep", "60")

@@ -13,6 +13,7 @@ import (
 // `conch sema --help` was 331 lines in a 30-column description column, and `conch --help`
 // repeated the table and the examples.
 func TestShortHelp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.run("sema", "--help")
 	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
@@ -48,6 +49,7 @@ func TestShortHelp(t *testing.T) {
 // typed (go-flags said "unknown flag `m'" for -max). Before: "unknown flag `nonblok'" and
 // "unknown flag `m'", with no hint.
 func TestFlagTypos(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, tc := range []struct {
 		args []string

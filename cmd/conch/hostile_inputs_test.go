@@ -10,6 +10,7 @@ import (
 // a --pause --reason of 64 KiB (written, then read back as unreadable). Each is refused (64)
 // with a line, nothing written; a --reason of the limit's size is taken.
 func TestHostileInputsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, tc := range []struct {
 		args []string

@@ -34,6 +34,7 @@ func TestStatusKeepsEscapedScopeName(t *testing.T) {
 // not the last value taken; so are a negative value written with a blank, a bad --scope
 // (one message style), an empty --config or CONCH_CONFIG, and an empty command.
 func TestOperatorUsageErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rev := e.srv.Revision()
 	for _, tc := range []struct {

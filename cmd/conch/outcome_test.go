@@ -260,7 +260,9 @@ func TestRuntimeLimitNamed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := f.runtimeLimit(tc.flag); got != tc.want {
+		opts := f.opts
+		opts.RuntimeMax = tc.flag
+		if got := runtimeLimit(planTiming(t, opts)); got != tc.want {
 			t.Errorf("%q with --runtime-max %v: %q, want %q", tc.props, tc.flag, got, tc.want)
 		}
 	}

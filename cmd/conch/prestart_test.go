@@ -90,6 +90,7 @@ func TestSIGKILLToWaiterEndsItsGuardian(t *testing.T) {
 // D3, D7: the guardian SIGKILLed while the child runs: conch stops the child's tree itself,
 // releases, and exits 70 (the child ran, its status is unknown), not 69 ("never started").
 func TestGuardianKilledWhileChildRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "gk", "--max", "1", "--scope=never", "--", "sh", "-c", "echo $$ > "+e.path("child")+"; "+e.gated("h"))
 	waitFor(t, "the child", func() bool { return e.held("h") })

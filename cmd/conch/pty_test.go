@@ -53,6 +53,7 @@ func exitOf(t *testing.T, cmd *exec.Cmd) int {
 // D5: a child reading the terminal works (its process group is the
 // terminal's foreground group while it runs).
 func TestTerminalChildReads(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cmd, master, out := e.ptyRun("sema", "tty", "--max", "1", "--", "sh", "-c", "echo ready; read line; echo got:$line")
 	waitFor(t, "child ready", func() bool { return strings.Contains(out(), "ready") })
@@ -66,6 +67,7 @@ func TestTerminalChildReads(t *testing.T) {
 // D5: Ctrl-C reaches the child, which dies of SIGINT; conch releases the slot and dies of
 // SIGINT too (the caller's shell then stops, see TestTerminalCtrlCStopsScript).
 func TestTerminalCtrlC(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cmd, master, out := e.ptyRun("sema", "ctrlc", "--max", "1", "--", "sh", "-c", "echo ready; exec sleep 60")
 	waitFor(t, "child ready", func() bool { return strings.Contains(out(), "ready") })
@@ -82,6 +84,7 @@ func TestTerminalCtrlC(t *testing.T) {
 // Ctrl-\ is the same with SIGQUIT: conch dies of it, without a core file or Go's goroutine
 // dump.
 func TestTerminalCtrlBackslash(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cmd, master, out := e.ptyRun("sema", "ctrlq", "--max", "1", "--", "sh", "-c", "echo ready; exec sleep 60")
 	waitFor(t, "child ready", func() bool { return strings.Contains(out(), "ready") })
@@ -126,6 +129,7 @@ func TestTerminalCtrlCStopsScript(t *testing.T) {
 // README's claim for Ctrl-\: conch releases and dies of SIGQUIT, but bash, unlike for SIGINT,
 // goes on with the script's next command (status 131, bash's own rule); `set -e` stops it.
 func TestTerminalCtrlBackslashScript(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i, tc := range []struct {
 		opts string

@@ -62,6 +62,7 @@ func authServer(t *testing.T, c etcdtest.Config) *env {
 // enough; no role, read-only and write-only are refused with 64 and the
 // reason, and nothing is left behind (keys or leases, read as root).
 func TestAuthRBAC(t *testing.T) {
+	t.Parallel()
 	e := authServer(t, etcdtest.Config{})
 	os.WriteFile(e.path("wrong"), []byte("not-the-password\n"), 0o600)
 	for _, tc := range []struct {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/unitrun"
@@ -18,9 +17,9 @@ var scopeModeOf = map[string]unitrun.ScopeMode{
 }
 
 // scopeFlags are --scope, -p and --slice, checked before any etcd call (D8), as unitrun's
-// options for the child's scope.
+// options for the child's scope (runConfig adds the stop timing flags).
 type scopeFlags struct {
-	opts unitrun.ScopeOptions // -p or --slice make the mode ScopeAlways
+	opts unitrun.Options // -p or --slice make the mode ScopeAlways
 }
 
 // parseScopeFlags checks --scope, -p and --slice (D8): every -p against the table of
@@ -52,21 +51,13 @@ func parseScopeFlags(mode string, props []string, slice string) (scopeFlags, err
 	return f, nil
 }
 
-// timing returns how the child will be stopped and limited and where each value came from
-// (unitrun.EffectiveTiming): -p KillSignal=, TimeoutStopSec= and RuntimeMaxSec= when given,
-// else killAfter (--kill-after) and runtimeMax (--runtime-max), else unitrun's defaults. The
-// fence margin of D7 must cover its KillAfter.
-func (f scopeFlags) timing(killAfter, runtimeMax time.Duration) unitrun.StopTiming {
-	return unitrun.EffectiveTiming(unitrun.Spec{KillAfter: killAfter, RuntimeMax: runtimeMax}, f.opts.Properties)
-}
-
-// runtimeLimit names the run-time limit that stops the child, for the line of exit 124, as
-// the user gave it: "-p RuntimeMaxSec=5s" when given (in a scope it wins over --runtime-max),
-// else "--runtime-max 10s".
-func (f scopeFlags) runtimeLimit(runtimeMax time.Duration) string {
-	t := f.timing(0, runtimeMax)
+// runtimeLimit names the run-time limit that stopped the child, for the line of exit 124, as
+// the user gave it: "-p RuntimeMaxSec=5s" when it came from -p (in a scope it wins over
+// --runtime-max), else "--runtime-max 10s". t is the run's stop timing, as unitrun decided it
+// (slotrun.Outcome.Timing).
+func runtimeLimit(t unitrun.StopTiming) string {
 	if t.RuntimeMaxFrom == unitrun.FromProperty {
 		return fmt.Sprintf("-p RuntimeMaxSec=%v", t.RuntimeMax)
 	}
-	return fmt.Sprintf("--runtime-max %v", runtimeMax)
+	return fmt.Sprintf("--runtime-max %v", t.RuntimeMax)
 }

@@ -125,9 +125,12 @@ func TestParseScopeFlags(t *testing.T) {
 			t.Errorf("parseScopeFlags(%q, %q, %q): %v", tt.mode, tt.props, tt.slice, err)
 			continue
 		}
-		if f.opts.Mode != tt.wantMode || f.opts.Slice != tt.wantSlice || len(f.opts.Properties) != len(tt.props) || f.timing(5*time.Second, 0).KillAfter != tt.wantGrace {
+		opts := f.opts
+		opts.KillAfter = 5 * time.Second // --kill-after 5s
+		grace := planTiming(t, opts).KillAfter
+		if f.opts.Mode != tt.wantMode || f.opts.Slice != tt.wantSlice || len(f.opts.Properties) != len(tt.props) || grace != tt.wantGrace {
 			t.Errorf("parseScopeFlags(%q, %q, %q) = %+v (grace %v), want mode %v, slice %q, grace %v",
-				tt.mode, tt.props, tt.slice, f, f.timing(5*time.Second, 0).KillAfter, tt.wantMode, tt.wantSlice, tt.wantGrace)
+				tt.mode, tt.props, tt.slice, f, grace, tt.wantMode, tt.wantSlice, tt.wantGrace)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 // cmdline while it runs, which any process of its user (its child included) can read; the
 // argv form is warned of. Before, both showed them.
 func TestPasswordsHiddenFromProc(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // no auth: etcd answers "auth not enabled", which clientv3 takes as no login needed
 	e.vars = append(e.vars, "ETCDCTL_USER=bob:hunter2", "ETCDCTL_PASSWORD=hunter3")
 	p := e.start("sema", "scrub", "--max", "1", "--user", "bob:hunter4", "--", "sh", "-c", e.gated("a"))

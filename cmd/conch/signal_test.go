@@ -82,6 +82,7 @@ func TestSignalToWaiter(t *testing.T) {
 // D7: SIGKILL to conch ends its child and a grandchild that left the process
 // group with setsid, within --kill-after plus a margin.
 func TestSIGKILLToConchEndsTree(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	script := fmt.Sprintf(`echo $$ > %s; setsid sh -c 'echo $$ > %s; trap "" TERM; while :; do sleep 0.1; done' & trap "" TERM; while :; do sleep 0.1; done`,
 		e.path("child"), e.path("grandchild"))

@@ -62,6 +62,7 @@ func TestSpreadOneSlotPerNode(t *testing.T) {
 // slot at lease expiry: the node's next job, waiting for the node's key,
 // takes it (D11, 04_sema.md "Failure behavior").
 func TestSpreadCrashFreesSlot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a1 := e.start("sema", "spc", "--max", "1", "--spread", "--node", "n1", "--ttl", "1s", "--", "sh", "-c", e.gated("a1"))
 	waitFor(t, "a1 holds", func() bool { return e.held("a1") })

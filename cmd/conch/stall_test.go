@@ -229,6 +229,7 @@ func TestStoppedConchWhileReleasing(t *testing.T) {
 // delay from the holder's end is printed (the bound: guardianCheckInterval, 250 ms, on an idle
 // machine).
 func TestStoppedGuardianAtGo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	h := e.start("sema", "sg", "--max", "1", "--scope=never", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
@@ -259,6 +260,7 @@ func TestStoppedGuardianAtGo(t *testing.T) {
 // the guardian, which reaps the child and reports; conch releases and exits with the child's
 // status instead of holding the slot with nothing running.
 func TestStoppedGuardianWhileChildRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.start("sema", "sr", "--max", "1", "--scope=never", "--", "sh", "-c", "echo $$ > "+e.path("child")+"; "+e.gated("c")+"; exit 3")
 	guardian := ppidOf(t, readPID(t, e.path("child")))

@@ -17,6 +17,9 @@ import (
 // that means for CONCH_REV. The waiter re-enters on the new store and runs. The child had
 // the cluster ID beside its token.
 func TestEtcdStateLossKillsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	e := newEnv(t)
 	pidFile, idFile := e.path("child"), e.path("cluster")
 	p := e.start("sema", "sl", "--max", "1", "--ttl", "30s", "--kill-after", "5s", "--scope=never", "--",

@@ -8,9 +8,9 @@ import (
 	"github.com/conch-project/conch/unitrun"
 )
 
-// The stop grace is decided once, by unitrun, from --kill-after as given (0 when unset) and
-// -p TimeoutStopSec=; conch keeps the effective value unitrun reports, for its fence margin
-// and messages, and sends the child's spec the value as given (D7).
+// The stop grace is decided once, by unitrun's plan, from --kill-after as given (0 when unset)
+// and -p TimeoutStopSec=: conch sends the run --kill-after as given and reads the effective
+// value back from the plan (D7).
 func TestKillAfterDecidedOnce(t *testing.T) {
 	for _, tc := range []struct {
 		args       []string
@@ -30,9 +30,18 @@ func TestKillAfterDecidedOnce(t *testing.T) {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
 		cfg := j.runConfig(unitrun.Spec{})
-		if j.run.killAfterGiven != tc.given || j.run.killAfter != tc.eff || cfg.KillAfter != tc.given {
-			t.Errorf("%q: given %v, effective %v, run's %v; want %v, %v, %v", tc.args, j.run.killAfterGiven, j.run.killAfter,
-				cfg.KillAfter, tc.given, tc.eff, tc.given)
+		if eff := planTiming(t, cfg.Plan).KillAfter; cfg.Plan.KillAfter != tc.given || eff != tc.eff {
+			t.Errorf("%q: run's %v, effective %v; want %v, %v", tc.args, cfg.Plan.KillAfter, eff, tc.given, tc.eff)
 		}
 	}
+}
+
+// planTiming is the stop timing unitrun's plan decides for opts (Plan.Timing), without
+// touching systemd: the mode does not change the timing.
+func planTiming(t *testing.T, opts unitrun.Options) unitrun.StopTiming {
+	t.Helper()
+	opts.Mode = unitrun.ScopeNever
+	p := unitrun.StartPlan(t.Context(), opts)
+	defer p.Close()
+	return p.Timing()
 }

@@ -55,6 +55,7 @@ func (e *env) nothingHalfWritten(what string) {
 // handshake reason, without waiting for the dial timeout (30 s here), and
 // writes nothing; the right set-up works. Certificates are made here.
 func TestTLSMisconfiguration(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca, other := etcdtest.NewCA(t, dir, "ca"), etcdtest.NewCA(t, dir, "other-ca")
 	now := time.Now()

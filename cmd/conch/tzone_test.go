@@ -49,6 +49,7 @@ func TestDeadlineZone(t *testing.T) {
 // that clock ends the wait then, and the message shows +03:00; before, conch read it as UTC
 // (hours away). A TZ with daylight-saving rules is refused (64).
 func TestDeadlinePosixTZCLI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.start("sema", "tzd", "--max", "1", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })

@@ -10,6 +10,9 @@ import (
 // a few seconds, and says where it stands again once etcd is back; it keeps its place
 // through an outage shorter than the TTL and runs after the holder.
 func TestWaiterSaysEtcdUnreachable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	e := newEnv(t)
 	holder := e.start("sema", "un", "--max", "1", "--ttl", "30s", "--scope=never", "--", "sh", "-c", e.gated("a"))
 	waitFor(t, "a holds", func() bool { return e.held("a") })

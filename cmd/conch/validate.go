@@ -53,11 +53,8 @@ type runValues struct {
 	// child's CONCH_CONFIG (D5b); "" when conch read the default
 	config     string
 	runtimeMax time.Duration // --runtime-max; 0: none
-	// killAfterGiven is --kill-after as given, 0 when unset: unitrun decides the stop grace
-	// from it and the scope's properties (its default when neither sets one)
-	killAfterGiven time.Duration
-	// killAfter is the stop grace unitrun will use (-p TimeoutStopSec=, --kill-after or its
-	// default, D7), as unitrun.EffectiveTiming reports it: for the fence margin and messages
+	// killAfter is --kill-after as given, 0 when unset: unitrun's plan decides the stop grace
+	// from it and -p TimeoutStopSec= (its default when neither sets one, D7) and reports it
 	killAfter time.Duration
 }
 
@@ -238,15 +235,14 @@ func (c *semaCmd) runJob(j job) (job, error) {
 	}
 	j.command = c.command
 	j.run = runValues{
-		ttl:            sema.RoundTTL(c.TTL.d), // D4: --ttl 0.1 is a 1 s lease
-		nonblock:       c.Nonblock || (c.Wait.set && c.Wait.d == 0),
-		conflict:       int(c.Conflict),
-		quiet:          c.Quiet,
-		keepCreds:      c.KeepCreds,
-		config:         absPath(string(c.Config)),
-		runtimeMax:     c.RuntimeMax.d,
-		killAfterGiven: c.KillAfter.d,
-		killAfter:      j.scope.timing(c.KillAfter.d, c.RuntimeMax.d).KillAfter,
+		ttl:        sema.RoundTTL(c.TTL.d), // D4: --ttl 0.1 is a 1 s lease
+		nonblock:   c.Nonblock || (c.Wait.set && c.Wait.d == 0),
+		conflict:   int(c.Conflict),
+		quiet:      c.Quiet,
+		keepCreds:  c.KeepCreds,
+		config:     absPath(string(c.Config)),
+		runtimeMax: c.RuntimeMax.d,
+		killAfter:  c.KillAfter.d,
 	}
 	return j, nil
 }

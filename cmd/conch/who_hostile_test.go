@@ -124,6 +124,7 @@ func TestWhoNamesOtherCapacities(t *testing.T) {
 
 // --who with no name lists every semaphore, text and JSON.
 func TestWhoEverySemaphore(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("sema", "--who"); r.status != 1 || r.stdout != "" || !strings.Contains(r.stderr, "no holders or waiters for any semaphore") {
 		t.Fatalf("empty: %v", r)

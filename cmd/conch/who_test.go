@@ -14,6 +14,7 @@ import (
 
 // D6: --who and --who --json with holders and waiters, and when empty.
 func TestWho(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.run("sema", "w", "--max", "2", "--who"); r.status != 1 || r.stdout != "" {
 		t.Fatalf("empty --who: %v, want 1 and no output", r)

@@ -101,6 +101,7 @@ func TestWhoHolderTTLExpiring(t *testing.T) {
 // Every listing exits as D3 and D6 say, whatever its form: 1 with a line on
 // stderr when nothing holds (stdout stays the document), silent with -q.
 func TestWhoEmptyExitsEveryForm(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, form := range [][]string{nil, {"--json"}, {"--format", "json"}, {"--format", "prometheus"}} {
 		r := e.run(append([]string{"sema", "idle", "--who"}, form...)...)

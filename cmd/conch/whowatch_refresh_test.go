@@ -16,6 +16,7 @@ import (
 // the lease runs out. Before, the watch reprinted only on etcd's changes, so the holder
 // looked healthy until its key went.
 func TestWhoWatchRefreshesTTLs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	lease, err := e.c.Grant(t.Context(), 8)
 	if err != nil {
@@ -38,6 +39,9 @@ func TestWhoWatchRefreshesTTLs(t *testing.T) {
 // but does not answer (a cluster without quorum) is said within it. Before, it took 6.5 s
 // (two tries of 1.5 s and 5 s) whatever the dial timeout.
 func TestWhoWatchFirstReadWithinDialTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	members := etcdtest.StartCluster(t, 3)
 	e := newEnvOn(t, members[0])
 	for _, m := range members[1:] { // no quorum: members[0] accepts connections, answers no read

@@ -60,6 +60,7 @@ func lines(block string) []string { return strings.Split(strings.TrimSuffix(bloc
 // and pauses with a new block per change; --json gives one document per
 // line; Ctrl-C's SIGINT ends it, conch dying of it (D3).
 func TestWhoWatchFollowsChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.start("sema", "ww", "--who", "--watch")
 	wj := e.start("sema", "--who", "--watch", "--json")
@@ -142,6 +143,7 @@ func jsonLines(t *testing.T, out string) []watchLine {
 // complete; single changes show with a delay logged (the figures are in
 // the benchmark notes, not asserted: timing goals are not unit tests).
 func TestWhoWatchBurstAndDelay(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	w := e.start("sema", "burst", "--who", "--watch")
 	lastBlock(t, w, "the first listing", func(b string) bool { return b == "(no holders or waiters)\n" })

@@ -20,6 +20,9 @@ import (
 // to 120 s). Once etcd is back, the client is connected again within about that bound
 // (asserted: 3 s). The figures are printed.
 func TestReconnectWithinBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	srv := etcdtest.Start(t)
 	c, err := New(context.Background(), Settings{Endpoints: []string{srv.Endpoint}, EndpointsFrom: "the test", DialTimeout: 10 * time.Second})
 	if err != nil {

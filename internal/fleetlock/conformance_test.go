@@ -23,6 +23,7 @@ const (
 // hold after it. Group "default" has capacity 2, "solo" 1 (paused in its rows); "other"
 // is not served.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"default": 2, "solo": 1}, time.Hour)
 	hc := newClient(s.base, zincati, "", "").hc

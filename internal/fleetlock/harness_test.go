@@ -3,6 +3,7 @@ package fleetlock
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -36,7 +38,14 @@ func serve(t *testing.T, c *clientv3.Client, groups map[string]int, hold time.Du
 // serveQueue is serve with --queue (0: none).
 func serveQueue(t *testing.T, c *clientv3.Client, groups map[string]int, hold, queue time.Duration) *served {
 	t.Helper()
-	s, err := New(Config{Client: c, Groups: groups, Hold: hold, Queue: queue, Record: sema.Record{PID: os.Getpid()}, Timeout: 3 * time.Second})
+	return serveWith(t, Config{Client: c, Groups: groups, Hold: hold, Queue: queue, Record: sema.Record{PID: os.Getpid()}, Timeout: 3 * time.Second}, nil)
+}
+
+// serveWith starts a Server of cfg on a random loopback port, over HTTPS when tc is not
+// nil, stopped at cleanup.
+func serveWith(t *testing.T, cfg Config, tc *tls.Config) *served {
+	t.Helper()
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +55,7 @@ func serveQueue(t *testing.T, c *clientv3.Client, groups map[string]int, hold, q
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
+	go func() { done <- s.Serve(ctx, ln, tc) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -57,7 +66,11 @@ func serveQueue(t *testing.T, c *clientv3.Client, groups map[string]int, hold, q
 		})
 	}
 	t.Cleanup(stop)
-	return &served{srv: s, base: "http://" + ln.Addr().String(), c: c, stop: stop}
+	scheme := "http://"
+	if tc != nil {
+		scheme = "https://"
+	}
+	return &served{srv: s, base: scheme + ln.Addr().String(), c: cfg.Client, stop: stop}
 }
 
 // clientStyle is how a real client joins its base URL and the operation's path.
@@ -181,16 +194,25 @@ func nodes(hs []sema.Holding) []string {
 	return out
 }
 
-// eventually polls cond every 20 ms until it holds or within passes.
+// holdJob is a conch sema job of node db-vacuum-node holding a slot of name[max], on a 5 s
+// lease; the caller releases it.
+func holdJob(t *testing.T, c *clientv3.Client, name string, max int) *sema.Holder {
+	t.Helper()
+	job, err := sema.New(c, name, max, sema.Options{TTL: 5 * time.Second, Record: sema.Record{Host: "db-vacuum-node"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := job.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// eventually polls cond (polltest.Until) until it holds or within passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	polltest.Until(t, within, what, cond)
 }
 
 // startEtcd starts a real etcd for one test and returns a client to it.

@@ -150,6 +150,9 @@ func soak(t *testing.T) time.Duration {
 // 20 clients polling a capacity-2 group: never more than 2 holders in etcd, and every
 // client gets through (D19).
 func TestTwentyClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"default": 2}, time.Hour)
 	stop := maxHolders(t, c, "default", 2)
@@ -167,6 +170,7 @@ func TestTwentyClients(t *testing.T) {
 // Two servers on one etcd, clients split between them: still at most N (state only in
 // etcd; the grant's Txn is conditional on the queue as read).
 func TestTwoInstances(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	srv2 := serve(t, c, map[string]int{"default": 2}, time.Hour)
 	srv1 := serve(t, c, map[string]int{"default": 2}, time.Hour)
@@ -185,6 +189,7 @@ func TestTwoInstances(t *testing.T) {
 
 // One id locking concurrently on two servers gets one slot, never two.
 func TestConcurrentLocksOfOneID(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	a := serve(t, c, map[string]int{"default": 5}, time.Hour)
 	b := serve(t, c, map[string]int{"default": 5}, time.Hour)
@@ -220,6 +225,7 @@ func longest(ds []time.Duration) time.Duration {
 // nobody keeps alive, by etcd's clock), not before; the operator's release frees one at
 // once.
 func TestExpiryAndOperatorRelease(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	const hold = 2 * time.Second
 	s := serve(t, c, map[string]int{"default": 1}, hold)
@@ -258,6 +264,7 @@ func TestExpiryAndOperatorRelease(t *testing.T) {
 // The listing (--who, JSON, metrics) shows a reboot slot as HELD, with the id, via=fleetlock
 // and its until.
 func TestListingShowsRebootSlot(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"default": 1}, time.Hour)
 	if r, err := newClient(s.base, zincati, idA, "default").lock(); err != nil || !r.ok() {
@@ -288,17 +295,11 @@ func TestListingShowsRebootSlot(t *testing.T) {
 // One queue with conch sema jobs (D19): while a job holds, pre-reboot is refused naming
 // it; once it ends, granted; while the reboot holds, a job finds no slot.
 func TestSharedQueueWithJobs(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"maint": 1}, time.Hour)
 	f := newClient(s.base, zincati, idA, "maint")
-	job, err := sema.New(c, "maint", 1, sema.Options{TTL: 5 * time.Second, Record: sema.Record{Host: "db-vacuum-node"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := job.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := holdJob(t, c, "maint", 1)
 	r, err := f.lock()
 	if err != nil || r.status != 423 || r.kind != KindSemaphoreFull || !strings.Contains(r.value, "db-vacuum-node") {
 		t.Fatalf("pre-reboot while a job holds: %v %d %s %q, want 423 naming the job's node", err, r.status, r.kind, r.value)
@@ -320,6 +321,9 @@ func TestSharedQueueWithJobs(t *testing.T) {
 // etcd down: 503 backend_unavailable with Retry-After, no exit; etcd back: served again
 // by itself.
 func TestEtcdOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	srv, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"default": 1}, time.Hour)
 	f := newClient(s.base, zincati, idA, "default")
@@ -341,6 +345,7 @@ func TestEtcdOutage(t *testing.T) {
 // etcd refusing for good (a user with read-only permission): 500 backend_error, and
 // nothing left behind.
 func TestEtcdRefuses(t *testing.T) {
+	t.Parallel()
 	srv := etcdtest.Start(t)
 	open := srv.Client(t)
 	ctx := t.Context()
@@ -382,17 +387,11 @@ func TestEtcdRefuses(t *testing.T) {
 // refuses pre-reboot with 423 failed_lock_other_capacity naming the live capacity, and
 // writes nothing; once that job ends, the reboot is granted.
 func TestOtherCapacityRefused(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"maint": 1}, time.Hour)
 	f := newClient(s.base, zincati, idA, "maint")
-	job, err := sema.New(c, "maint", 2, sema.Options{TTL: 5 * time.Second, Record: sema.Record{Host: "db-vacuum-node"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := job.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := holdJob(t, c, "maint", 2)
 	r, err := f.lock()
 	if err != nil || r.status != 423 || r.kind != KindOtherCapacity || !strings.Contains(r.value, "maint is live with max=2") {
 		t.Fatalf("pre-reboot of maint[max=1] while a max=2 job holds: %v %d %s %q, want 423 %s naming max=2", err, r.status, r.kind, r.value, KindOtherCapacity)

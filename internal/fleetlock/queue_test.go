@@ -14,6 +14,9 @@ import (
 // With --queue, grants follow the order of the nodes' first refused requests, whoever
 // polls first after a release (D19a); a node that stops asking loses its place after the
 // queue's D; steady-state drops a place.
+//
+// Not parallel: a node that polls every 20 ms keeps its place only while it is not starved
+// for the queue's D (2 s); beside the other tests under -race one was.
 func TestQueueFIFO(t *testing.T) {
 	_, c := startEtcd(t)
 	s := serveQueue(t, c, map[string]int{"default": 1}, time.Hour, 2*time.Second)
@@ -150,6 +153,9 @@ func fairness(t *testing.T, queue, period, down, d time.Duration) ([]time.Durati
 // node sees more than the 9 others granted during one of its waits (one more for a grant
 // whose answer crossed its first refusal), counted from its first refusal (the place).
 func TestQueueFairness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	// the queue's D is far longer than a poll (with its latency on a loaded machine): no
 	// place expires while its client polls
 	const period, down, queueFor = 100 * time.Millisecond, 50 * time.Millisecond, 10 * time.Second

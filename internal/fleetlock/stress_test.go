@@ -17,6 +17,9 @@ import (
 // A client that trickles its headers (slowloris) holds only its own connection: others
 // are served meanwhile, and the server cuts it after its header timeout.
 func TestSlowloris(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"default": 1}, time.Hour)
 	var slow []net.Conn
@@ -103,6 +106,9 @@ func loadClientsFor(t *testing.T) int {
 // the end etcd holds exactly the slots of the nodes whose last granted request was a
 // pre-reboot (nothing lost, nothing extra).
 func TestLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (chaos or long timers): not in the -short tier")
+	}
 	_, c := startEtcd(t)
 	s := serve(t, c, map[string]int{"default": 5}, time.Hour)
 	rate, d, loadClients := loadRate(t), soak(t), loadClientsFor(t)

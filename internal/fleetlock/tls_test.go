@@ -1,7 +1,6 @@
 package fleetlock
 
 import (
-	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 // With a certificate the server speaks HTTPS only (TLS 1.2 or later); with a client CA it
 // requires client certificates signed by it; files it cannot use are refused at start.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	dir := t.TempDir()
 	ca := etcdtest.NewCA(t, dir, "ca")
@@ -25,19 +25,7 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Client: c, Groups: map[string]int{"default": 1}, Hold: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, tc) }()
-	defer func() { cancel(); <-done }()
-	base := "https://" + ln.Addr().String()
+	base := serveWith(t, Config{Client: c, Groups: map[string]int{"default": 1}, Hold: time.Hour}, tc).base
 	client := func(min, max uint16, withCert bool) *http.Client {
 		cfg := etcdtest.ClientTLS(t, ca, ccert, ckey)
 		if !withCert {
@@ -56,7 +44,7 @@ func TestTLS(t *testing.T) {
 	if _, err := rawPost(client(tls.VersionTLS10, tls.VersionTLS11, true), base+"/v1/steady-state", map[string]string{ProtocolHeader: "true"}, "{}"); err == nil {
 		t.Error("served TLS 1.1")
 	}
-	if _, err := rawPost(&http.Client{Timeout: 10 * time.Second}, "http://"+ln.Addr().String()+"/v1/steady-state", map[string]string{ProtocolHeader: "true"}, "{}"); err == nil {
+	if _, err := rawPost(&http.Client{Timeout: 10 * time.Second}, "http://"+strings.TrimPrefix(base, "https://")+"/v1/steady-state", map[string]string{ProtocolHeader: "true"}, "{}"); err == nil {
 		t.Error("served plain HTTP on the TLS port")
 	}
 	for _, bad := range [][3]string{{dir + "/none.pem", key, ""}, {cert, cert, ""}, {cert, key, key}, {"/dev/zero", key, ""}} {

@@ -44,8 +44,7 @@ func (r *run) holdOnce() (o Outcome, again bool, err error) {
 	if err != nil {
 		return o, false, &NoSlotError{Err: err, Signal: SignalOf(context.Cause(r.waitCtx)), Enqueued: r.enqueued.Load()}
 	}
-	plan, err := r.planning.wait(r.rep, true)
-	if err != nil { // a scope required and none (D8): the child never starts
+	if err := r.planning.wait(r.rep); err != nil { // a scope required and none (D8): the child never starts
 		_ = h.Release(context.Background())
 		return o, false, err
 	}
@@ -63,7 +62,7 @@ func (r *run) holdOnce() (o Outcome, again bool, err error) {
 		return Outcome{End: Skipped}, false, err
 	}
 	heldAt := time.Now()
-	if o = r.runChild(runCtx, plan, h); o.End == Requeue {
+	if o = r.runChild(runCtx, h); o.End == Requeue {
 		r.rep.Note(Note{Kind: Requeued, Err: context.Cause(runCtx)})
 		_ = h.Release(context.Background())
 		return o, true, nil
@@ -84,9 +83,9 @@ func (r *run) holdOnce() (o Outcome, again bool, err error) {
 	return o, false, nil
 }
 
-// runChild runs the command under runCtx while h holds the slot, in plan's scope, with the
-// prestarted guardian, and decides how the holding ended (Decide).
-func (r *run) runChild(runCtx context.Context, plan *unitrun.Plan, h *sema.Holder) Outcome {
+// runChild runs the command under runCtx while h holds the slot, as the run's plan says, with
+// the prestarted guardian, and decides how the holding ended (Decide).
+func (r *run) runChild(runCtx context.Context, h *sema.Holder) Outcome {
 	terminal := ownsTerminal(r.cfg.Stdio.Stdin) // then the child gets it (D5)
 	// D7b: no grace once the lease's deadline has passed
 	stopCtx, unstop := noGraceWhenLate(runCtx)
@@ -95,7 +94,7 @@ func (r *run) runChild(runCtx context.Context, plan *unitrun.Plan, h *sema.Holde
 	unit := r.scopeUnit(h.Rev())
 	spec := r.childSpec(h.Rev(), int64(h.Lease()), h.ClusterID())
 	unit.Started = func(pid int) { r.rep.Started(pid, unit.Name) }
-	res, runErr := plan.Run(stopCtx, r.pre.Take(), spec, unit, func(err error) {
+	res, runErr := r.pre.Run(stopCtx, spec, unit, func(err error) {
 		r.rep.Note(Note{Kind: ScopeFailed, Err: err})
 	})
 	stopWatch()
@@ -109,30 +108,24 @@ func (r *run) scopeUnit(rev int64) unitrun.ScopeUnit {
 		Description: fmt.Sprintf("conch sema %s[max=%d], holder rev %d", r.cfg.Name, r.cfg.Max, rev)}
 }
 
-// preloadSpec is the spec the run's plan will give unitrun for the key created at rev with
-// lease, once it holds (childSpec, scoped as the plan says): what the prestarter preloads.
-func (r *run) preloadSpec(rev, lease int64) unitrun.Spec {
-	plan, err := r.planning.wait(r.rep, false)
-	if err != nil {
-		return r.childSpec(rev, lease, r.cluster.Load()) // the run ends at the slot (holdOnce)
-	}
-	return plan.Scoped(r.childSpec(rev, lease, r.cluster.Load()), r.scopeUnit(rev))
+// preloadSpec is the spec and scope unit the prestarter preloads for the key created at rev
+// with lease (what runChild will give it once it holds).
+func (r *run) preloadSpec(rev, lease int64) (unitrun.Spec, unitrun.ScopeUnit) {
+	return r.childSpec(rev, lease, r.cluster.Load()), r.scopeUnit(rev)
 }
 
 // childSpec is what unitrun runs while the key created at rev, bound to lease and granted by
 // the etcd cluster of ID cluster (D18), holds the slot.
 func (r *run) childSpec(rev, lease int64, cluster uint64) unitrun.Spec {
 	return unitrun.Spec{
-		Path:       r.cfg.Path,
-		Args:       r.cfg.Args,
-		Env:        ChildEnv(r.cfg.Env, r.cfg.Name, r.cfg.Max, rev, lease, cluster),
-		Stdin:      r.cfg.Stdio.Stdin,
-		Stdout:     r.cfg.Stdio.Stdout,
-		Stderr:     r.cfg.Stdio.Stderr,
-		KillAfter:  r.cfg.KillAfter, // unitrun decides the grace (D7)
-		RuntimeMax: r.cfg.RuntimeMax,
-		Deadline:   r.deadline, // D7b
-		Started:    func(pid int) { r.rep.Started(pid, "") },
-		Warn:       func(msg string) { r.rep.Note(Note{Kind: Supervision, Err: errors.New(msg)}) },
+		Path:     r.cfg.Path,
+		Args:     r.cfg.Args,
+		Env:      ChildEnv(r.cfg.Env, r.cfg.Name, r.cfg.Max, rev, lease, cluster),
+		Stdin:    r.cfg.Stdio.Stdin,
+		Stdout:   r.cfg.Stdio.Stdout,
+		Stderr:   r.cfg.Stdio.Stderr,
+		Deadline: r.deadline, // D7b
+		Started:  func(pid int) { r.rep.Started(pid, "") },
+		Warn:     func(msg string) { r.rep.Note(Note{Kind: Supervision, Err: errors.New(msg)}) },
 	}
 }

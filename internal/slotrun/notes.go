@@ -100,8 +100,8 @@ func (r *run) leaseCheck() func(sema.Event) {
 		if e.TTL > r.cfg.TTL {
 			r.rep.Note(Note{Kind: LeaseGranted, TTL: e.TTL})
 		}
-		if sema.FenceTooLate(e.TTL, r.killAt) {
-			r.rep.Note(Note{Kind: ShortLease, TTL: e.TTL, KillAfter: r.killAt})
+		if ka := r.timing().KillAfter; sema.FenceTooLate(e.TTL, ka) {
+			r.rep.Note(Note{Kind: ShortLease, TTL: e.TTL, KillAfter: ka})
 		}
 	}
 }

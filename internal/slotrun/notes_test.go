@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/unitrun"
 )
 
 // notes is a Reporter that keeps the notes it is told (pure logic: no etcd, no child).
@@ -39,12 +40,14 @@ func TestLeaseCheck(t *testing.T) {
 		want    []NoteKind
 	}{
 		{"fits", 10 * time.Second, 10 * time.Second, time.Second, nil},
-		{"raised", time.Second, 2 * time.Second, 0, []NoteKind{LeaseGranted}},
+		{"raised", time.Second, 2 * time.Second, 100 * time.Millisecond, []NoteKind{LeaseGranted}},
 		{"too short", 5 * time.Second, 5 * time.Second, 30 * time.Second, []NoteKind{ShortLease}},
 		{"raised and too short", time.Second, 2 * time.Second, 30 * time.Second, []NoteKind{LeaseGranted, ShortLease}},
 	} {
 		rep := &notes{}
-		r := &run{cfg: Config{TTL: tc.asked}, rep: rep, killAt: tc.grace}
+		plan := startPlanning(t.Context(), unitrun.Options{Mode: unitrun.ScopeNever, KillAfter: tc.grace})
+		t.Cleanup(plan.close)
+		r := &run{cfg: Config{TTL: tc.asked}, rep: rep, planning: plan}
 		check := r.leaseCheck()
 		check(sema.Event{Kind: sema.Waiting}) // no TTL yet: nothing
 		check(sema.Event{Kind: sema.Enqueued, TTL: tc.granted})

@@ -67,6 +67,9 @@ type Outcome struct {
 	// KeptUntil: the slot is kept after the run until then (D13, the hold's end by this
 	// host's clock); zero when the slot was released (Run sets it, not Decide)
 	KeptUntil time.Time
+	// Timing is how the child was to be stopped and limited, as the run's plan decided it
+	// (D7), for the caller's messages (Run sets it, not Decide)
+	Timing unitrun.StopTiming
 	Holding
 }
 

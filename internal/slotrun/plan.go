@@ -1,6 +1,7 @@
 package slotrun
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -8,33 +9,31 @@ import (
 	"github.com/conch-project/conch/unitrun"
 )
 
-// planning is the run's scope plan (D8) being decided beside the etcd round trips where
-// systemd runs (unitrun.StartPlanning, D8b); without systemd, or with unitrun.ScopeNever, it
-// is decided at once, before any etcd call, as D8 says: a required scope then ends the run
-// having written nothing.
+// planning is the run's plan (unitrun.StartPlan): its stop timing, decided at once (D7), and
+// its scope (D8), decided beside the etcd round trips where systemd runs (D8b); without
+// systemd, or with unitrun.ScopeNever, it is decided at once, before any etcd call, as D8
+// says: a required scope then ends the run having written nothing.
 type planning struct {
-	*unitrun.Planning
+	*unitrun.Plan
 	reported sync.Once // the note of unitrun.ScopeAuto falling back to direct mode
 }
 
-// startPlanning starts deciding the plan for opts; wait returns it.
-func startPlanning(opts unitrun.ScopeOptions) *planning {
-	return &planning{Planning: unitrun.StartPlanning(opts)}
+// startPlanning starts building the plan for opts under ctx; wait waits for its scope.
+func startPlanning(ctx context.Context, opts unitrun.Options) *planning {
+	return &planning{Plan: unitrun.StartPlan(ctx, opts)}
 }
 
-// wait blocks until the plan is decided and returns it, or ErrNoScope, wrapping why, for a
-// scope required and not made. The first call from the run's goroutine (report true) tells
-// rep, once, why unitrun.ScopeAuto runs the child directly (NoScope); the prestarter's calls
-// it with report false.
-func (p *planning) wait(rep Reporter, report bool) (*unitrun.Plan, error) {
-	plan, err := p.Wait()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoScope, err)
+// wait blocks until the plan's scope is decided and returns nil, or ErrNoScope, wrapping why,
+// for a scope required and not made, and tells rep, once, why unitrun.ScopeAuto runs the child
+// directly (NoScope).
+func (p *planning) wait(rep Reporter) error {
+	if err := p.Wait(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoScope, err)
 	}
-	if why := plan.Fallback(); report && why != nil {
+	if why := p.Fallback(); why != nil {
 		p.reported.Do(func() { rep.Note(Note{Kind: NoScope, Err: why}) })
 	}
-	return plan, nil
+	return nil
 }
 
 // close waits for the plan and closes it.

@@ -20,20 +20,19 @@ type Config struct {
 	// already dropped as the caller wants, DropCredentials)
 	Env   []string
 	Stdio unitrun.Spec // the child's Stdin, Stdout and Stderr
-	Scope unitrun.ScopeOptions
-	// KillAfter is the stop grace as given, 0 when unset: unitrun decides it from this and
-	// Scope's properties (D7); RuntimeMax is the run-time limit, 0 for none
-	KillAfter, RuntimeMax time.Duration
-	TTL                   time.Duration // the lease's TTL asked for (D4)
-	Nonblock              bool          // never wait behind others
-	Terse                 bool          // the caller words no refusal (sema.Options.Terse)
-	AllowOtherCapacity    bool          // run beside keys of another capacity (sema.Options.AllowOtherCapacity, D17)
-	Spread                bool          // one slot per node (D11), named Node
-	Node                  string
-	Record                sema.Record   // the holder record's Host and Unit; Scope is set by the run (D6)
-	Wait                  time.Duration // the wait's bound, 0 for none; Rules.Deadline bounds it too
-	Rules                 sema.RunRules // hold after the run (D13), once per period (D15), the window
-	ConnectTimeout        time.Duration // sema.Options.ConnectTimeout
+	// Plan is where the child runs and how it stops, as given (KillAfter 0 when unset):
+	// unitrun decides the effective stop timing from it (D7, D8)
+	Plan               unitrun.Options
+	TTL                time.Duration // the lease's TTL asked for (D4)
+	Nonblock           bool          // never wait behind others
+	Terse              bool          // the caller words no refusal (sema.Options.Terse)
+	AllowOtherCapacity bool          // run beside keys of another capacity (sema.Options.AllowOtherCapacity, D17)
+	Spread             bool          // one slot per node (D11), named Node
+	Node               string
+	Record             sema.Record   // the holder record's Host and Unit; Scope is set by the run (D6)
+	Wait               time.Duration // the wait's bound, 0 for none; Rules.Deadline bounds it too
+	Rules              sema.RunRules // hold after the run (D13), once per period (D15), the window
+	ConnectTimeout     time.Duration // sema.Options.ConnectTimeout
 	// Connect makes the etcd client under ctx; the run closes it when it ends
 	Connect func(ctx context.Context) (*clientv3.Client, error)
 }
@@ -44,7 +43,7 @@ type run struct {
 	cfg      Config
 	rep      Reporter
 	pre      *unitrun.Prestarter // the guardian started ahead (D7); reset for re-entry
-	planning *planning           // where the child runs (D8), decided beside the etcd round trips (D8b)
+	planning *planning           // how the child runs (D7, D8), decided beside the etcd round trips (D8b)
 	sem      *sema.Semaphore
 	sigCtx   context.Context // the caller's context: its cause with a signal stops the run (D3)
 	waitCtx  context.Context // sigCtx bounded by the wait
@@ -55,7 +54,6 @@ type run struct {
 	cluster  atomic.Uint64
 	closers  []func()
 	deadline *unitrun.Deadline // the held lease's deadline, for the guardian's own fence (D7b)
-	killAt   time.Duration     // the stop grace unitrun will use (D7), for the fence margin
 }
 
 // Run waits for a slot of cfg's semaphore under ctx, runs the command in it while the slot is
@@ -75,6 +73,7 @@ func Run(ctx context.Context, cfg Config, rep Reporter) (Outcome, error) {
 	for {
 		o, again, err := r.holdOnce()
 		if !again {
+			o.Timing = r.timing() // reported back, for messages (D7)
 			return o, err
 		}
 		// the slot was lost before the command could start: the command never ran, so queue
@@ -83,24 +82,25 @@ func Run(ctx context.Context, cfg Config, rep Reporter) (Outcome, error) {
 	}
 }
 
-// start starts what the run needs before etcd: the scope plan (D8, D8b: decided beside the
-// etcd round trips where systemd runs) and the prestarted guardian, then connect. It returns
-// the error that ends the run.
+// start starts what the run needs before etcd: the run plan (its stop timing, D7; its scope,
+// D8, D8b: decided beside the etcd round trips where systemd runs) and the prestarted guardian,
+// then connect. It returns the error that ends the run.
 func (r *run) start() error {
-	r.killAt = r.timing().KillAfter
-	// The scope plan first: without systemd it is decided now (D8: a required scope ends the
-	// run before any etcd call), else on a goroutine of its own (D8b). Its bus connection is
+	// The plan first: without systemd it is decided now (D8: a required scope ends the run
+	// before any etcd call), else on a goroutine of its own (D8b). Its bus connection is
 	// closed after the guardian, whose prepared scope is stopped through it (D8b).
-	r.planning = startPlanning(r.cfg.Scope)
+	// A signal does not cut the decision short: it ends the run where the run looks for it
+	// (D3), whatever the plan says, so a required scope is never reported missing for it.
+	r.planning = startPlanning(context.WithoutCancel(r.sigCtx), r.cfg.Plan)
 	r.closers = append(r.closers, r.planning.close)
 	if r.planning.Decided() {
-		if _, err := r.planning.wait(r.rep, true); err != nil {
+		if err := r.planning.wait(r.rep); err != nil {
 			return err
 		}
 	}
 	// The guardian starts now, so that its start-up overlaps the D-Bus and etcd round trips;
 	// it is closed while we wait behind others (D7).
-	r.pre = unitrun.StartPrestarter(r.cfg.Stdio)
+	r.pre = r.planning.Prestart(r.cfg.Stdio)
 	r.closers = append(r.closers, r.pre.Close)
 	if err := r.connect(); err != nil {
 		return err
@@ -130,8 +130,8 @@ func (r *run) connect() error {
 		Node:               r.cfg.Node,
 		TTL:                r.cfg.TTL,
 		ConnectTimeout:     r.cfg.ConnectTimeout,
-		FenceMargin:        r.killAt + time.Second, // D7
-		OnRenew:            r.deadline.Set,         // D7b
+		FenceMargin:        r.timing().KillAfter + time.Second, // D7
+		OnRenew:            r.deadline.Set,                     // D7b
 		Nonblock:           r.cfg.Nonblock,
 		Terse:              r.cfg.Terse,
 		AllowOtherCapacity: r.cfg.AllowOtherCapacity,
@@ -175,8 +175,5 @@ func (r *run) close() {
 	}
 }
 
-// timing is how the child will be stopped and limited (unitrun.EffectiveTiming): the scope's
-// properties when given, else KillAfter and RuntimeMax, else unitrun's defaults (D7).
-func (r *run) timing() unitrun.StopTiming {
-	return unitrun.EffectiveTiming(unitrun.Spec{KillAfter: r.cfg.KillAfter, RuntimeMax: r.cfg.RuntimeMax}, r.cfg.Scope.Properties)
-}
+// timing is how the child will be stopped and limited, as the run's plan decided it (D7).
+func (r *run) timing() unitrun.StopTiming { return r.planning.Timing() }

@@ -62,7 +62,7 @@ func config(srv *etcdtest.Server, name, script string) Config {
 		Name: name, Max: 1, Path: "/bin/sh", Args: []string{"sh", "-c", script},
 		Env:   []string{"PATH=/usr/bin:/bin"},
 		Stdio: unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr},
-		Scope: unitrun.ScopeOptions{Mode: unitrun.ScopeNever},
+		Plan:  unitrun.Options{Mode: unitrun.ScopeNever},
 		TTL:   5 * time.Second, ConnectTimeout: 5 * time.Second,
 		Record: sema.Record{Host: "test", PID: os.Getpid()},
 		Connect: func(ctx context.Context) (*clientv3.Client, error) {

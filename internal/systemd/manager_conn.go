@@ -125,7 +125,7 @@ func Available(ctx context.Context) error {
 	return nil
 }
 
-// Dial is Available that keeps the connection for ScopeSpec.Conn, so that checking for systemd
+// Dial is Available that keeps the connection for the caller's scopes, so that checking for systemd
 // and running the command in a scope cost one connection (D8): it returns a connection to the
 // manager Connect picks once systemd is known to be the init system and its manager has
 // answered a call within ctx. The caller must Close it. Errors wrap ErrNoSystemd (checked first,

@@ -8,7 +8,7 @@ import (
 )
 
 // The grace period reaches systemd once: as KillAfter, or as the TimeoutStopSec among the
-// properties, which then is the grace (EffectiveTiming), never both.
+// properties, which then is the grace (unitrun's stop timing), never both.
 func TestScopePropertiesGraceOnce(t *testing.T) {
 	grace := func(props []sdbus.Property) (n int, usec uint64) {
 		for _, p := range props {

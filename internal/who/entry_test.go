@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -122,7 +123,7 @@ func TestListCapacities(t *testing.T) { // D6
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	ch := acquireAsync(ctx, newSem(t, c, "who", 2, sema.Options{Record: sema.Record{Host: "n2", PID: 7}}))
-	waitKeys(t, c, sema.Prefix("who", 2), 3)
+	etcdtest.WaitKeys(t, c, sema.Prefix("who", 2), 3, testTimeout)
 	var others int64
 	s1 := newSem(t, c, "who", 1, sema.Options{AllowOtherCapacity: true, OnEvent: func(e sema.Event) { // D17: on purpose
 		if e.Kind == sema.Enqueued {

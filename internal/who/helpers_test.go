@@ -8,7 +8,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -71,22 +70,6 @@ func release(t *testing.T, h *sema.Holder) {
 	if err := h.Release(t.Context()); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-}
-
-// countUnder is the number of keys under prefix now, one read.
-func countUnder(t *testing.T, c *clientv3.Client, prefix string) int64 {
-	t.Helper()
-	resp, err := c.Get(t.Context(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Count
-}
-
-// waitKeys polls until n keys are under prefix.
-func waitKeys(t *testing.T, c *clientv3.Client, prefix string, n int64) {
-	t.Helper()
-	polltest.Until(t, testTimeout, "keys under "+prefix, func() bool { return countUnder(t, c, prefix) == n })
 }
 
 // list is the entries of the semaphore name (every one when name is ""), as the one read

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
 )
 
@@ -128,14 +129,10 @@ func moveLeader(t *testing.T, c *clientv3.Client, members []*etcdtest.Server, i 
 	if _, err := lc.MoveLeader(t.Context(), ids[to]); err != nil {
 		t.Fatalf("move leader to %s: %v", to, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if st, err := c.Status(t.Context(), to); err == nil && st.Leader == ids[to] {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s did not become leader", to)
+	polltest.Until(t, 30*time.Second, to+" to become leader", func() bool {
+		st, err := c.Status(t.Context(), to)
+		return err == nil && st.Leader == ids[to]
+	})
 }
 
 // cancelOnWrite is an output that ends its watch at the first write.

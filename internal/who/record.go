@@ -37,7 +37,7 @@ type Record struct {
 	Rank      int      `json:"rank"`  // -1 for a foreign key
 	Key       string   `json:"key"`
 	Kind      string   `json:"kind"`   // lease, spread, unexpected, foreign (sema.KeyKind)
-	Spread    bool     `json:"spread"` // a node key: one slot per node (D11)
+	Spread    bool     `json:"spread"` // a node key conch wrote: one slot per node (D11); false for a key bound to no lease (D6g)
 	Host      *string  `json:"host"`
 	PID       *int     `json:"pid"`
 	Since     *string  `json:"since"`      // RFC 3339, UTC
@@ -84,7 +84,7 @@ func state(e Entry) string {
 func toRecord(e Entry, unit UnitFunc) Record {
 	r := e.Record
 	w := Record{Name: e.Name, Max: e.Max, State: state(e), Rank: e.Rank, Key: e.Key,
-		Kind: e.Info.Kind.String(), Spread: e.Info.Kind == sema.KeySpread, Rev: e.Rev,
+		Kind: e.Info.Kind.String(), Spread: e.Info.Kind == sema.KeySpread && !e.NotConchs(), Rev: e.Rev,
 		Unit: e.Record.Unit, Scope: recordScope(e, unit), Flags: e.Flags()}
 	if w.Flags == nil {
 		w.Flags = []string{}

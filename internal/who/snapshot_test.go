@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
 )
@@ -20,11 +21,11 @@ func TestSnapshotSummary(t *testing.T) {
 	h1, h2 := mustAcquire(t, s), mustAcquire(t, s)
 	ctx, cancel := context.WithCancel(t.Context())
 	waiter := acquireAsync(ctx, s)
-	waitKeys(t, c, sema.Prefix("sum", 2), 3)
+	etcdtest.WaitKeys(t, c, sema.Prefix("sum", 2), 3, testTimeout)
 	sp := newSem(t, c, "sum", 3, sema.Options{Spread: true, Node: "n1", AllowOtherCapacity: true}) // D17: two capacities on purpose
 	hs := mustAcquire(t, sp)
 	spWaiter := acquireAsync(ctx, sp)
-	polltest.Until(t, testTimeout, "the node waiter's marker", func() bool { return countUnder(t, c, sema.NodeWaitRoot) == 1 })
+	polltest.Until(t, testTimeout, "the node waiter's marker", func() bool { return etcdtest.KeysUnder(t, c, sema.NodeWaitRoot) == 1 })
 	if _, err := c.Put(t.Context(), sema.PauseRoot+"sum/2", `{"why":"test"}`); err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func foreignKeys(l Listing) map[string]int {
 // (conch binds every key it writes to one). foreignKeys counts such keys, and the listing's warning
 // names them.
 func (e Entry) NotConchs() bool {
-	return !e.Info.Kind.Counted() || e.Info.Kind == sema.KeyUnexpected || e.Lease == 0
+	return !sema.ConchWrote(e.Info.Kind, e.Lease)
 }
 
 type semKey struct {

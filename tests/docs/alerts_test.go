@@ -271,7 +271,8 @@ func (q *queue) script(t *testing.T) captures {
 	q.stop(k)
 	q.stop(j)
 
-	v := q.start(t, append([]string{"sema", "video-encode", "--max", "2"}, sleep...)...)
+	// --ttl 3: its lease reads as expiring (half of it gone) 1.5 s after the kill, not 5 s
+	v := q.start(t, append([]string{"sema", "video-encode", "--max", "2", "--ttl", "3"}, sleep...)...)
 	c.alive = only(q.until(t, "a holder", sample{m("conch_sema_holders", "video-encode", "2"): 1}), "video-encode")
 	if err := v.Process.Kill(); err != nil { // SIGKILL: its guardian ends the child, nobody renews the lease
 		t.Fatal(err)

@@ -74,6 +74,9 @@ func TestEtcdLocalRefusesForeignPaths(t *testing.T) {
 // A new directory, an empty one, and again a directory the script made before: each time
 // an etcd starts and answers, and the directory carries the marker.
 func TestEtcdLocalStartsInItsOwnDirectories(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (builds the etcd binary): not in the -short tier")
+	}
 	bin := buildEtcd(t)
 	newDir := filepath.Join(t.TempDir(), "new", "etcd")
 	emptyDir := t.TempDir()

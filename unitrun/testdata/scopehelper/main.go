@@ -11,7 +11,7 @@
 //	    service with -bind, D8), report {"scope","child"}, then wait for the child to end and
 //	    report {"child_exit"}. With -twice, also try a second scope of the same name.
 //	scopehelper run -name N [-kill-after D] [-runtime-max D] [-p NAME=VALUE]... -- ARGV...
-//	    run ARGV with unitrun.Run in scope mode (SIGTERM to the helper cancels its context)
+//	    run ARGV with a unitrun.Plan of ScopeAlways (SIGTERM to the helper cancels its context)
 //	    and report {"result", "run_error", "scope_failed"}.
 package main
 
@@ -181,7 +181,7 @@ func startHold() (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// run is Run in scope mode: the command after "--" in scope -name.
+// run is Plan.Run in scope mode: the command after "--" in scope -name.
 func run(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	name := fs.String("name", "", "scope unit name")
@@ -200,28 +200,20 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := systemd.Dial(dctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
 	path, err := unitrun.Resolve(argv[0])
-	if err != nil {
-		return err
-	}
-	svc, err := systemd.FindCallerService(dctx, conn)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	res, err := unitrun.Run(ctx, unitrun.Spec{
-		Path: path, Args: argv, Stdout: os.Stdout, Stderr: os.Stderr,
-		KillAfter: *killAfter, RuntimeMax: *runtimeMax,
-		Scope: &unitrun.ScopeSpec{Conn: conn, Name: *name, Description: "scopehelper run", Properties: userProps, Service: svc},
-	})
+	plan := unitrun.StartPlan(ctx, unitrun.Options{Mode: unitrun.ScopeAlways, Properties: userProps,
+		KillAfter: *killAfter, RuntimeMax: *runtimeMax})
+	defer plan.Close()
+	if err := plan.Wait(); err != nil {
+		return err
+	}
+	res, err := plan.Run(ctx, unitrun.Spec{Path: path, Args: argv, Stdout: os.Stdout, Stderr: os.Stderr},
+		unitrun.ScopeUnit{Name: *name, Description: "scopehelper run"}, nil)
 	ev := event{Result: &res, ScopeFailed: errors.Is(err, unitrun.ErrScopeFailed)}
 	if err != nil {
 		ev.RunError = err.Error()
