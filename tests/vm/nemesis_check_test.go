@@ -326,7 +326,10 @@ func (h nemHistory) exits(v *verdict, known func(string, int64, string)) {
 			}
 		}
 		if n := strings.Count(j.Stderr, "lost our place in the queue"); n > 0 {
-			if h.jobHit(j, fPower, fFreeze, fCut, fOneWay, fStopHolder, fStopWaiter, fStopGuardian, fKillConch) || h.leaderStalled(j) || stateLost {
+			// A pair partition cuts the waiter's node from one member: when that member is
+			// the one its client talks to, the keep-alives go unanswered until gRPC gives up
+			// on the connection (up to 13 s, past a short TTL); its own links' fault.
+			if h.jobHit(j, fPower, fFreeze, fCut, fOneWay, fPair, fStopHolder, fStopWaiter, fStopGuardian, fKillConch) || h.leaderStalled(j) || stateLost {
 				v.Excused["a waiter's place lost while its own node, links or conch were faulted, or etcd's leader stalled"] += n
 				continue
 			}
@@ -356,14 +359,14 @@ func (h nemHistory) ranItsChild(v *verdict, j jobRec) {
 		j.Unit, h.Nodes[j.Node], rev, indent(j.Stderr)))
 }
 
-// jobHit reports whether a fault of one of kinds hit job j during its life: its node, or its
-// own conch (by unit).
+// jobHit reports whether a fault of one of kinds hit job j during its life: its node (either
+// side of a pair partition), or its own conch (by unit).
 func (h nemHistory) jobHit(j jobRec, kinds ...string) bool {
 	for _, f := range h.Faults {
 		if !slices.Contains(kinds, f.Kind) || f.From > j.End || f.end() < j.Start {
 			continue
 		}
-		if f.Unit != "" && f.Unit == j.Unit || f.Unit == "" && f.Node == j.Node {
+		if f.Unit != "" && f.Unit == j.Unit || f.Unit == "" && (f.Node == j.Node || f.Peer == j.Node) {
 			return true
 		}
 	}

@@ -184,6 +184,8 @@ func TestNemesisCheckerExits(t *testing.T) {
 		{"lost place (closed: a violation even when not strict)", 75, lost, "", false, "waiter lost its place with no fault of its own", 0},
 		{"lost place, strict", 75, lost, "", true, "waiter lost its place with no fault of its own", 0},
 		{"lost place, its conch stopped", 75, lost, fStopWaiter, true, "", 0},
+		{"lost place, its node cut from one member", 75, lost, fPair, true, "", 0},
+		{"lost place, a pair partition of two other nodes", 75, lost, fPair + " elsewhere", true, "waiter lost its place with no fault of its own", 0},
 		{"fenced for etcd's state, no wipe", 70, fenced, "", false, "said etcd lost or rewound its state, but no member's data was wiped", 0},
 		{"fenced for etcd's state after a wipe", 70, fenced, fWipeEtcd, true, "", 0},
 		{"re-entered for etcd's state, no wipe", 75, lostState, "", false, "said etcd lost or rewound its state, but no member's data was wiped", 0},
@@ -193,7 +195,15 @@ func TestNemesisCheckerExits(t *testing.T) {
 			s := newSynth(nemPhase{Name: "x", Max: 2, TTL: 3 * time.Second})
 			s.child(1, 200, 800, 150, 810, "done") // rev 10, on n2
 			s.job(1, "conch-run-1-ab.service", 100, 900, tc.code, tc.stderr)
-			if tc.fault != "" {
+			switch tc.fault {
+			case "":
+			case fPair: // the job's node 1 is the pair's peer
+				s.fault(fPair, 0, "", 200, 400)
+				s.h.Faults[len(s.h.Faults)-1].Peer = 1
+			case fPair + " elsewhere":
+				s.fault(fPair, 0, "", 200, 400)
+				s.h.Faults[len(s.h.Faults)-1].Peer = 2
+			default:
 				unit := "conch-run-1-ab.service"
 				if tc.fault == fCut || tc.fault == fPower || tc.fault == fWipeEtcd { // node faults have no unit
 					unit = ""
