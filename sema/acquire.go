@@ -65,7 +65,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Holder, error) {
 		if a.first {
 			gctx = startCtx
 		}
-		l, err := grantLease(gctx, s.c, s.opts.TTL)
+		l, err := s.grantTried(gctx) // off a member that does not answer (D7b (3))
 		if err != nil {
 			if err := a.grantFailed(ctx, err); err != nil {
 				return nil, err

@@ -15,7 +15,9 @@ import (
 // before the write, so it reads that key first (D7j). If the key is there on
 // our lease l, it is ours: adoptKey ranks it at its create revision and the
 // place is kept. If it is not there, the Txn did not commit and the enqueue
-// is written again (the same put-if-absent, safe to repeat). Each try is
+// is written again (the same put-if-absent, safe to repeat); a key found by
+// that write is read again, since the lost Txn may have committed after the
+// read (etcd had it in flight), and adopted if it is on our lease. Each try is
 // bounded by readTimeout (the read) or ctx (the write); etcd errors are
 // retried from retryMin to retryMax while ctx and l live. It returns the
 // create revision of our key and its ranking, or: errKeyExists when a key
@@ -47,8 +49,13 @@ func (s *Semaphore) enqueueRead(ctx context.Context, l *lease, key, value string
 	if err != nil {
 		return 0, ranking{}, fmt.Errorf("%w: cannot read %s after its enqueue's answer was lost: %w", errEtcd, key, err)
 	}
-	if len(resp.Kvs) == 0 { // the lost Txn did not commit
-		return s.enqueue(ctx, key, l, value)
+	if len(resp.Kvs) == 0 { // the lost Txn did not commit, or not yet
+		s.seams.readBackEmpty(key)
+		myRev, r, err := s.enqueue(ctx, key, l, value)
+		if errors.Is(err, errKeyExists) { // written since the read: the lost Txn, if on our lease
+			return 0, r, fmt.Errorf("%w: %s was written after it was read: reading it again: %w", errEtcd, key, err)
+		}
+		return myRev, r, err
 	}
 	kv := resp.Kvs[0]
 	if clientv3.LeaseID(kv.Lease) != l.id { // not ours: the first try's own answer would have said so

@@ -23,3 +23,7 @@ func SetKeyWatched(s *Semaphore, f func()) { seamsOf(s).keyWatched = f }
 // SetEnqueueAnswered has f called with our key after each enqueue of s committed; an error
 // from f stands for the answer lost on the way back.
 func SetEnqueueAnswered(s *Semaphore, f func(key string) error) { seamsOf(s).enqueueAnswered = f }
+
+// SetReadBack has f called with our key when the read after a lost enqueue answer found it
+// absent, before the enqueue is written again.
+func SetReadBack(s *Semaphore, f func(key string)) { seamsOf(s).readBack = f }

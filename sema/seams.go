@@ -17,6 +17,10 @@ type seams struct {
 	// committed and before its answer is used: an error from it stands for an
 	// answer lost on the way back (the key is written all the same).
 	enqueueAnswered func(key string) error
+	// readBack, if set, is called with our key when the read after a lost enqueue answer
+	// found it absent, before the enqueue is written again: a test writes it there, as a
+	// lost Txn that commits late does.
+	readBack func(key string)
 }
 
 // probing reports whether watch streams are checked (D7b (3)): always in production.
@@ -42,4 +46,11 @@ func (t *seams) answered(key string) error {
 		return t.enqueueAnswered(key)
 	}
 	return nil
+}
+
+// readBackEmpty tells a test the read after a lost enqueue answer found no key.
+func (t *seams) readBackEmpty(key string) {
+	if t != nil && t.readBack != nil {
+		t.readBack(key)
+	}
 }

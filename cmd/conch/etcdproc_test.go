@@ -25,6 +25,7 @@ type etcdProc struct {
 	bin, dir string
 	client   string // http://127.0.0.1:PORT
 	peer     string
+	token    string // --initial-cluster-token: with the member's name and peer URL it makes the cluster ID
 	cmd      *exec.Cmd
 	log      syncbuf.Buffer
 }
@@ -56,7 +57,7 @@ func etcdBinary(t *testing.T) string {
 func startEtcdProc(t *testing.T) *etcdProc {
 	t.Helper()
 	e := &etcdProc{t: t, bin: etcdBinary(t), dir: t.TempDir(),
-		client: etcdtest.UnusedEndpoint(t), peer: etcdtest.UnusedEndpoint(t)}
+		client: etcdtest.UnusedEndpoint(t), peer: etcdtest.UnusedEndpoint(t), token: "etcd-cluster"}
 	e.start()
 	t.Cleanup(e.kill)
 	return e
@@ -68,7 +69,8 @@ func (e *etcdProc) start() {
 	e.cmd = exec.Command(e.bin, "--name", "m", "--data-dir", e.dir, "--log-level", "error",
 		"--listen-client-urls", e.client, "--advertise-client-urls", e.client,
 		"--listen-peer-urls", e.peer, "--initial-advertise-peer-urls", e.peer,
-		"--initial-cluster", "m="+e.peer, "--listen-metrics-urls", etcdtest.UnusedEndpoint(e.t))
+		"--initial-cluster", "m="+e.peer, "--initial-cluster-token", e.token,
+		"--listen-metrics-urls", etcdtest.UnusedEndpoint(e.t))
 	e.cmd.Stdout, e.cmd.Stderr = &e.log, &e.log
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)

@@ -45,6 +45,7 @@ type EtcdCluster struct {
 
 	mu      sync.Mutex
 	clients []*clientv3.Client // memberClient's, by member
+	joined  map[int]bool       // members re-added after a wipe (WipeMember): they join an existing cluster
 }
 
 // StartEtcdCluster starts one member in each of nodes (node i on nw.Addr(i)) and returns once
@@ -87,9 +88,16 @@ func (c *EtcdCluster) peerURL(i int) string {
 }
 
 // StartMember starts member i as EtcdUnit in node i (again after KillMember or a Restart of
-// the node: its data directory is kept, so it rejoins with its old identity). It returns once
-// systemd started the process, not once the member serves (WaitHealthy).
+// the node: its data directory is kept, so it rejoins with its old identity; a member re-added
+// by WipeMember joins the existing cluster). It returns once systemd started the process, not
+// once the member serves (WaitHealthy).
 func (c *EtcdCluster) StartMember(ctx context.Context, i int) error {
+	c.mu.Lock()
+	state := "new"
+	if c.joined[i] {
+		state = "existing"
+	}
+	c.mu.Unlock()
 	var initial []string
 	for j := range c.nodes {
 		initial = append(initial, c.memberName(j)+"="+c.peerURL(j))
@@ -102,7 +110,7 @@ func (c *EtcdCluster) StartMember(ctx context.Context, i int) error {
 		c.bin, "--name="+c.memberName(i), "--data-dir="+etcdDataDir,
 		"--listen-client-urls="+client, "--advertise-client-urls="+client,
 		"--listen-peer-urls="+c.peerURL(i), "--initial-advertise-peer-urls="+c.peerURL(i),
-		"--initial-cluster="+strings.Join(initial, ","), "--initial-cluster-state=new",
+		"--initial-cluster="+strings.Join(initial, ","), "--initial-cluster-state="+state,
 		"--initial-cluster-token="+c.token,
 		fmt.Sprintf("--heartbeat-interval=%d", EtcdHeartbeatMs), fmt.Sprintf("--election-timeout=%d", EtcdElectionMs),
 		"--unsafe-no-fsync", "--log-level=warn")

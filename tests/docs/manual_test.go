@@ -75,7 +75,7 @@ func TestMain(m *testing.M) {
 var otherTools = map[string][]string{
 	"--keys-only": {"etcdctl"}, "--prefix": {"etcdctl"}, "--no-block": {"systemctl"},
 	"--no-pager": {"systemctl", "journalctl"}, "--now": {"systemctl"}, "--unit": {"systemd-run"},
-	"--pedantic": {"lintian"},
+	"--pedantic": {"lintian"}, "--initial-cluster-state": {"etcd"},
 }
 
 var longFlag = regexp.MustCompile(`(?:^|[^A-Za-z0-9-])(--[a-z][a-z0-9-]+)`)

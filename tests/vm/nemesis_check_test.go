@@ -35,11 +35,12 @@ type jobRec struct {
 
 // nemPhase is what one semaphore of the run is.
 type nemPhase struct {
-	Name    string
-	Max     int
-	Spread  bool
-	OncePer time.Duration // 0: none
-	TTL     time.Duration
+	Name      string
+	Max       int
+	Spread    bool
+	OncePer   time.Duration // 0: none
+	TTL       time.Duration
+	KillAfter time.Duration // the jobs' --kill-after
 }
 
 func (p nemPhase) String() string {
@@ -79,6 +80,9 @@ const (
 	// onceSlop: how much shorter than the period the gap between two successful runs may
 	// look: the marker's lease is granted after the run's end, so none.
 	onceSlop = 0
+	// wipeAfter: how long after a member was replaced conch may still learn of it (a D18
+	// fence needs a keep-alive answered by a member; a waiter's cadence is TTL/6).
+	wipeAfter = 10 * time.Second
 	// lineBefore, lineAfter: a violation's time line shows the events this long before and after it.
 	lineBefore, lineAfter = 4 * time.Second, 2 * time.Second
 )
@@ -94,11 +98,17 @@ type verdict struct {
 	PerNodeMax int // --spread: the most children at once on one node
 	Successes  int // --once-per: successful runs
 	Exits      map[string]int
-	Violations []string // each with its time line
+	ExitEx     map[string]string // an example of each status but 0: the conch, with its stderr
+	Violations []string          // each with its time line
 	Known      map[string]int
 	KnownEx    map[string]string // one example of each known outcome, with its time line
 	Excused    map[string]int    // outcomes inside a window the rules allow
 	WorstFree  map[string]time.Duration
+	// WorstHandoff and WorstRelease are the longest hand-off (a key's deletion that freed a
+	// slot to the next take of a key that waited) and release (a child's end to its key's
+	// deletion) by fault kind in force ("none": no fault), as nemesis_bounds_test.go measures
+	// and judges them.
+	WorstHandoff, WorstRelease map[string]time.Duration
 }
 
 func (v verdict) failed() bool { return len(v.Violations) > 0 }
@@ -118,7 +128,8 @@ var strictKnown = map[string]bool{knownDoubleRun: true, knownLostPlace: true}
 
 // judge judges h; strict makes every known outcome a violation (those of strictKnown always are).
 func judge(h nemHistory, strict bool) verdict {
-	v := verdict{Exits: map[string]int{}, Known: map[string]int{}, KnownEx: map[string]string{}, Excused: map[string]int{}, WorstFree: map[string]time.Duration{}}
+	v := verdict{Exits: map[string]int{}, ExitEx: map[string]string{}, Known: map[string]int{}, KnownEx: map[string]string{}, Excused: map[string]int{}, WorstFree: map[string]time.Duration{},
+		WorstHandoff: map[string]time.Duration{}, WorstRelease: map[string]time.Duration{}}
 	chs := h.windows(&v)
 	spec := checkSpec{Max: h.Phase.Max, Handoff: 1 << 62, Slop: startSlop}
 	v.Report = check(chs, h.Keys, spec, h.Now)
@@ -143,6 +154,7 @@ func judge(h nemHistory, strict bool) verdict {
 	}
 	h.exits(&v, known)
 	h.free(&v)
+	h.bounds(&v, chs)
 	return v
 }
 
@@ -281,6 +293,9 @@ func (h nemHistory) exits(v *verdict, known func(string, int64, string)) {
 			status = "none"
 		}
 		v.Exits[status]++
+		if _, ok := v.ExitEx[status]; !ok && status != "0" {
+			v.ExitEx[status] = fmt.Sprintf("conch %s on %s, from +%v to +%v:\n%s", j.Unit, h.Nodes[j.Node], h.rel(j.Start), h.rel(j.End), indent(j.Stderr))
+		}
 		// A conch SIGKILLed ends as systemd-run says (255); one whose node lost power has no
 		// status of its own: systemd-run, in the host's cgroup, loses the node's bus and exits
 		// 1, or even 0 ("Failed to query unit state: Connection reset by peer").
@@ -291,6 +306,13 @@ func (h nemHistory) exits(v *verdict, known func(string, int64, string)) {
 		if j.NoStatus != "" || !slices.Contains(documentedExits, j.Code) {
 			v.violate(h, j.End, fmt.Sprintf("conch %s on %s exited %s%s, not a documented status; stderr:\n%s",
 				j.Unit, h.Nodes[j.Node], status, errNote(j.NoStatus), indent(j.Stderr)))
+		}
+		stateLost := strings.Contains(j.Stderr, stateLostLine)
+		if stateLost && h.wipeNear(j) {
+			v.Excused["etcd's state said lost or rewound after a member's data was wiped (D18: fenced at once, or re-entered)"]++
+		} else if stateLost {
+			v.violate(h, j.End, fmt.Sprintf("conch %s on %s said etcd lost or rewound its state, but no member's data was wiped; stderr:\n%s",
+				j.Unit, h.Nodes[j.Node], indent(j.Stderr)))
 		}
 		if j.NoStatus == "" && j.Code == 0 && !strings.Contains(j.Stderr, "skipped: ") {
 			h.ranItsChild(v, j)
@@ -304,7 +326,10 @@ func (h nemHistory) exits(v *verdict, known func(string, int64, string)) {
 			}
 		}
 		if n := strings.Count(j.Stderr, "lost our place in the queue"); n > 0 {
-			if h.jobHit(j, fPower, fFreeze, fCut, fOneWay, fStopHolder, fStopWaiter, fStopGuardian, fKillConch) || h.leaderStalled(j) {
+			// A pair partition cuts the waiter's node from one member: when that member is
+			// the one its client talks to, the keep-alives go unanswered until gRPC gives up
+			// on the connection (up to 13 s, past a short TTL); its own links' fault.
+			if h.jobHit(j, fPower, fFreeze, fCut, fOneWay, fPair, fStopHolder, fStopWaiter, fStopGuardian, fKillConch) || h.leaderStalled(j) || stateLost {
 				v.Excused["a waiter's place lost while its own node, links or conch were faulted, or etcd's leader stalled"] += n
 				continue
 			}
@@ -334,14 +359,14 @@ func (h nemHistory) ranItsChild(v *verdict, j jobRec) {
 		j.Unit, h.Nodes[j.Node], rev, indent(j.Stderr)))
 }
 
-// jobHit reports whether a fault of one of kinds hit job j during its life: its node, or its
-// own conch (by unit).
+// jobHit reports whether a fault of one of kinds hit job j during its life: its node (either
+// side of a pair partition), or its own conch (by unit).
 func (h nemHistory) jobHit(j jobRec, kinds ...string) bool {
 	for _, f := range h.Faults {
 		if !slices.Contains(kinds, f.Kind) || f.From > j.End || f.end() < j.Start {
 			continue
 		}
-		if f.Unit != "" && f.Unit == j.Unit || f.Unit == "" && f.Node == j.Node {
+		if f.Unit != "" && f.Unit == j.Unit || f.Unit == "" && (f.Node == j.Node || f.Peer == j.Node) {
 			return true
 		}
 	}
@@ -357,6 +382,18 @@ func (h nemHistory) firstFault(j jobRec) int64 {
 		}
 	}
 	return j.Start
+}
+
+// stateLostLine is what conch says, holder (exit 70) or waiter (a lost place), when etcd
+// lost or rewound its state (D18).
+const stateLostLine = "etcd lost or rewound its state"
+
+// wipeNear reports whether a member's data was wiped during job j's life or less than
+// wipeAfter before it: only then may conch say that etcd lost or rewound its state.
+func (h nemHistory) wipeNear(j jobRec) bool {
+	return slices.ContainsFunc(h.Faults, func(f faultEv) bool {
+		return f.Kind == fWipeEtcd && f.From <= j.End && f.end()+int64(wipeAfter) >= j.Start
+	})
 }
 
 // leaderStalled reports whether etcd's leader was stalled during job j's life: a stopped
@@ -485,7 +522,9 @@ func (v verdict) summary(p nemPhase, jobs int) string {
 		fmt.Fprintf(&b, "; hand-off median %v max %v (%d)", s[len(s)/2], s[len(s)-1], len(s))
 	}
 	fmt.Fprintf(&b, "\n  exit statuses %v", countList(v.Exits))
-	fmt.Fprintf(&b, "\n  worst hand-off (a slot free while a key waited) by fault kind in force: %v", durList(v.WorstFree))
+	fmt.Fprintf(&b, "\n  worst hand-off (a key's deletion to the next start) by fault kind: %v", durList(v.WorstHandoff))
+	fmt.Fprintf(&b, "\n  worst release (a child's end to its key's deletion) by fault kind: %v", durList(v.WorstRelease))
+	fmt.Fprintf(&b, "\n  worst span with a slot free while a key waited, by fault kind in force: %v", durList(v.WorstFree))
 	if len(r.RanPastKey) > 0 {
 		fmt.Fprintf(&b, "\n  children past their key (judged) %v", r.RanPastKey)
 	}

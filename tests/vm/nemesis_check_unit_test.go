@@ -154,9 +154,13 @@ func TestNemesisCheckerWindows(t *testing.T) {
 // Exit statuses outside the documented ones are violations unless the conch was SIGKILLed or
 // its node lost power; a conch that exits 0 must have run the child of the slot it held; a
 // lost place with no fault of the waiter's own is known (strict: a
-// violation), with one that is its own conch's stop allowed.
+// violation), with one that is its own conch's stop allowed; conch saying that etcd lost or
+// rewound its state (D18), fenced or re-entering, is allowed after a member's data was wiped
+// and a violation otherwise.
 func TestNemesisCheckerExits(t *testing.T) {
 	const lost = "conch: x[max=2]: lost our place in the queue (lease lost): re-entering at the back"
+	const fenced = "conch: x[max=2]: slot held, rev=10 (fencing token)\nconch: x[max=2]: etcd lost or rewound its state while the child ran (lease lost: etcd lost or rewound its state: its revision went back from 90 to 40): child killed at once, without the --kill-after grace"
+	const lostState = "conch: x[max=2]: lost our place in the queue (lease lost: etcd lost or rewound its state: it no longer knows lease 0000000000000abc, 2.1s before its deadline): re-entering at the back"
 	const marker = "conch: x[max=2]: slot held, rev=10 (fencing token)\nconch: WARNING: the run succeeded, but this period's marker could not be written (deadline): the next run may start at once"
 	for _, tc := range []struct {
 		name      string
@@ -180,14 +184,28 @@ func TestNemesisCheckerExits(t *testing.T) {
 		{"lost place (closed: a violation even when not strict)", 75, lost, "", false, "waiter lost its place with no fault of its own", 0},
 		{"lost place, strict", 75, lost, "", true, "waiter lost its place with no fault of its own", 0},
 		{"lost place, its conch stopped", 75, lost, fStopWaiter, true, "", 0},
+		{"lost place, its node cut from one member", 75, lost, fPair, true, "", 0},
+		{"lost place, a pair partition of two other nodes", 75, lost, fPair + " elsewhere", true, "waiter lost its place with no fault of its own", 0},
+		{"fenced for etcd's state, no wipe", 70, fenced, "", false, "said etcd lost or rewound its state, but no member's data was wiped", 0},
+		{"fenced for etcd's state after a wipe", 70, fenced, fWipeEtcd, true, "", 0},
+		{"re-entered for etcd's state, no wipe", 75, lostState, "", false, "said etcd lost or rewound its state, but no member's data was wiped", 0},
+		{"re-entered for etcd's state after a wipe", 75, lostState, fWipeEtcd, true, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSynth(nemPhase{Name: "x", Max: 2, TTL: 3 * time.Second})
 			s.child(1, 200, 800, 150, 810, "done") // rev 10, on n2
 			s.job(1, "conch-run-1-ab.service", 100, 900, tc.code, tc.stderr)
-			if tc.fault != "" {
+			switch tc.fault {
+			case "":
+			case fPair: // the job's node 1 is the pair's peer
+				s.fault(fPair, 0, "", 200, 400)
+				s.h.Faults[len(s.h.Faults)-1].Peer = 1
+			case fPair + " elsewhere":
+				s.fault(fPair, 0, "", 200, 400)
+				s.h.Faults[len(s.h.Faults)-1].Peer = 2
+			default:
 				unit := "conch-run-1-ab.service"
-				if tc.fault == fCut || tc.fault == fPower { // node faults have no unit
+				if tc.fault == fCut || tc.fault == fPower || tc.fault == fWipeEtcd { // node faults have no unit
 					unit = ""
 				}
 				s.fault(tc.fault, 1, unit, 200, 400)
@@ -233,5 +251,45 @@ func TestNemesisCheckerWorstHandoff(t *testing.T) {
 	}
 	if v.failed() {
 		t.Errorf("violations %q, want none", v.Violations)
+	}
+}
+
+// Hand-off and release are judged against their bounds (nemesis_bounds_test.go): a waiter
+// that starts 4 s after the holder's key went, with no fault anywhere, is a too-slow hand-off,
+// reported with its time line; the same start after a partition of the waiter's node healed
+// 0.5 s after the deletion is within TTL + kill-after + one hand-off of the heal, and 8 s is
+// not. A key deleted 3 s after its child ended, with no fault, is a too-slow release. The
+// worst of each is kept per fault kind.
+func TestNemesisCheckerFindsSlowHandoff(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		start, gone            int64 // the waiter's child's start, the holder's key's deletion (ms)
+		fault                  bool
+		violation              string
+		worstHandoff, worstRel time.Duration
+		kind                   string
+	}{
+		{"prompt", 1100, 1010, false, "", 90 * time.Millisecond, 10 * time.Millisecond, "none"},
+		{"slow hand-off, no fault", 5000, 1010, false, "hand-off took 3.99s: etcd deleted sema/x/2/a at +1.01s (a slot free, sema/x/2/b waiting), child n2-11 started at +5s (bound 2s, no fault", 3990 * time.Millisecond, 10 * time.Millisecond, "none"},
+		{"slow hand-off after a partition", 5000, 1010, true, "", 3990 * time.Millisecond, 10 * time.Millisecond, fCut},
+		{"too slow even after a partition", 9000, 1010, true, "hand-off took 7.99s", 7990 * time.Millisecond, 10 * time.Millisecond, fCut},
+		{"slow release, no fault", 4100, 4000, false, "release took 3s: child n1-10 on n1 ended at +1s, etcd deleted its key sema/x/2/a at +4s (bound 2s, no fault", 100 * time.Millisecond, 3 * time.Second, "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSynth(nemPhase{Name: "x", Max: 1, TTL: 3 * time.Second, KillAfter: time.Second})
+			s.child(0, 100, 1000, 90, tc.gone, "done")
+			s.child(1, tc.start, tc.start+500, 95, tc.start+510, "done")
+			if tc.fault {
+				s.fault(fCut, 1, "", 500, 1510)
+			}
+			v := judge(s.h, false)
+			got := strings.Join(v.Violations, "\n")
+			if tc.violation == "" && got != "" || tc.violation != "" && (!strings.Contains(got, tc.violation) || !strings.Contains(got, "> ")) {
+				t.Errorf("violations\n%s\nwant %q with its time line", got, tc.violation)
+			}
+			if v.WorstHandoff[tc.kind] != tc.worstHandoff || v.WorstRelease["none"] != tc.worstRel && v.WorstRelease[tc.kind] != tc.worstRel {
+				t.Errorf("worst hand-off %v, release %v; want %s %v and %v", v.WorstHandoff, v.WorstRelease, tc.kind, tc.worstHandoff, tc.worstRel)
+			}
+		})
 	}
 }

@@ -30,12 +30,11 @@ const (
 	fKillConch    = "kill-conch"
 	fKillEtcd     = "kill-etcd"  // a member SIGKILLed (leader or follower), started again on its data
 	fStallEtcd    = "stall-etcd" // a member SIGSTOPped for less than the TTL (leader or follower)
+	fWipeEtcd     = "wipe-etcd"  // a member SIGKILLed, its data directory deleted, then removed and added again (leader or follower)
 )
 
-// faultKinds is the default set: every kind the current code is held to. A wipe of a member's
-// data is not among them: it needs conch to fence when etcd loses its state (a lease "not
-// found" before its deadline, a cluster ID that changed), which is not built yet.
-var faultKinds = []string{fPower, fCut, fOneWay, fPair, fFreeze, fStopHolder, fStopWaiter, fStopGuardian, fKillConch, fKillEtcd, fStallEtcd}
+// faultKinds is the default set: every kind the current code is held to.
+var faultKinds = []string{fPower, fCut, fOneWay, fPair, fFreeze, fStopHolder, fStopWaiter, fStopGuardian, fKillConch, fKillEtcd, fStallEtcd, fWipeEtcd}
 
 // faultEv is one fault as applied.
 type faultEv struct {
@@ -63,6 +62,7 @@ type nemesis struct {
 	busy    map[int]bool // nodes under a node fault
 	down    map[int]bool // nodes powered off, or not yet booted again with their member
 	pids    map[int]bool // conchs under a process fault
+	wiping  bool         // a member is wiped and not yet replaced: a second wipe would take the quorum its replacement needs
 	log     []faultEv
 	skipped map[string]int // drawn, but no target was free
 	wg      sync.WaitGroup
@@ -120,7 +120,7 @@ func (nm *nemesis) draw() plan {
 		p.holdFor = between(500*time.Millisecond, 2*nm.ttl)
 	case fStopGuardian:
 		p.holdFor = between(300*time.Millisecond, 3*time.Second)
-	case fKillEtcd:
+	case fKillEtcd, fWipeEtcd:
 		p.holdFor = between(500*time.Millisecond, 4*time.Second)
 	case fStallEtcd:
 		p.holdFor = between(300*time.Millisecond, nm.ttl*8/10) // shorter than the TTL
@@ -151,6 +151,23 @@ func (nm *nemesis) setDown(i int, down bool) {
 	nm.mu.Lock()
 	defer nm.mu.Unlock()
 	nm.down[i] = down
+}
+
+// reserveWipe takes the one wipe allowed at a time; false when a member is being replaced.
+func (nm *nemesis) reserveWipe() bool {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	if nm.wiping {
+		return false
+	}
+	nm.wiping = true
+	return true
+}
+
+func (nm *nemesis) freeWipe() {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	nm.wiping = false
 }
 
 func (nm *nemesis) freeNode(i int) {
@@ -228,7 +245,7 @@ func bounded() (context.Context, context.CancelFunc) {
 func (nm *nemesis) nodeFault(ctx context.Context, p plan) {
 	c := nm.c
 	i, leaderNote := p.node, ""
-	if p.kind == fKillEtcd || p.kind == fStallEtcd {
+	if p.kind == fKillEtcd || p.kind == fStallEtcd || p.kind == fWipeEtcd {
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		l, err := c.etcd.Leader(lctx)
 		cancel()
@@ -242,6 +259,10 @@ func (nm *nemesis) nodeFault(ctx context.Context, p plan) {
 		}
 	}
 	ok := nm.reserveNode(i)
+	if ok && p.kind == fWipeEtcd && !nm.reserveWipe() {
+		nm.freeNode(i)
+		ok = false
+	}
 	if ok && p.kind == fPair && !nm.reserveNode(p.peer) {
 		nm.freeNode(i)
 		ok = false
@@ -251,6 +272,9 @@ func (nm *nemesis) nodeFault(ctx context.Context, p plan) {
 		return
 	}
 	defer nm.freeNode(i)
+	if p.kind == fWipeEtcd {
+		defer nm.freeWipe()
+	}
 	if p.kind == fPair {
 		defer nm.freeNode(p.peer)
 	}
@@ -291,6 +315,12 @@ func (nm *nemesis) nodeFault(ctx context.Context, p plan) {
 		f.Detail = fmt.Sprintf("%s of %s", leaderNote, n.Name())
 		apply = func() error { return c.etcd.KillMember(octx, i) }
 		heal = func() error { return c.etcd.StartMember(octx, i) }
+	case fWipeEtcd:
+		// The member's disk lost for good, and the member replaced as etcd's runtime
+		// reconfiguration guide says: the cluster keeps its ID and revisions.
+		f.Detail = fmt.Sprintf("%s of %s", leaderNote, n.Name())
+		apply = func() error { return c.etcd.WipeMember(octx, i) }
+		heal = func() error { return c.etcd.RejoinMember(octx, i) }
 	case fStallEtcd:
 		f.Detail = fmt.Sprintf("%s of %s", leaderNote, n.Name())
 		apply, heal = func() error { return c.etcd.StopMember(octx, i) }, func() error { return c.etcd.ContMember(octx, i) }
