@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/conch-project/conch/internal/etcderr"
 )
 
 // grantTry bounds one try of a waiter's lease grant. A grant that went to a member that
@@ -20,13 +22,13 @@ const grantTry = 2 * time.Second
 // grantTried grants the semaphore's lease (grantLease) in tries of at most grantTry each
 // while ctx lives. A try that timed out may have committed: its lease, which nobody keeps
 // alive and no key names, expires after the TTL. It returns the lease, or the last try's
-// error: a refusal at once (Refused), else when ctx ends.
+// error: a refusal at once (etcderr.Refused), else when ctx ends.
 func (s *Semaphore) grantTried(ctx context.Context) (*lease, error) {
 	for {
 		tctx, cancel := context.WithTimeout(ctx, grantTry)
 		l, err := grantLease(tctx, s.c, s.opts.TTL)
 		cancel()
-		if err == nil || Refused(err) || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || etcderr.Refused(err) || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return l, err
 		}
 	}
