@@ -73,3 +73,41 @@ func TestPauseOtherCapacityRefused(t *testing.T) {
 	e.open("a")
 	a.wait(t)
 }
+
+// D17 for the keys that outlive a run: with no job queued, a pause or a period marker under
+// one capacity is what makes it the live one, so --pause, --resume and --reset-period with
+// another --max are refused (64) naming it, and change nothing. Before, --resume --max 3 of
+// a --max 2 freeze said "not paused" and exited 0 while the freeze stayed, and
+// --reset-period --max 2 said "the period is open" while max=1's marker stayed.
+func TestPauseAndMarkerElsewhereRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if r := e.run("sema", "frz", "--max", "2", "--pause", "--reason", "window"); r.status != 0 {
+		t.Fatalf("--pause: %v", r)
+	}
+	for _, flag := range []string{"--pause", "--resume"} {
+		r := e.run("sema", "frz", "--max", "3", flag)
+		if r.status != 64 || !strings.Contains(r.stderr, "frz is paused with max=2, not max=3") {
+			t.Errorf("%s --max 3 beside a --max 2 pause: %v, want 64 naming max=2", flag, r)
+		}
+	}
+	if e.keys(sema.PauseKey("frz", 2)) != 1 || e.keys(sema.PauseKey("frz", 3)) != 0 {
+		t.Fatalf("the refused commands changed the pause keys")
+	}
+	if r := e.run("sema", "frz", "--max", "2", "--resume"); r.status != 0 || !strings.Contains(r.stderr, "resumed") {
+		t.Fatalf("--resume of the paused capacity: %v", r)
+	}
+	if r := e.run("sema", "ha", "--max", "1", "--once-per", "10m", "--", "true"); r.status != 0 {
+		t.Fatalf("--once-per run: %v", r)
+	}
+	r := e.run("sema", "ha", "--max", "2", "--reset-period")
+	if r.status != 64 || !strings.Contains(r.stderr, "ha has its period marker with max=1, not max=2") {
+		t.Errorf("--reset-period --max 2 beside a max=1 marker: %v, want 64 naming max=1", r)
+	}
+	if e.keys(sema.OnceKey("ha", 1)) != 1 {
+		t.Fatalf("the refused --reset-period deleted the marker")
+	}
+	if r := e.run("sema", "ha", "--max", "1", "--reset-period"); r.status != 0 || !strings.Contains(r.stderr, "period open again") {
+		t.Errorf("--reset-period of the marker's capacity: %v", r)
+	}
+}

@@ -13,7 +13,8 @@ import (
 
 // pause is --pause (D16): it writes the semaphore's pause key, unless one is
 // there, and says which. Exit 0 either way; 69 when etcd does not answer,
-// 64 when it refuses (D3).
+// 64 when it refuses (D3), or when the name is paused under another capacity
+// or live with one (D17).
 func (c *semaCmd) pause(j job) error {
 	return c.withClient(j, "--pause", func(ctx context.Context, cl *clientv3.Client) error {
 		set := fleet.SetPause
@@ -22,6 +23,9 @@ func (c *semaCmd) pause(j job) error {
 			if err := c.checkCapacity(ctx, cl, j, "--pause"); err != nil { // the warning
 				return err
 			}
+		}
+		if err := c.otherPause(ctx, cl, j, "--pause refused", "--who to see that pause"); err != nil { // D17
+			return err
 		}
 		hint := nameHint(ctx, cl, j.name) // before the pause makes the name live
 		p, wrote, err := set(ctx, cl, j.name, j.max, whoAmI(j), c.Reason)
@@ -39,7 +43,8 @@ func (c *semaCmd) pause(j job) error {
 }
 
 // resume is --resume (D16): it deletes the pause key, if any, and says
-// which. Exit 0 either way; 69 or 64 as pause.
+// which. Exit 0 either way; 69 or 64 as pause (a pause only under another
+// capacity is 64, D17: a resume that resumes nothing must not say all is well).
 func (c *semaCmd) resume(j job) error {
 	return c.withClient(j, "--resume", func(ctx context.Context, cl *clientv3.Client) error {
 		if err := c.checkCapacity(ctx, cl, j, "--resume refused"); err != nil { // D17
@@ -50,6 +55,9 @@ func (c *semaCmd) resume(j job) error {
 		case err == nil && had:
 			c.rep.line("", false, "resumed: waiters start again (it was %s)", who.PauseText(p))
 		case err == nil:
+			if err := c.otherPause(ctx, cl, j, "--resume refused", "--resume"); err != nil { // D17: the pause is elsewhere
+				return err
+			}
 			c.rep.line("", false, "not paused: nothing to resume%s", hintNote(ctx, cl, j.name))
 		}
 		return err
