@@ -233,9 +233,7 @@ func TestGuardianFencesOnItsOwn(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	dl := NewDeadline()
-	now := time.Now()
-	deadline := now.Add(4 * time.Second) // SIGKILL due 3 s from now: 1 s to spare under load
-	dl.Set(now.Add(300*time.Millisecond), deadline)
+	dl.Set(time.Now().Add(time.Hour), time.Now().Add(time.Hour)) // far off until the command runs: a slow start is no fence
 	ch := startRunSh(t.Context(), t, `trap "" TERM; echo $$ > "$DIR/pid.tmp"; mv "$DIR/pid.tmp" "$DIR/pid"; exec sleep 1000`,
 		func(s *Spec) {
 			s.Env = append(s.Env, "DIR="+dir)
@@ -243,6 +241,9 @@ func TestGuardianFencesOnItsOwn(t *testing.T) {
 			s.Deadline = dl
 		})
 	child := snapshotProc(t, waitPIDFile(t, filepath.Join(dir, "pid")))
+	now := time.Now()
+	deadline := now.Add(4 * time.Second) // SIGKILL due 3 s from now: 1 s to spare under load
+	dl.Set(now.Add(300*time.Millisecond), deadline) // then the caller stops renewing
 	for alive(child) && time.Since(now) < generousTimeout {
 		time.Sleep(pollInterval)
 	}
