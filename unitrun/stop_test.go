@@ -242,7 +242,7 @@ func TestGuardianFencesOnItsOwn(t *testing.T) {
 		})
 	child := snapshotProc(t, waitPIDFile(t, filepath.Join(dir, "pid")))
 	now := time.Now()
-	deadline := now.Add(4 * time.Second) // SIGKILL due 3 s from now: 1 s to spare under load
+	deadline := now.Add(4 * time.Second)            // SIGKILL due 3 s from now: 1 s to spare under load
 	dl.Set(now.Add(300*time.Millisecond), deadline) // then the caller stops renewing
 	for alive(child) && time.Since(now) < generousTimeout {
 		time.Sleep(pollInterval)
