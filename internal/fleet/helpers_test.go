@@ -3,59 +3,22 @@ package fleet
 import (
 	"context"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema"
 )
 
-// testTimeout bounds every wait of these tests: a loaded CI machine can be slow.
-const testTimeout = 60 * time.Second
+// The recipe's test helpers, shared with the other layers' tests (sematest).
+const testTimeout = sematest.Timeout
 
-func startEtcd(t *testing.T) (*etcdtest.Server, *clientv3.Client) {
-	t.Helper()
-	srv := etcdtest.Start(t)
-	return srv, srv.Client(t)
-}
-
-// newSem is sema.New with the tests' short TTL and generous connect timeout.
-func newSem(t *testing.T, c *clientv3.Client, name string, max int, opts sema.Options) *sema.Semaphore {
-	t.Helper()
-	if opts.TTL == 0 {
-		opts.TTL = 5 * time.Second
-	}
-	if opts.ConnectTimeout == 0 {
-		opts.ConnectTimeout = testTimeout
-	}
-	if opts.FenceMargin == 0 {
-		opts.FenceMargin = time.Second
-	}
-	s, err := sema.New(c, name, max, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func mustAcquire(t *testing.T, s *sema.Semaphore) *sema.Holder {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	h, err := s.Acquire(ctx)
-	if err != nil {
-		t.Fatalf("acquire: %v", err)
-	}
-	return h
-}
-
-func release(t *testing.T, h *sema.Holder) {
-	t.Helper()
-	if err := h.Release(t.Context()); err != nil {
-		t.Fatalf("release: %v", err)
-	}
-}
+var (
+	startEtcd   = sematest.StartEtcd
+	newSem      = sematest.NewSem
+	mustAcquire = sematest.MustAcquire
+	release     = sematest.Release
+)
 
 // heldKV reads key: its value decoded, create revision and lease; ok false when it is gone.
 func heldKV(t *testing.T, c *clientv3.Client, key string) (r sema.ReadRecord, rev, lease int64, ok bool) {
