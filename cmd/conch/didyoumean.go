@@ -34,7 +34,7 @@ func unknownFlagHint(p *flags.Parser, ferr *flags.Error, before []string) (strin
 	}
 	best, dist := "", 3
 	for _, long := range longFlags(p) {
-		if d := editDistance(word, long); d < dist {
+		if d := typoDistance(word, long); d < dist {
 			best, dist = long, d
 		}
 	}
@@ -72,25 +72,4 @@ func longFlags(p *flags.Parser) []string {
 		walk(c.Group)
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

@@ -34,9 +34,9 @@ func nearNames(name string, live []string) []string {
 	return near
 }
 
-// typoDistance is the optimal string alignment distance of a and b (bytes): editDistance's,
+// typoDistance is the optimal string alignment distance of a and b (bytes): Levenshtein's,
 // with two neighbouring bytes swapped counted as one edit ("wroker" is one typo from
-// "worker", two edits by editDistance).
+// "worker", not two). Flag hints and name hints both use it.
 func typoDistance(a, b string) int {
 	d := make([][]int, len(a)+1)
 	for i := range d {
