@@ -87,7 +87,7 @@ func TestPauseAndMarkerElsewhereRefused(t *testing.T) {
 	}
 	for _, flag := range []string{"--pause", "--resume"} {
 		r := e.run("sema", "frz", "--max", "3", flag)
-		if r.status != 64 || !strings.Contains(r.stderr, "frz is paused with max=2, not max=3") {
+		if r.status != 64 || !strings.Contains(r.stderr, "frz has its pause with max=2, not max=3") {
 			t.Errorf("%s --max 3 beside a --max 2 pause: %v, want 64 naming max=2", flag, r)
 		}
 	}

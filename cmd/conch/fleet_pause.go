@@ -24,7 +24,7 @@ func (c *semaCmd) pause(j job) error {
 				return err
 			}
 		}
-		if err := c.otherPause(ctx, cl, j, "--pause refused", "--who to see that pause"); err != nil { // D17
+		if err := c.elsewhere(ctx, cl, j, sema.PauseRoot, "its pause", "--pause refused", "--who to see that pause"); err != nil { // D17
 			return err
 		}
 		hint := nameHint(ctx, cl, j.name) // before the pause makes the name live
@@ -55,7 +55,7 @@ func (c *semaCmd) resume(j job) error {
 		case err == nil && had:
 			c.rep.line("", false, "resumed: waiters start again (it was %s)", who.PauseText(p))
 		case err == nil:
-			if err := c.otherPause(ctx, cl, j, "--resume refused", "--resume"); err != nil { // D17: the pause is elsewhere
+			if err := c.elsewhere(ctx, cl, j, sema.PauseRoot, "its pause", "--resume refused", "--resume"); err != nil { // D17: the pause is elsewhere
 				return err
 			}
 			c.rep.line("", false, "not paused: nothing to resume%s", hintNote(ctx, cl, j.name))

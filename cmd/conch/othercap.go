@@ -29,33 +29,19 @@ func keyCapacities(ctx context.Context, cl *clientv3.Client, root, name string, 
 	return caps, nil
 }
 
-// otherPause is D17 for the pause key: when j's name is paused under another capacity than
-// j.max (and --change-max was not given), a usage error naming that capacity and what to run
-// instead (fix, after "conch sema NAME --max N"); else nil. what is the refused operation
-// ("--resume refused"). A read that
-// fails says nothing (nil): the operation's own request reports etcd's trouble.
-func (c *semaCmd) otherPause(ctx context.Context, cl *clientv3.Client, j job, what, fix string) error {
+// elsewhere is D17 for the keys that outlive a run (a pause, a period marker), which live
+// under root (sema.PauseRoot, sema.OnceRoot): when j's name has such a key under another
+// capacity than j.max (and --change-max was not given), a usage error "what: NAME has KEY with
+// max=M, not max=N; nothing was changed. Use conch sema NAME --max M fix"; else nil. A read
+// that fails says nothing (nil): the command's own request reports etcd's trouble.
+func (c *semaCmd) elsewhere(ctx context.Context, cl *clientv3.Client, j job, root, key, what, fix string) error {
 	if j.changeMax {
 		return nil
 	}
-	caps, err := keyCapacities(ctx, cl, sema.PauseRoot, j.name, j.max)
+	caps, err := keyCapacities(ctx, cl, root, j.name, j.max)
 	if err != nil || len(caps) == 0 {
 		return nil
 	}
-	return endf(errUsage, "", "%s: %s is paused with %s, not max=%d, and a different --max is a separate semaphore; nothing was changed. "+
-		"Use conch sema %s --max %d %s, or add --change-max to act on max=%d deliberately",
-		what, j.name, sema.CapacityList(caps), j.max, j.name, caps[len(caps)-1], fix, j.max)
-}
-
-// otherMarker is otherPause for the period marker of --once-per (D15, D17).
-func (c *semaCmd) otherMarker(ctx context.Context, cl *clientv3.Client, j job) error {
-	if j.changeMax {
-		return nil
-	}
-	caps, err := keyCapacities(ctx, cl, sema.OnceRoot, j.name, j.max)
-	if err != nil || len(caps) == 0 {
-		return nil
-	}
-	return endf(errUsage, "", "--reset-period refused: %s has its period marker with %s, not max=%d; nothing was deleted. Use conch sema %s --max %d --reset-period",
-		j.name, sema.CapacityList(caps), j.max, j.name, caps[len(caps)-1])
+	return endf(errUsage, "", "%s: %s has %s with %s, not max=%d, and a different --max is a separate semaphore; nothing was changed. Use conch sema %s --max %d %s",
+		what, j.name, key, sema.CapacityList(caps), j.max, j.name, caps[len(caps)-1], fix)
 }
