@@ -37,5 +37,10 @@ func TestLiveNames(t *testing.T) {
 		if got, err := NameInUse(t.Context(), c, name); err != nil || got != in {
 			t.Errorf("NameInUse(%q) = %v, %v; want %v", name, got, err, in)
 		}
+		// the hint's one read: the same answer, and the live names when not in use
+		used, live, err := NameSurvey(t.Context(), c, name)
+		if err != nil || used != in || !in && !slices.Equal(live, want) || in && live != nil {
+			t.Errorf("NameSurvey(%q) = %v, %d names, %v; want %v and, when not in use, the %d live names", name, used, len(live), err, in, len(want))
+		}
 	}
 }

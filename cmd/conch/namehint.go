@@ -62,16 +62,14 @@ func typoDistance(a, b string) int {
 }
 
 // nameHint returns "did you mean X?" (or "X or Y") when name has no key and no pause while
-// a live name is within one edit of it (sema.NameInUse, sema.LiveNames, nearNames), else "".
+// a live name is within one edit of it (sema.NameSurvey: one request while the names fit a
+// page, nearNames), else "".
 // Its reads are bounded by ctx and nameHintTimeout; a failed read gives "" (no hint).
 func nameHint(ctx context.Context, cl *clientv3.Client, name string) string {
 	ctx, cancel := context.WithTimeout(ctx, nameHintTimeout)
 	defer cancel()
-	if inUse, err := sema.NameInUse(ctx, cl, name); err != nil || inUse {
-		return ""
-	}
-	live, err := sema.LiveNames(ctx, cl)
-	if err != nil {
+	inUse, live, err := sema.NameSurvey(ctx, cl, name)
+	if err != nil || inUse {
 		return ""
 	}
 	near := nearNames(name, live)
