@@ -3,6 +3,7 @@ package sema
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,13 +31,27 @@ func TestWaitBoundWhileEtcdHangs(t *testing.T) {
 	holder := newSem(t, c, "hang", 1, Options{})
 	h := mustAcquire(t, holder)
 	defer release(t, h)
-	w := newSem(t, pc, "hang", 1, Options{ConnectTimeout: 5 * time.Second})
+	// The freeze must come once the waiter has its enqueue's answer: a freeze between the
+	// Txn's commit (its key visible) and the answer is etcd hanging at start, which gets
+	// ConnectTimeout whatever the wait says (D3), not the wait's bound tested here.
+	enqueued := make(chan struct{})
+	var once sync.Once
+	w := newSem(t, pc, "hang", 1, Options{ConnectTimeout: 5 * time.Second, OnEvent: func(e Event) {
+		if e.Kind == Enqueued {
+			once.Do(func() { close(enqueued) })
+		}
+	}})
 	const wait = 3 * time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), wait)
 	defer cancel()
 	start := time.Now()
 	ch := acquireAsync(ctx, w)
 	waitQueued(t, c, holder, 2)
+	select {
+	case <-enqueued:
+	case <-time.After(testTimeout):
+		t.Fatal("the waiter never had its enqueue's answer")
+	}
 	f.Freeze()
 	var r acquired
 	select {
