@@ -20,9 +20,10 @@ const (
 )
 
 // LiveNames returns the names of the semaphores that have keys under KeyRoot (holders,
-// waiters, slots kept after a run, under any capacity) or a pause under PauseRoot, sorted and
+// waiters, slots kept after a run, under any capacity), a pause under PauseRoot or a period
+// marker under OnceRoot, sorted and
 // each once. Keys whose first segment is no valid name (foreign keys) are skipped. It reads
-// keys only: the first page of both roots in one Txn, then at most namesReads-1 more bounded
+// keys only: the first page of each root in one Txn, then at most namesReads-1 more bounded
 // reads per root that has more (see the constants), each under ctx. Errors wrap ErrRefused
 // when etcd rejects a read, else ErrUnavailable.
 func LiveNames(ctx context.Context, c *clientv3.Client) ([]string, error) {
@@ -34,7 +35,7 @@ func LiveNames(ctx context.Context, c *clientv3.Client) ([]string, error) {
 // each root's names fit one page: a mistyped name costs one request to tell (the hint beside
 // a run). With name "" it is LiveNames alone. live is nil when inUse. Errors as LiveNames'.
 func NameSurvey(ctx context.Context, c *clientv3.Client, name string) (inUse bool, live []string, err error) {
-	roots := []string{KeyRoot, PauseRoot}
+	roots := []string{KeyRoot, PauseRoot, OnceRoot}
 	var ops []clientv3.Op
 	for _, root := range roots {
 		ops = append(ops, namesPageOp(root, root))
@@ -99,11 +100,12 @@ func inUseOps(name string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(NamePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		clientv3.OpGet(PauseRoot+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(OnceRoot+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
 	}
 }
 
 // NameInUse reports whether name has any key under its prefix (NamePrefix, any capacity) or
-// a pause (PauseRoot), in one Txn of two count-only reads under ctx. Errors wrap ErrRefused
+// a pause (PauseRoot) or a period marker (OnceRoot), in one Txn of count-only reads under ctx. Errors wrap ErrRefused
 // when etcd rejects the read, else ErrUnavailable.
 func NameInUse(ctx context.Context, c *clientv3.Client, name string) (bool, error) {
 	resp, err := c.Txn(ctx).Then(inUseOps(name)...).Commit()

@@ -28,12 +28,14 @@ func TestLiveNames(t *testing.T) {
 	put(KeyRoot + "bad name/1/x")   // no valid name: skipped
 	put(PauseKey("paused-only", 2)) // a pause alone makes a name live
 	want = append(want, "paused-only")
+	put(OnceKey("once-only", 1)) // so does a period marker (a --once-per job between runs)
+	want = append(want, "once-only")
 	slices.Sort(want)
 	got, err := LiveNames(t.Context(), c)
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("LiveNames = %v, %v; want %d names %v...", len(got), err, len(want), want[:3])
 	}
-	for name, in := range map[string]bool{"n005": true, "paused-only": true, "n00": false, "nope": false} {
+	for name, in := range map[string]bool{"n005": true, "paused-only": true, "once-only": true, "n00": false, "nope": false} {
 		if got, err := NameInUse(t.Context(), c, name); err != nil || got != in {
 			t.Errorf("NameInUse(%q) = %v, %v; want %v", name, got, err, in)
 		}

@@ -61,7 +61,7 @@ func typoDistance(a, b string) int {
 	return d[len(a)][len(b)]
 }
 
-// nameHint returns "did you mean X?" (or "X or Y") when name has no key and no pause while
+// nameHint returns "did you mean X?" (or "X or Y") when name has no key, pause or marker while
 // a live name is within one edit of it (sema.NameSurvey: one request while the names fit a
 // page, nearNames), else "".
 // Its reads are bounded by ctx and nameHintTimeout; a failed read gives "" (no hint).
