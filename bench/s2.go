@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/bench/internal/benchkit"
+	"github.com/conch-project/conch/sema/schema"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // variant2 is one tool of scenario 2.
@@ -57,7 +56,7 @@ func (h *harness) scenario2() (*section, error) {
 	for _, v := range vs {
 		v.stamps = filepath.Join(h.work, "s2-"+v.name+".stamps")
 		if v.conch {
-			v.prefix = sema.Prefix(v.name, v.max)
+			v.prefix = schema.Prefix(v.name, v.max)
 		} else {
 			v.prefix = v.name + "/"
 		}

@@ -11,11 +11,10 @@ import (
 
 	"github.com/conch-project/conch/bench/internal/benchkit"
 	"github.com/conch-project/conch/internal/metrics"
+	"github.com/conch-project/conch/sema/schema"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // result3 is the cost of one queue of scenario 3.
@@ -228,7 +227,7 @@ func (h *harness) queue3(conch bool, max, w int, ka keepAlive) (*result3, error)
 	name := fmt.Sprintf("%s%02d-%04d", r.tool[:1], max, w)
 	prefix := name + "/"
 	if conch {
-		prefix = sema.Prefix(name, max)
+		prefix = schema.Prefix(name, max)
 	}
 	stamps := filepath.Join(h.work, "s3-"+name+".stamps")
 	own := map[string]float64{}

@@ -26,6 +26,7 @@ import (
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/metrics"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -171,7 +172,7 @@ func benchDrain(b *testing.B, max int, m benchMode) {
 	const jobs = 40
 	srv := etcdtest.Start(b)
 	cli := srv.Client(b)
-	prefix := sema.Prefix("bench-drain", max)
+	prefix := schema.Prefix("bench-drain", max)
 	c := startCounting(b, srv)
 	var samples, slow, watchers float64
 	b.ResetTimer()
@@ -292,7 +293,7 @@ func BenchmarkEnqueueDeepQueue(b *testing.B) {
 		wg.Wait()
 		_ = holder.Release(context.Background())
 	})
-	waitKeys(b, holderCli, sema.Prefix("bench-deep", 1), queued+1)
+	waitKeys(b, holderCli, schema.Prefix("bench-deep", 1), queued+1)
 	probe := benchSem(b, srv.Client(b), "bench-deep", 1, sema.Options{Nonblock: true})
 	c := startCounting(b, srv)
 	b.ResetTimer()
@@ -404,7 +405,7 @@ func BenchmarkBurstRefill(b *testing.B) {
 	const max = 10
 	srv := etcdtest.Start(b)
 	cli := srv.Client(b)
-	prefix := sema.Prefix("bench-burst", max)
+	prefix := schema.Prefix("bench-burst", max)
 	var first, last time.Duration
 	for range b.N {
 		var blockers []*sema.Holder

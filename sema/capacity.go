@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcderr"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // ErrOtherCapacity: keys of the same name live under another capacity, and
@@ -65,10 +66,10 @@ const maxCapacityReads = 64
 // outside the name's prefix and are not counted. Errors wrap ErrBadName,
 // ErrRefused when etcd rejects a read, else ErrUnavailable.
 func LiveCapacities(ctx context.Context, c *clientv3.Client, name string) ([]int, int64, error) {
-	if err := ValidateName(name); err != nil {
+	if err := schema.ValidateName(name); err != nil {
 		return nil, 0, err
 	}
-	from, end := NamePrefix(name), clientv3.GetPrefixRangeEnd(NamePrefix(name))
+	from, end := schema.NamePrefix(name), clientv3.GetPrefixRangeEnd(schema.NamePrefix(name))
 	var caps []int
 	var rev int64
 	for range maxCapacityReads {
@@ -79,7 +80,7 @@ func LiveCapacities(ctx context.Context, c *clientv3.Client, name string) ([]int
 		}
 		resp, err := c.Get(ctx, from, opts...)
 		if err != nil {
-			return nil, 0, etcdFailure("cannot list "+NamePrefix(name), err)
+			return nil, 0, etcdFailure("cannot list "+schema.NamePrefix(name), err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
@@ -88,13 +89,13 @@ func LiveCapacities(ctx context.Context, c *clientv3.Client, name string) ([]int
 			break
 		}
 		key := string(resp.Kvs[0].Key)
-		info := ParseKey(name, key)
-		if !ConchWrote(info.Kind, resp.Kvs[0].Lease) { // D6g: not conch's, no capacity's key; step past it
+		info := schema.ParseKey(name, key)
+		if !schema.ConchWrote(info.Kind, resp.Kvs[0].Lease) { // D6g: not conch's, no capacity's key; step past it
 			from = key + "\x00"
 			continue
 		}
 		caps = append(caps, info.Max)
-		from = clientv3.GetPrefixRangeEnd(Prefix(name, info.Max))
+		from = clientv3.GetPrefixRangeEnd(schema.Prefix(name, info.Max))
 	}
 	slices.Sort(caps)
 	return caps, rev, nil
@@ -129,7 +130,7 @@ func otherThan(caps []int, max int) []int {
 // = 0 holds). (The enqueue does not use them: they cost each enqueue a range read on the
 // server; it reads the count under the name at its own revision instead, writeKey.)
 func OtherCapacityCmps(name string, max int) []clientv3.Cmp {
-	np, p := NamePrefix(name), Prefix(name, max)
+	np, p := schema.NamePrefix(name), schema.Prefix(name, max)
 	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(np), "=", 0).WithRange(p),
 		clientv3.Compare(clientv3.CreateRevision(clientv3.GetPrefixRangeEnd(p)), "=", 0).WithRange(clientv3.GetPrefixRangeEnd(np)),

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -74,9 +75,9 @@ func TestCapacityForeignKeyNotRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, lease := range map[string]clientv3.LeaseID{
-		NamePrefix("fk") + "01/x":                  0,
-		NamePrefix("fk") + "4/" + FormatLeaseID(1): 0,    // by hand, in a queue
-		NamePrefix("fk") + "5/" + FormatLeaseID(1): g.ID, // a leftover key of max=5
+		schema.NamePrefix("fk") + "01/x":                         0,
+		schema.NamePrefix("fk") + "4/" + schema.FormatLeaseID(1): 0,    // by hand, in a queue
+		schema.NamePrefix("fk") + "5/" + schema.FormatLeaseID(1): g.ID, // a leftover key of max=5
 	} {
 		if _, err := c.Put(t.Context(), key, "x", clientv3.WithLease(lease)); err != nil {
 			t.Fatal(err)
@@ -86,7 +87,7 @@ func TestCapacityForeignKeyNotRefused(t *testing.T) {
 	if err != nil || !slices.Equal(caps, []int{5}) {
 		t.Fatalf("LiveCapacities = %v, %v; want [5]", caps, err)
 	}
-	if _, err := c.Delete(t.Context(), NamePrefix("fk")+"5/", clientv3.WithPrefix()); err != nil {
+	if _, err := c.Delete(t.Context(), schema.NamePrefix("fk")+"5/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -58,7 +59,7 @@ func (l *lease) notFoundCause() error {
 	holding, left := l.margin > 0, time.Until(l.confirmed.Add(l.ttl))
 	l.mu.Unlock()
 	if holding && left > 0 {
-		return l.stateLost(fmt.Sprintf("it no longer knows lease %s, %v before its deadline (restarted on an empty data directory, restored from an older snapshot, or the lease was revoked by hand)", FormatLeaseID(int64(l.id)), left.Round(time.Millisecond)))
+		return l.stateLost(fmt.Sprintf("it no longer knows lease %s, %v before its deadline (restarted on an empty data directory, restored from an older snapshot, or the lease was revoked by hand)", schema.FormatLeaseID(int64(l.id)), left.Round(time.Millisecond)))
 	}
 	return l.lateCause(ErrLeaseLost)
 }
@@ -81,7 +82,3 @@ func (l *lease) clusterID() uint64 {
 // D18), 0 if etcd did not say: with Rev it names the fencing token's epoch, since a store
 // rebuilt with a new cluster token counts its revisions from 1 again.
 func (h *Holder) ClusterID() uint64 { return h.l.clusterID() }
-
-// FormatClusterID spells a cluster ID as CONCH_CLUSTER_ID carries it: 16 lower-case hex
-// digits, as etcdctl prints member and cluster IDs.
-func FormatClusterID(id uint64) string { return fmt.Sprintf("%016x", id) }

@@ -10,14 +10,6 @@ import (
 // Errors returned by this package, wrapped with the semaphore or key they
 // concern. Test them with errors.Is.
 var (
-	// ErrBadName: the name does not match [A-Za-z0-9][A-Za-z0-9._-]{0,127} (D4).
-	ErrBadName = errors.New("invalid semaphore name")
-	// ErrBadMax: the capacity is not an integer in 1..10000 (D4).
-	ErrBadMax = errors.New("invalid capacity")
-	// ErrBadNode: the node name of a Spread key is not valid (D11: D4's
-	// name rule, and not 16 lower-case hex digits, which a lease key's
-	// suffix is).
-	ErrBadNode = errors.New("invalid node name")
 	// errNodeHasKey: with Spread, this node already has a key under the
 	// semaphore (held or waiting); returned wrapped together with ErrNoSlot
 	// when Nonblock finds it so (D11: "no slot free" for this process).

@@ -5,6 +5,7 @@ package sema
 import (
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -47,7 +48,7 @@ type Event struct {
 	NodeBusy        bool // Waiting: see EventKind Waiting (D11)
 	// Paused: Waiting while the semaphore is paused (D16), with the pause;
 	// a key of rank < max waits for the pause to go, in its place.
-	Paused *Pause
+	Paused *schema.Pause
 	// Unreachable: Waiting while etcd has not answered our lease's keep-alives for a second
 	// or more (no connection, or a member that does not answer); the place is kept while
 	// etcd keeps the lease. A Waiting event with it false follows when etcd answers again.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,7 +23,7 @@ func TestHeldRewriteFindsKeyGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := LeaseKey(s.prefix, l.id)
+	key := schema.LeaseKey(s.prefix, l.id)
 	put, err := c.Put(t.Context(), key, `{"v":1}`, clientv3.WithLease(l.id))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 const testTimeout = 60 * time.Second
@@ -86,30 +87,30 @@ func release(t *testing.T, h *Holder) {
 // setPause writes the pause key of (name, max) as an operator's pause does (D16; the layer
 // above, internal/fleet, does it for the CLI), unless one is there: the pause in force and
 // whether this call wrote it.
-func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string) (Pause, bool, error) {
-	key := PauseKey(name, max)
-	p := Pause{Name: name, Max: max, Key: key, V: PauseVersion, Who: who, Since: time.Now().UTC().Truncate(time.Second), Reason: reason}
+func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string) (schema.Pause, bool, error) {
+	key := schema.PauseKey(name, max)
+	p := schema.Pause{Name: name, Max: max, Key: key, V: schema.PauseVersion, Who: who, Since: time.Now().UTC().Truncate(time.Second), Reason: reason}
 	b, err := json.Marshal(p)
 	if err != nil {
-		return Pause{}, false, err
+		return schema.Pause{}, false, err
 	}
 	resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key)).Commit()
 	switch {
 	case err != nil:
-		return Pause{}, false, err
+		return schema.Pause{}, false, err
 	case resp.Succeeded:
 		p.Rev = resp.Header.Revision
 		return p, true, nil
 	}
-	return DecodePause(resp.Responses[0].GetResponseRange().Kvs[0]), false, nil
+	return schema.DecodePause(resp.Responses[0].GetResponseRange().Kvs[0]), false, nil
 }
 
 // resume deletes the pause key of (name, max): the pause deleted and whether there was one.
-func resume(ctx context.Context, c *clientv3.Client, name string, max int) (Pause, bool, error) {
-	resp, err := c.Delete(ctx, PauseKey(name, max), clientv3.WithPrevKV())
+func resume(ctx context.Context, c *clientv3.Client, name string, max int) (schema.Pause, bool, error) {
+	resp, err := c.Delete(ctx, schema.PauseKey(name, max), clientv3.WithPrevKV())
 	if err != nil || len(resp.PrevKvs) == 0 {
-		return Pause{}, false, err
+		return schema.Pause{}, false, err
 	}
-	return DecodePause(resp.PrevKvs[0]), true, nil
+	return schema.DecodePause(resp.PrevKvs[0]), true, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -38,7 +39,7 @@ import (
 // way it returns an error wrapping the cause (ErrKeyDeleted when the key was
 // no longer ours, or ErrLeaseLost when it went with our lease's expiry, D7d),
 // on one line; the HeldAfter is then zero.
-func (h *Holder) HoldAfter(ctx context.Context, d time.Duration, rec Record) (HeldAfter, error) {
+func (h *Holder) HoldAfter(ctx context.Context, d time.Duration, rec schema.Record) (HeldAfter, error) {
 	h.stop() // our own Put must not look like an operator's to the key's watch
 	ha, err := h.rebind(ctx, d, rec, holdTries{c: h.s.c, end: h.l.deadline(), limit: time.Now().Add(RoundTTL(d))})
 	if err != nil && unanswered(err) {
@@ -71,7 +72,7 @@ func (h *Holder) HoldAfter(ctx context.Context, d time.Duration, rec Record) (He
 // rebind grants the hold's lease and moves our key onto it (HoldAfter's
 // first two requests, each tried as end says, holdTries.retry). The new lease is
 // revoked again when the key cannot be moved.
-func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, end holdTries) (HeldAfter, error) {
+func (h *Holder) rebind(ctx context.Context, d time.Duration, rec schema.Record, end holdTries) (HeldAfter, error) {
 	var g *clientv3.LeaseGrantResponse
 	// (a try that timed out may still have granted a lease: it has no key and expires after d)
 	err := end.retry(ctx, func(tctx context.Context) (err error) {
@@ -84,7 +85,7 @@ func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, end ho
 	ended := time.Now().UTC().Truncate(time.Second)
 	ttl := time.Duration(g.TTL) * time.Second
 	until := ended.Add(ttl)
-	rec.Version, rec.State, rec.Ended, rec.HeldUntil = RecordVersion, StateHeldAfter, &ended, &until
+	rec.Version, rec.State, rec.Ended, rec.HeldUntil = schema.RecordVersion, schema.StateHeldAfter, &ended, &until
 	if rec.Since.IsZero() {
 		rec.Since = ended
 	}
@@ -92,7 +93,7 @@ func (h *Holder) rebind(ctx context.Context, d time.Duration, rec Record, end ho
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), min(h.l.ttl, releaseTimeout))
 		defer rcancel()
 		if _, rerr := h.s.c.Revoke(rctx, g.ID); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
-			err = fmt.Errorf("%w (and the hold's lease %s expires on its own: %v)", err, FormatLeaseID(int64(g.ID)), rerr)
+			err = fmt.Errorf("%w (and the hold's lease %s expires on its own: %v)", err, schema.FormatLeaseID(int64(g.ID)), rerr)
 		}
 		return HeldAfter{}, err
 	}

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // heldKV reads key: its value decoded, create revision and lease; ok false
 // when it is gone.
-func heldKV(t *testing.T, c *clientv3.Client, key string) (r ReadRecord, rev, lease int64, ok bool) {
+func heldKV(t *testing.T, c *clientv3.Client, key string) (r schema.ReadRecord, rev, lease int64, ok bool) {
 	t.Helper()
 	resp, err := c.Get(t.Context(), key)
 	if err != nil {
@@ -20,7 +21,7 @@ func heldKV(t *testing.T, c *clientv3.Client, key string) (r ReadRecord, rev, le
 		return r, 0, 0, false
 	}
 	kv := resp.Kvs[0]
-	return DecodeRecord(kv.Value), kv.CreateRevision, kv.Lease, true
+	return schema.DecodeRecord(kv.Value), kv.CreateRevision, kv.Lease, true
 }
 
 // D13: HoldAfter keeps the key (same create revision: rank and fencing
@@ -29,10 +30,10 @@ func heldKV(t *testing.T, c *clientv3.Client, key string) (r ReadRecord, rev, le
 // acquire finds none) until the new lease expires, by etcd's clock.
 func TestHoldAfterKeepsSlot(t *testing.T) {
 	_, c := startEtcd(t)
-	s := newSem(t, c, "hold", 1, Options{Record: Record{Host: "node-a", PID: 1}})
+	s := newSem(t, c, "hold", 1, Options{Record: schema.Record{Host: "node-a", PID: 1}})
 	h := mustAcquire(t, s)
 	old := h.Lease()
-	ha, err := h.HoldAfter(t.Context(), 2*time.Second, Record{Host: "node-a", PID: 1})
+	ha, err := h.HoldAfter(t.Context(), 2*time.Second, schema.Record{Host: "node-a", PID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestHoldAfterKeyGone(t *testing.T) {
 	if _, err := c.Delete(t.Context(), h.Key()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.HoldAfter(t.Context(), 30*time.Second, Record{Host: "n"}); !errors.Is(err, ErrKeyDeleted) {
+	if _, err := h.HoldAfter(t.Context(), 30*time.Second, schema.Record{Host: "n"}); !errors.Is(err, ErrKeyDeleted) {
 		t.Fatalf("HoldAfter of a deleted key: %v, want ErrKeyDeleted", err)
 	}
 	if n := keyCount(t, c, s); n != 0 {
@@ -92,7 +93,7 @@ func TestHoldAfterKeyGone(t *testing.T) {
 func TestMoveKeyTwice(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
-	h := mustAcquire(t, newSem(t, c, "mv", 1, Options{Record: Record{Host: "n"}}))
+	h := mustAcquire(t, newSem(t, c, "mv", 1, Options{Record: schema.Record{Host: "n"}}))
 	g, err := c.Grant(t.Context(), 60)
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +122,8 @@ func TestMoveKeyTwice(t *testing.T) {
 func TestRefusalNamesHeldAfterUnlessTerse(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
-	h := mustAcquire(t, newSem(t, c, "terse", 1, Options{Record: Record{Host: "node-t", PID: 1}}))
-	if _, err := h.HoldAfter(t.Context(), time.Minute, Record{Host: "node-t", PID: 1}); err != nil {
+	h := mustAcquire(t, newSem(t, c, "terse", 1, Options{Record: schema.Record{Host: "node-t", PID: 1}}))
+	if _, err := h.HoldAfter(t.Context(), time.Minute, schema.Record{Host: "node-t", PID: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for _, terse := range []bool{false, true} {

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcderr"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // lease is an etcd lease kept alive by conch's own keep-alive stream rather
@@ -403,7 +404,7 @@ func (l *lease) revoke(ctx context.Context, within time.Duration) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
 	defer cancel()
 	if _, err := l.c.Revoke(rctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("cannot revoke lease %s: %w", FormatLeaseID(int64(l.id)), err)
+		return fmt.Errorf("cannot revoke lease %s: %w", schema.FormatLeaseID(int64(l.id)), err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/conch-project/conch/sema/schema"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -23,14 +24,14 @@ import (
 // keys are counted by their names alone: the warning is advice, not worth
 // failing an enqueue that committed.
 func (s *Semaphore) otherKind(ctx context.Context, key string, kvs ...[]*mvccpb.KeyValue) int {
-	other := KeySpread
-	if ParseKey(s.name, key).Kind == KeySpread {
-		other = KeyLease
+	other := schema.KeySpread
+	if schema.ParseKey(s.name, key).Kind == schema.KeySpread {
+		other = schema.KeyLease
 	}
 	var keys []string
 	for _, list := range kvs {
 		for _, kv := range list {
-			if k := string(kv.Key); ParseKey(s.name, k).Kind == other && !slices.Contains(keys, k) {
+			if k := string(kv.Key); schema.ParseKey(s.name, k).Kind == other && !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}
@@ -49,7 +50,7 @@ func (s *Semaphore) otherKind(ctx context.Context, key string, kvs ...[]*mvccpb.
 	n := 0
 	for _, r := range resp.Responses {
 		for _, kv := range r.GetResponseRange().Kvs {
-			if ConchWrote(other, kv.Lease) {
+			if schema.ConchWrote(other, kv.Lease) {
 				n++
 			}
 		}

@@ -10,13 +10,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // pauseOp reads the semaphore's pause key in a ranking Txn (D16: in the
 // same Txn as the ranking read, so a grant and a pause are ordered by
 // etcd's revisions).
-func (s *Semaphore) pauseOp() clientv3.Op { return clientv3.OpGet(PauseKey(s.name, s.max)) }
+func (s *Semaphore) pauseOp() clientv3.Op { return clientv3.OpGet(schema.PauseKey(s.name, s.max)) }
 
 // withPause applies the pause read by pauseOp, whose answer is resp's
 // Responses[i], to r: r.pause is set when the key exists, and then a key
@@ -27,7 +28,7 @@ func withPause(r ranking, resp *clientv3.TxnResponse, i int) ranking {
 	if len(kvs) == 0 {
 		return r
 	}
-	p := DecodePause(kvs[0])
+	p := schema.DecodePause(kvs[0])
 	r.pause = &p
 	if r.held {
 		r.held, r.paused = false, true
@@ -39,26 +40,26 @@ func withPause(r ranking, resp *clientv3.TxnResponse, i int) ranking {
 // holder's DELETE (D1: no re-read) checks it before it holds (D16). It
 // returns the pause, nil when there is none. Errors: an etcd error
 // (errEtcd).
-func (s *Semaphore) pausedNow(ctx context.Context) (*Pause, error) {
-	resp, err := s.c.Get(ctx, PauseKey(s.name, s.max))
+func (s *Semaphore) pausedNow(ctx context.Context) (*schema.Pause, error) {
+	resp, err := s.c.Get(ctx, schema.PauseKey(s.name, s.max))
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot read the pause of %s[max=%d]: %w", errEtcd, s.name, s.max, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
-	p := DecodePause(resp.Kvs[0])
+	p := schema.DecodePause(resp.Kvs[0])
 	return &p, nil
 }
 
-// PausedError is Acquire's ErrNoSlot with Nonblock when the semaphore is
-// paused (D16): errors.As finds it in the *WaitError, with the pause.
-type PausedError struct{ Pause Pause }
+// pausedError is the cause wrapped in Acquire's ErrNoSlot with Nonblock when the
+// semaphore is paused (D16); the *WaitError carries the pause (WaitError.Paused).
+type pausedError struct{ Pause schema.Pause }
 
-func (e *PausedError) Error() string { return "semaphore " + e.Pause.String() }
+func (e *pausedError) Error() string { return "semaphore " + e.Pause.String() }
 
 // noSlot is Acquire's error with Nonblock when ranking r did not hold:
-// ErrNoSlot, wrapping a *PausedError when the semaphore is paused (D16).
+// ErrNoSlot, wrapping a *pausedError when the semaphore is paused (D16).
 // pauseTry bounds the head's pause read before a promotion (pauseCheck), and its
 // confirmation on its watch stream (pauseFollow.clear, D16b): a
 // healthy etcd answers in milliseconds, and a failed try costs only a
@@ -67,7 +68,7 @@ const pauseTry = 500 * time.Millisecond
 
 func (s *Semaphore) noSlot(r ranking) error {
 	if r.pause != nil {
-		return fmt.Errorf("%w in %s[max=%d]: %w", ErrNoSlot, s.name, s.max, &PausedError{Pause: *r.pause})
+		return fmt.Errorf("%w in %s[max=%d]: %w", ErrNoSlot, s.name, s.max, &pausedError{Pause: *r.pause})
 	}
 	return fmt.Errorf("%w in %s[max=%d]", ErrNoSlot, s.name, s.max)
 }
@@ -90,9 +91,9 @@ func (s *Semaphore) pauseCheck(ctx context.Context, t turn) turn {
 	return t
 }
 
-// pauseOf is the pause err carries (a *PausedError), nil for none.
-func pauseOf(err error) *Pause {
-	var pe *PausedError
+// pauseOf is the pause err carries (a *pausedError), nil for none.
+func pauseOf(err error) *schema.Pause {
+	var pe *pausedError
 	if errors.As(err, &pe) {
 		return &pe.Pause
 	}

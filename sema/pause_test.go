@@ -10,6 +10,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // pausedWaiting reports whether the log has a Waiting event of a paused
@@ -107,7 +108,7 @@ func waitRewritten(t *testing.T, c *clientv3.Client, hs []*Holder) {
 func TestPauseGarbage(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
-	if _, err := c.Put(t.Context(), PauseKey("pg", 1), "\x00garbage{"); err != nil {
+	if _, err := c.Put(t.Context(), schema.PauseKey("pg", 1), "\x00garbage{"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := newSem(t, c, "pg", 1, Options{Nonblock: true}).Acquire(t.Context())
@@ -115,14 +116,14 @@ func TestPauseGarbage(t *testing.T) {
 	if !errors.As(err, &we) || we.Paused == nil || we.Paused.Err == nil || we.Paused.Raw != "\x00garbage{" {
 		t.Fatalf("nonblock with a garbage pause: %v, want ErrNoSlot naming the unreadable record", err)
 	}
-	if _, err := c.Put(t.Context(), PauseRoot+"p\"g/01", `{"who":"x@y"}`); err != nil { // names no semaphore
+	if _, err := c.Put(t.Context(), schema.PauseRoot+"p\"g/01", `{"who":"x@y"}`); err != nil { // names no semaphore
 		t.Fatal(err)
 	}
-	resp, err := c.Get(t.Context(), PauseRoot, clientv3.WithPrefix(), byCreateAsc)
+	resp, err := c.Get(t.Context(), schema.PauseRoot, clientv3.WithPrefix(), byCreateAsc)
 	if err != nil || len(resp.Kvs) != 2 {
 		t.Fatalf("pause keys: %v %v", resp, err)
 	}
-	if p0, p1 := DecodePause(resp.Kvs[0]), DecodePause(resp.Kvs[1]); p0.Max != 1 || p0.Err == nil || p1.Max != 0 || p1.Who != "x@y" {
+	if p0, p1 := schema.DecodePause(resp.Kvs[0]), schema.DecodePause(resp.Kvs[1]); p0.Max != 1 || p0.Err == nil || p1.Max != 0 || p1.Who != "x@y" {
 		t.Fatalf("DecodePause: %+v %+v", p0, p1)
 	}
 }
@@ -150,8 +151,8 @@ func TestPauseSpreadNodeWaiters(t *testing.T) {
 		t.Fatalf("--spread --nonblock while paused with a slot free: %v, want ErrNoSlot with the pause", err)
 	}
 	second := acquireAsync(ctx, newSem(t, c, "psn", 2, Options{Spread: true, Node: "n1"}))
-	polltest.Until(t, testTimeout, "n1's second process waiting for its node's key", func() bool { return etcdtest.KeysUnder(t, c, NodeWaitRoot) == 1 })
-	if n := etcdtest.KeysUnder(t, c, PauseRoot); n != 1 {
+	polltest.Until(t, testTimeout, "n1's second process waiting for its node's key", func() bool { return etcdtest.KeysUnder(t, c, schema.NodeWaitRoot) == 1 })
+	if n := etcdtest.KeysUnder(t, c, schema.PauseRoot); n != 1 {
 		t.Fatalf("%d pause keys while paused, want 1", n)
 	}
 	select {

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // followingHead returns a semaphore for a waiter that will be the head of the queue, and a
@@ -99,7 +100,7 @@ func TestPauseStopsFollowingHead(t *testing.T) {
 		await(t, armed, "armed pause watch")
 		if oneTxn {
 			rec := `{"v":1,"who":"test@node","since":"2026-12-02T00:00:00Z","reason":"with the release"}`
-			_, err := c.Txn(ctx).Then(clientv3.OpPut(PauseKey(name, 1), rec), clientv3.OpDelete(h1.Key())).Commit()
+			_, err := c.Txn(ctx).Then(clientv3.OpPut(schema.PauseKey(name, 1), rec), clientv3.OpDelete(h1.Key())).Commit()
 			if err != nil {
 				t.Fatal(err)
 			}

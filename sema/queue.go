@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // enqueueAndWait runs one life of our key on lease l: enqueue, wait for our turn,
@@ -17,7 +19,7 @@ import (
 func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Holder, error) {
 	key := s.keyOf(l)
 	rec := s.opts.Record
-	rec.Version, rec.HeldSince = RecordVersion, nil
+	rec.Version, rec.HeldSince = schema.RecordVersion, nil
 	myRev, r, err := s.writeKey(enqCtx, ctx, l, key, &rec)
 	if err != nil {
 		return nil, err
@@ -84,7 +86,7 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 // a *CapacityError (ErrOtherCapacity), and the caller's revoke takes the key
 // back (D17). Errors: those of enqueue, ErrKeyDeleted when a key of our fresh lease was
 // there without Spread (someone wrote it), the lease's error, ctx's error.
-func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, rec *Record) (int64, ranking, error) {
+func (s *Semaphore) writeKey(enqCtx, ctx context.Context, l *lease, key string, rec *schema.Record) (int64, ranking, error) {
 	for c := enqCtx; ; c = ctx {
 		rec.Since = time.Now().UTC().Truncate(time.Second)
 		myRev, r, err := s.enqueue(c, key, l, rec.Encode())

@@ -17,6 +17,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // TestRandomizedRecipe drives many contenders with random holding times,
@@ -48,7 +49,7 @@ func TestRandomizedRecipe(t *testing.T) {
 	eventsBefore := serverEvents(t, srv)
 	hist := make([]*history, len(caps))
 	for i, n := range caps {
-		hist[i] = watchHistory(t, c, Prefix(fmt.Sprintf("rnd%d", i), n), startRev)
+		hist[i] = watchHistory(t, c, schema.Prefix(fmt.Sprintf("rnd%d", i), n), startRev)
 	}
 
 	var wg sync.WaitGroup

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -19,16 +20,16 @@ var errKeyExists = errors.New("key exists")
 
 // ranking is what one ranking read tells us about our key.
 type ranking struct {
-	rev     int64    // header revision of the read: watches start at rev+1 (D1)
-	rank    int      // exact 0-based rank, or -1 when only "behind the head" is known
-	held    bool     // fewer than max keys are ahead of ours
-	holders []string // head of the queue only: the max keys ahead of ours
-	pred    string   // other waiters: the key just ahead of ours
-	predMod int64    // mod revision of pred at rev: a later one is a PUT (D1a re-read)
-	others  int64    // keys under the same name with another capacity (D6)
-	mixed   int      // keys of the other kind (lease / node suffix) among those read (D11)
-	pause   *Pause   // the semaphore's pause, read in the same Txn (D16); nil: not paused
-	paused  bool     // fewer than max keys are ahead, but the pause keeps ours waiting (D16)
+	rev     int64         // header revision of the read: watches start at rev+1 (D1)
+	rank    int           // exact 0-based rank, or -1 when only "behind the head" is known
+	held    bool          // fewer than max keys are ahead of ours
+	holders []string      // head of the queue only: the max keys ahead of ours
+	pred    string        // other waiters: the key just ahead of ours
+	predMod int64         // mod revision of pred at rev: a later one is a PUT (D1a re-read)
+	others  int64         // keys under the same name with another capacity (D6)
+	mixed   int           // keys of the other kind (lease / node suffix) among those read (D11)
+	pause   *schema.Pause // the semaphore's pause, read in the same Txn (D16); nil: not paused
+	paused  bool          // fewer than max keys are ahead, but the pause keeps ours waiting (D16)
 }
 
 // enqPause is the index of the pause read's answer (pauseOp) among the enqueue
@@ -56,7 +57,7 @@ func (s *Semaphore) enqueue(ctx context.Context, key string, l *lease, value str
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.max))),
 		clientv3.OpGet(s.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateDesc, clientv3.WithLimit(2)),
-		clientv3.OpGet(NamePrefix(s.name), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(schema.NamePrefix(s.name), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		s.pauseOp(), // D16: Responses[enqPause], see withPause
 	}, waitThen...)...).Else(waitElse...).Commit()
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -22,7 +23,7 @@ func TestRefusedRequestFailsFast(t *testing.T) {
 		func() error { _, err := c.UserAdd(ctx, "ro", "ropw"); return err },
 		func() error { _, err := c.RoleAdd(ctx, "readonly"); return err },
 		func() error {
-			_, err := c.RoleGrantPermission(ctx, "readonly", KeyRoot, clientv3.GetPrefixRangeEnd(KeyRoot), clientv3.PermissionType(clientv3.PermRead))
+			_, err := c.RoleGrantPermission(ctx, "readonly", schema.KeyRoot, clientv3.GetPrefixRangeEnd(schema.KeyRoot), clientv3.PermissionType(clientv3.PermRead))
 			return err
 		},
 		func() error { _, err := c.UserGrantRole(ctx, "ro", "readonly"); return err },

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -17,7 +18,7 @@ func queueOf(t *testing.T, c *clientv3.Client, s *Semaphore, n int) (keys []stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := LeaseKey(s.prefix, g.ID)
+		k := schema.LeaseKey(s.prefix, g.ID)
 		p, err := c.Put(t.Context(), k, "x", clientv3.WithLease(g.ID))
 		if err != nil {
 			t.Fatal(err)
@@ -115,7 +116,7 @@ func BenchmarkRecheckDeep(b *testing.B) {
 	var key, head string
 	var rev, headRev int64
 	for i := range queued { // one lease for all: only the keys matter to the reads
-		key = s.prefix + FormatLeaseID(int64(i+1))
+		key = s.prefix + schema.FormatLeaseID(int64(i+1))
 		p, err := c.Put(b.Context(), key, "x", clientv3.WithLease(g.ID))
 		if err != nil {
 			b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -57,7 +58,7 @@ type Options struct {
 	AllowOtherCapacity bool
 	// Record is the template of the value written under our key; Version
 	// and Since are filled in by Acquire (D6).
-	Record Record
+	Record schema.Record
 	// OnRenew, if set, is called while a slot is held, once when the holding begins and
 	// again after every confirmed keep-alive, with the instant at which the holder will be
 	// fenced (its context cancelled with ErrFenced) unless the lease is confirmed again
@@ -90,14 +91,14 @@ type Semaphore struct {
 // Spread (D11), and makes no request: errors wrap ErrBadName, ErrBadMax or
 // ErrBadNode.
 func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, error) {
-	if err := ValidateName(name); err != nil {
+	if err := schema.ValidateName(name); err != nil {
 		return nil, err
 	}
-	if max < 1 || max > MaxCapacity {
-		return nil, fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
+	if max < 1 || max > schema.MaxCapacity {
+		return nil, fmt.Errorf("%w %d: must be 1..%d", schema.ErrBadMax, max, schema.MaxCapacity)
 	}
 	if opts.Spread {
-		if err := ValidateNode(opts.Node); err != nil {
+		if err := schema.ValidateNode(opts.Node); err != nil {
 			return nil, err
 		}
 	}
@@ -110,14 +111,14 @@ func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, er
 	if opts.FenceMargin <= 0 {
 		opts.FenceMargin = DefaultFenceMargin
 	}
-	return &Semaphore{c: c, name: name, max: max, prefix: Prefix(name, max), opts: opts}, nil
+	return &Semaphore{c: c, name: name, max: max, prefix: schema.Prefix(name, max), opts: opts}, nil
 }
 
 // keyOf is our key on lease l: the lease ID suffix, or with Spread the
 // node's name (D11).
 func (s *Semaphore) keyOf(l *lease) string {
 	if s.opts.Spread {
-		return NodeKey(s.prefix, s.opts.Node)
+		return schema.NodeKey(s.prefix, s.opts.Node)
 	}
-	return LeaseKey(s.prefix, l.id)
+	return schema.LeaseKey(s.prefix, l.id)
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 func TestAcquireReleaseCapacity(t *testing.T) {
@@ -303,7 +304,7 @@ func TestCrashedWaiterExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Put(t.Context(), LeaseKey(s.prefix, lr.ID), `{"v":1}`, clientv3.WithLease(lr.ID)); err != nil {
+	if _, err := c.Put(t.Context(), schema.LeaseKey(s.prefix, lr.ID), `{"v":1}`, clientv3.WithLease(lr.ID)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
@@ -344,13 +345,13 @@ func TestOverwrittenHolderKey(t *testing.T) {
 func waitHeldSince(t *testing.T, c *clientv3.Client, name string, max int, key string) {
 	t.Helper()
 	polltest.Until(t, testTimeout, "the promoted waiter "+key+" rewriting its record with held_since", func() bool {
-		resp, err := c.Get(t.Context(), Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
+		resp, err := c.Get(t.Context(), schema.Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, kv := range resp.Kvs {
 			if string(kv.Key) == key {
-				r := DecodeRecord(kv.Value)
+				r := schema.DecodeRecord(kv.Value)
 				return i < max && r.Err == nil && r.HeldSince != nil
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // A member that stops answering without closing its connections (stopped, frozen, cut off
@@ -46,7 +47,7 @@ func silentMemberHandoff(t *testing.T, probe bool) time.Duration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Admin.Put(t.Context(), LeaseKey(s.prefix, lease.ID), `{"v":1}`, clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := g.Admin.Put(t.Context(), schema.LeaseKey(s.prefix, lease.ID), `{"v":1}`, clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*testTimeout)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -55,7 +56,7 @@ func TestSpreadOneSlotPerNode(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
 	a1 := mustAcquire(t, spreadSem(t, c, "sp", 2, "node-a", Options{}))
-	if want := Prefix("sp", 2) + "node-a"; a1.Key() != want {
+	if want := schema.Prefix("sp", 2) + "node-a"; a1.Key() != want {
 		t.Fatalf("spread key %q, want %q", a1.Key(), want)
 	}
 	resp, err := c.Get(t.Context(), a1.Key())
@@ -123,7 +124,7 @@ func TestSpreadSecondJobWaitsThreeNodes(t *testing.T) {
 	if ra.err != nil {
 		t.Fatalf("node-a after node-b released: %v", ra.err)
 	}
-	if n := etcdtest.KeysUnder(t, c, Prefix("sp3", n)); n != 2 {
+	if n := etcdtest.KeysUnder(t, c, schema.Prefix("sp3", n)); n != 2 {
 		t.Fatalf("%d keys under the prefix; want node-c's and node-a's", n)
 	}
 	release(t, rc.h)
@@ -195,7 +196,7 @@ func TestSpreadMixedKindsWarn(t *testing.T) {
 		release(t, h)
 	}
 	// D6g: keys bound to no lease are not conch's and say nothing of how jobs run
-	for _, k := range []string{Prefix("mix3", 3) + "node-x", Prefix("mix3", 3) + FormatLeaseID(7)} {
+	for _, k := range []string{schema.Prefix("mix3", 3) + "node-x", schema.Prefix("mix3", 3) + schema.FormatLeaseID(7)} {
 		if _, err := c.Put(t.Context(), k, "by hand"); err != nil {
 			t.Fatal(err)
 		}
@@ -216,26 +217,26 @@ func TestSpreadMixedKindsWarn(t *testing.T) {
 
 func TestValidateNode(t *testing.T) { // D11
 	for _, n := range []string{"node1", "n1.example.org", "A", "0123456789abcdeF", "0123456789abcde"} {
-		if err := ValidateNode(n); err != nil {
+		if err := schema.ValidateNode(n); err != nil {
 			t.Errorf("ValidateNode(%q) = %v, want nil", n, err)
 		}
 	}
 	for _, n := range []string{"", "-x", "a/b", "a b", strings.Repeat("x", 129), "0123456789abcdef"} {
-		if err := ValidateNode(n); !errors.Is(err, ErrBadNode) {
+		if err := schema.ValidateNode(n); !errors.Is(err, schema.ErrBadNode) {
 			t.Errorf("ValidateNode(%q) = %v, want ErrBadNode", n, err)
 		}
 	}
-	if _, err := New(nil, "x", 1, Options{Spread: true, Node: "bad/node"}); !errors.Is(err, ErrBadNode) {
+	if _, err := New(nil, "x", 1, Options{Spread: true, Node: "bad/node"}); !errors.Is(err, schema.ErrBadNode) {
 		t.Errorf("New with a bad node: %v, want ErrBadNode", err)
 	}
 }
 
 func TestSpreadKeysParse(t *testing.T) { // D11: how --who tells the kinds apart
-	key := NodeKey(Prefix("x", 2), "node-a")
-	if k := ParseKey("x", key); k.Kind != KeySpread || k.Suffix != "node-a" || k.Max != 2 {
+	key := schema.NodeKey(schema.Prefix("x", 2), "node-a")
+	if k := schema.ParseKey("x", key); k.Kind != schema.KeySpread || k.Suffix != "node-a" || k.Max != 2 {
 		t.Fatalf("ParseKey(%q) = %+v, want KeySpread node-a", key, k)
 	}
-	if k := ParseKey("x", LeaseKey(Prefix("x", 2), 0x694d7a1b2c3d4e5f)); k.Kind != KeyLease {
+	if k := schema.ParseKey("x", schema.LeaseKey(schema.Prefix("x", 2), 0x694d7a1b2c3d4e5f)); k.Kind != schema.KeyLease {
 		t.Fatalf("lease key parsed as %v", k.Kind)
 	}
 }

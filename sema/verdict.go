@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -16,11 +17,11 @@ import (
 type WaitError struct {
 	Name        string
 	Max         int
-	Nonblock    bool   // Options.Nonblock found no free slot (else the wait ended)
-	NodeBusy    bool   // with Nonblock and Spread: this node already had a key (D11)
-	Unreachable bool   // etcd did not answer when the wait ended: our keys may linger
-	Err         error  // with Unreachable: the request that got no answer
-	Paused      *Pause // with Nonblock: the semaphore is paused, by this pause (D16)
+	Nonblock    bool          // Options.Nonblock found no free slot (else the wait ended)
+	NodeBusy    bool          // with Nonblock and Spread: this node already had a key (D11)
+	Unreachable bool          // etcd did not answer when the wait ended: our keys may linger
+	Err         error         // with Unreachable: the request that got no answer
+	Paused      *schema.Pause // with Nonblock: the semaphore is paused, by this pause (D16)
 	// HeldAfter are the slots among the first Max keys that were kept after a run (D13),
 	// read once when etcd answered and no pause or node key explains the refusal; nil when
 	// there were none or the read failed. Node and Until come from etcd: hostile input.
@@ -61,8 +62,8 @@ type waitEnd struct {
 	// unanswered is the last request's error when it got no answer and no key of ours is
 	// known to be gone since (a grant that failed); nil when etcd answered last
 	unanswered error
-	atStart    bool   // unanswered is the first grant's, which had ConnectTimeout: no probe
-	paused     *Pause // with nonblock: the pause that kept a free slot from us (D16)
+	atStart    bool          // unanswered is the first grant's, which had ConnectTimeout: no probe
+	paused     *schema.Pause // with nonblock: the pause that kept a free slot from us (D16)
 }
 
 // verdict is the one place that decides whether a wait that ended without a slot is "no slot
@@ -76,7 +77,7 @@ func (s *Semaphore) verdict(ctx context.Context, e waitEnd) error {
 	v := &WaitError{Name: s.name, Max: s.max, Nonblock: e.nonblock, NodeBusy: e.nodeBusy, Paused: e.paused}
 	ctx = markGiveUp(ctx) // one give-up budget for every step below (giveup.go)
 	if left := s.revokeIDs(ctx, e.stale, giveUpWithin(ctx, s.probeTimeout())); len(left) > 0 {
-		v.Unreachable, v.Err = true, fmt.Errorf("cannot revoke lease %s", FormatLeaseID(int64(left[0])))
+		v.Unreachable, v.Err = true, fmt.Errorf("cannot revoke lease %s", schema.FormatLeaseID(int64(left[0])))
 		return v
 	}
 	if e.unanswered == nil || len(e.stale) > 0 { // etcd answered our last request
@@ -114,7 +115,7 @@ func (s *Semaphore) heldAfterHolders(ctx context.Context, v *WaitError) []HeldAf
 	}
 	var held []HeldAfter
 	for _, kv := range resp.Kvs {
-		if r := DecodeRecord(kv.Value); heldAfterRecord(r) {
+		if r := schema.DecodeRecord(kv.Value); heldAfterRecord(r) {
 			held = append(held, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/watchstream"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // turn is what ended a wait for our turn.
@@ -133,11 +134,11 @@ func (k *watchKit) startAll(p position) int {
 		}
 		n += len(r.holders)
 		if k.follow != nil {
-			k.watch(PauseKey(k.s.name, k.s.max), turnRerank, k.follow.progressed)
+			k.watch(schema.PauseKey(k.s.name, k.s.max), turnRerank, k.follow.progressed)
 			n++
 		}
 	case r.paused: // D16: it would hold but for the pause: wait for its DELETE
-		k.watch(PauseKey(k.s.name, k.s.max), turnRerank, nil, clientv3.WithFilterPut())
+		k.watch(schema.PauseKey(k.s.name, k.s.max), turnRerank, nil, clientv3.WithFilterPut())
 		n++
 	default:
 		k.watch(r.pred, turnRerank, nil)

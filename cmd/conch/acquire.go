@@ -17,6 +17,7 @@ import (
 	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/conch-project/conch/unitrun"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sys/unix"
@@ -45,9 +46,9 @@ func (c *semaCmd) acquire(j job) error {
 	// the journal relay (childlog.go), closed after the run's guardian: its last lines
 	stdio, closeChildLog := childStdio(c.rep, j.command[0])
 	defer closeChildLog()
-	hint := &runNameHint{rep: c.rep, name: j.name} // a typo's "did you mean" (namehint.go)
-	defer hint.join()
 	cfg := j.runConfig(stdio)
+	hint := &runNameHint{rep: c.rep, name: j.name, self: cfg.Record} // a typo's "did you mean" (namehint.go)
+	defer hint.join()
 	cfg.Connect = hint.wrap(cfg.Connect)
 	o, err := slotrun.Run(ctx, cfg, &runEvents{rep: c.rep, job: j, childDone: closeChildLog, hint: hint})
 	var ns *slotrun.NoSlotError
@@ -76,7 +77,7 @@ func (j job) runConfig(stdio unitrun.Spec) slotrun.Config {
 		Stdio: stdio, Plan: j.planOptions(),
 		TTL: j.run.ttl, Nonblock: j.run.nonblock, Terse: j.run.quiet, Spread: j.spread, Node: j.node,
 		AllowOtherCapacity: j.changeMax,
-		Record:             sema.Record{Host: j.hostName(), PID: os.Getpid(), Unit: systemd.OwnUnit()},
+		Record:             schema.Record{Host: j.hostName(), PID: os.Getpid(), Unit: systemd.OwnUnit()},
 		Wait:               wait, Rules: j.fleet.rules(), ConnectTimeout: j.conn.DialTimeout,
 		Connect: func(ctx context.Context) (*clientv3.Client, error) { return etcdconn.New(ctx, j.conn) },
 	}
@@ -107,7 +108,7 @@ func waitFailed(j job, ns *slotrun.NoSlotError) error {
 	case errors.As(err, &ce): // D17
 		return capacityRefusal(ce, "not started")
 	case errors.Is(err, sema.ErrRefused):
-		return endf(errUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, sema.NamePrefix(j.name))
+		return endf(errUsage, stateTimeout, "%v (check --user, --password-file and the user's permissions on %s)", err, schema.NamePrefix(j.name))
 	case errors.As(err, &we) && !we.Unreachable && j.run.quiet: // -q: the status says it, so cron mails nothing
 		return noSlot(j.run.conflict, "")
 	case errors.As(err, &we) && !we.Unreachable && we.Paused != nil: // D16

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D17: a run naming a --max other than the live one is refused (64) before anything is
@@ -20,7 +20,7 @@ func TestRunOtherCapacityRefused(t *testing.T) {
 		!strings.Contains(r.stderr, "Use --max 2") {
 		t.Fatalf("--max 3 beside a live --max 2: %v, want 64 naming max=2 and --change-max", r)
 	}
-	if exists(e.path("third")) || e.keys(sema.Prefix("cw", 3)) != 0 {
+	if exists(e.path("third")) || e.keys(schema.Prefix("cw", 3)) != 0 {
 		t.Fatal("the refused run started its command or left a key")
 	}
 	r = e.run("sema", "cw", "--max", "3", "--change-max", "--", "touch", e.path("third"))
@@ -52,14 +52,14 @@ func TestPauseOtherCapacityRefused(t *testing.T) {
 			t.Errorf("%s --max 3 beside a live --max 2: %v, want 64 naming max=2", flag, r)
 		}
 	}
-	if n := e.keys(sema.PauseRoot); n != 0 {
+	if n := e.keys(schema.PauseRoot); n != 0 {
 		t.Fatalf("%d pause keys after refused --pause", n)
 	}
 	r := e.run("sema", "cp", "--max", "3", "--pause", "--change-max")
-	if r.status != 0 || !strings.Contains(r.stderr, "paused") || !strings.Contains(r.stderr, "also live with max=2") || e.keys(sema.PauseKey("cp", 3)) != 1 {
+	if r.status != 0 || !strings.Contains(r.stderr, "paused") || !strings.Contains(r.stderr, "also live with max=2") || e.keys(schema.PauseKey("cp", 3)) != 1 {
 		t.Fatalf("--pause --max 3 --change-max: %v, want paused with a warning", r)
 	}
-	if r := e.run("sema", "cp", "--max", "3", "--resume", "--change-max"); r.status != 0 || e.keys(sema.PauseRoot) != 0 {
+	if r := e.run("sema", "cp", "--max", "3", "--resume", "--change-max"); r.status != 0 || e.keys(schema.PauseRoot) != 0 {
 		t.Fatalf("--resume --max 3 --change-max: %v", r)
 	}
 	if r := e.run("sema", "cp", "--max", "2", "--pause"); r.status != 0 || strings.Contains(r.stderr, "nothing is queued") {
@@ -67,7 +67,7 @@ func TestPauseOtherCapacityRefused(t *testing.T) {
 	}
 	e.run("sema", "cp", "--max", "2", "--resume")
 	r = e.run("sema", "cp-typo", "--max", "2", "--pause", "--reason", "x")
-	if r.status != 0 || !strings.Contains(r.stderr, `nothing is queued under "cp-typo"`) || e.keys(sema.PauseKey("cp-typo", 2)) != 1 {
+	if r.status != 0 || !strings.Contains(r.stderr, `nothing is queued under "cp-typo"`) || e.keys(schema.PauseKey("cp-typo", 2)) != 1 {
 		t.Fatalf("--pause of a name with no keys: %v, want paused, saying nothing is queued", r)
 	}
 	e.open("a")
@@ -91,7 +91,7 @@ func TestPauseAndMarkerElsewhereRefused(t *testing.T) {
 			t.Errorf("%s --max 3 beside a --max 2 pause: %v, want 64 naming max=2", flag, r)
 		}
 	}
-	if e.keys(sema.PauseKey("frz", 2)) != 1 || e.keys(sema.PauseKey("frz", 3)) != 0 {
+	if e.keys(schema.PauseKey("frz", 2)) != 1 || e.keys(schema.PauseKey("frz", 3)) != 0 {
 		t.Fatalf("the refused commands changed the pause keys")
 	}
 	if r := e.run("sema", "frz", "--max", "2", "--resume"); r.status != 0 || !strings.Contains(r.stderr, "resumed") {
@@ -104,7 +104,7 @@ func TestPauseAndMarkerElsewhereRefused(t *testing.T) {
 	if r.status != 64 || !strings.Contains(r.stderr, "ha has its period marker with max=1, not max=2") {
 		t.Errorf("--reset-period --max 2 beside a max=1 marker: %v, want 64 naming max=1", r)
 	}
-	if e.keys(sema.OnceKey("ha", 1)) != 1 {
+	if e.keys(schema.OnceKey("ha", 1)) != 1 {
 		t.Fatalf("the refused --reset-period deleted the marker")
 	}
 	if r := e.run("sema", "ha", "--max", "1", "--reset-period"); r.status != 0 || !strings.Contains(r.stderr, "period open again") {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // gated is a child that marks itself started and runs until its gate file
@@ -77,7 +77,7 @@ func readNanos(t *testing.T, path string) int64 {
 func TestD1YoungerHolderReleasesFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	pre := sema.Prefix("d1", 2)
+	pre := schema.Prefix("d1", 2)
 	var procs []*proc
 	for i, name := range []string{"a", "b", "c", "d"} {
 		procs = append(procs, e.start("sema", "d1", "--max", "2", "--", "sh", "-c", e.gated(name)))
@@ -127,7 +127,7 @@ func TestManyShortJobs(t *testing.T) {
 	if len(revs) != 30 || len(seen) != 30 {
 		t.Fatalf("%d runs with %d distinct fencing tokens, want 30 and 30", len(revs), len(seen))
 	}
-	if n := e.keys(sema.NamePrefix("many")); n != 0 {
+	if n := e.keys(schema.NamePrefix("many")); n != 0 {
 		t.Fatalf("%d keys left", n)
 	}
 }
@@ -138,7 +138,7 @@ func TestKilledWaiterFreesQueueAtTTL(t *testing.T) {
 		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
 	}
 	e := newEnv(t)
-	pre := sema.Prefix("kw", 1)
+	pre := schema.Prefix("kw", 1)
 	holder := e.start("sema", "kw", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
 	victim := e.start("sema", "kw", "--max", "1", "--ttl", "2s", "--", "true")

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdconn"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/internal/who"
 	"github.com/jessevdk/go-flags"
 )
 
@@ -105,7 +105,7 @@ func setTyped(cmd *flags.Command, p *flags.Parser, w string, rest []string) (int
 	return 0, true
 }
 
-// completeNames writes the live semaphore names (sema.LiveNames) that start with prefix, one
+// completeNames writes the live semaphore names (who.LiveNames) that start with prefix, one
 // a line, to w: the connection as the options set on s, the environment (CONCH_*, ETCDCTL_*)
 // and the config file say (resolveConn), bounded by completionTimeout. Nothing is written
 // when etcd cannot be reached in time or the settings are wrong: never files, never an error.
@@ -133,7 +133,7 @@ func (s *semaCmd) completeNames(w io.Writer, prefix string) {
 		return
 	}
 	defer cl.Close()
-	names, err := sema.LiveNames(ctx, cl)
+	names, err := who.LiveNames(ctx, cl)
 	if err != nil {
 		return
 	}

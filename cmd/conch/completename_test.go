@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/jessevdk/go-flags"
 )
 
@@ -42,7 +42,7 @@ func completeWith(t *testing.T, env map[string]string, args ...string) []string 
 func TestCompletionSemaphoreNames(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := srv.Client(t)
-	for _, k := range []string{sema.Prefix("batch-worker", 2) + "a", sema.Prefix("batch-other", 1) + "b", sema.PauseKey("reboot", 1)} {
+	for _, k := range []string{schema.Prefix("batch-worker", 2) + "a", schema.Prefix("batch-other", 1) + "b", schema.PauseKey("reboot", 1)} {
 		if _, err := cl.Put(t.Context(), k, "{}"); err != nil {
 			t.Fatal(err)
 		}

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // D7h: a lone etcd member stopped (SIGSTOP) for 8 s, 80 % of --ttl 10s, while a holder runs
@@ -29,9 +28,9 @@ func TestEtcdStallKeepsWaiters(t *testing.T) {
 	for i := range 3 {
 		waiters = append(waiters, e.start("sema", "st", "--max", "1", "--ttl", "10s", "--scope=never", "--", "sh", "-c", "echo "+strconv.Itoa(i)+" >> "+e.path("ran")))
 	}
-	waitFor(t, "three waiters queued", func() bool { return e.keys(sema.NamePrefix("st")) == 4 })
-	e.waitRenewed(sema.NamePrefix("st")) // the waiters are in their cadence: each renewed once
-	m.stall(8*time.Second, nil)          // 80 % of the TTL
+	waitFor(t, "three waiters queued", func() bool { return e.keys(schema.NamePrefix("st")) == 4 })
+	e.waitRenewed(schema.NamePrefix("st")) // the waiters are in their cadence: each renewed once
+	m.stall(8*time.Second, nil)            // 80 % of the TTL
 	e.open("h")
 	holder.wait(t) // fenced during the stall (70) or not: its child is what the test does not judge
 	for i, w := range waiters {
@@ -56,7 +55,7 @@ func TestEtcdStallBlamesEtcd(t *testing.T) {
 	holder := e.start("sema", "sb", "--max", "1", "--ttl", "3s", "--kill-after", "0.5", "--scope=never", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "the holder", func() bool { return e.held("h") })
 	waiter := e.start("sema", "sb", "--max", "1", "--ttl", "3s", "--scope=never", "--", "true")
-	waitFor(t, "the waiter queued", func() bool { return e.keys(sema.NamePrefix("sb")) == 2 })
+	waitFor(t, "the waiter queued", func() bool { return e.keys(schema.NamePrefix("sb")) == 2 })
 	m.stall(5*time.Second, nil) // longer than the 3 s TTL
 	e.open("h")
 	holder.wait(t)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -26,7 +26,7 @@ func TestExitChildStatus(t *testing.T) {
 	if r := e.run("sema", "st", "--max", "1", "--", "true"); r.status != 0 || r.stderr != "" {
 		t.Fatalf("true: %v (want silence on success without -v)", r)
 	}
-	if n := e.keys(sema.NamePrefix("st")); n != 0 {
+	if n := e.keys(schema.NamePrefix("st")); n != 0 {
 		t.Fatalf("%d keys left after the jobs", n)
 	}
 }
@@ -54,7 +54,7 @@ func TestExitConflict(t *testing.T) {
 	if exists(ran) {
 		t.Fatal("the child ran without a slot")
 	}
-	if n := e.keys(sema.Prefix("cf", 1)); n != 1 {
+	if n := e.keys(schema.Prefix("cf", 1)); n != 1 {
 		t.Fatalf("%d keys, want only the holder's (the waiters' keys must be gone)", n)
 	}
 	holder.cmd.Process.Signal(syscall.SIGTERM)
@@ -68,11 +68,11 @@ func TestWaitExpiryRemovesKey(t *testing.T) {
 	holder := e.start("sema", "we", "--max", "1", "--", "sh", "-c", "touch "+e.path("held")+"; sleep 60")
 	waitFor(t, "holder", func() bool { return exists(e.path("held")) })
 	w := e.start("sema", "we", "--max", "1", "--wait", "2s", "--", "true")
-	waitFor(t, "waiter to enqueue", func() bool { return e.keys(sema.Prefix("we", 1)) == 2 })
+	waitFor(t, "waiter to enqueue", func() bool { return e.keys(schema.Prefix("we", 1)) == 2 })
 	if r := w.wait(t); r.status != 75 || !strings.Contains(r.stderr, "no slot within --wait") {
 		t.Fatalf("waiter: %v", r)
 	}
-	if n := e.keys(sema.Prefix("we", 1)); n != 1 {
+	if n := e.keys(schema.Prefix("we", 1)); n != 1 {
 		t.Fatalf("%d keys after the waiter gave up, want 1", n)
 	}
 	holder.cmd.Process.Signal(syscall.SIGTERM)
@@ -176,7 +176,7 @@ func TestExitSlotLostOnOperatorDelete(t *testing.T) {
 	e := newEnv(t)
 	p := e.start("sema", "lost", "--max", "1", "--kill-after", "1s", "--", "sh", "-c", "echo $$ > "+e.path("pid")+"; exec sleep 60")
 	pid := readPID(t, e.path("pid"))
-	if _, err := e.c.Delete(t.Context(), sema.Prefix("lost", 1), clientv3.WithPrefix()); err != nil {
+	if _, err := e.c.Delete(t.Context(), schema.Prefix("lost", 1), clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
 	r := p.wait(t)
@@ -200,7 +200,7 @@ func TestExitRuntimeMax(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("took %v", d)
 	}
-	if n := e.keys(sema.NamePrefix("rt")); n != 0 {
+	if n := e.keys(schema.NamePrefix("rt")); n != 0 {
 		t.Fatalf("%d keys left", n)
 	}
 }
@@ -330,7 +330,7 @@ func TestClosedStderrDoesNotKillWaiter(t *testing.T) {
 	wr.Close()
 	done := make(chan error, 1)
 	go func() { done <- w.Wait() }()
-	waitFor(t, "waiter queued", func() bool { return e.keys(sema.Prefix("pipe", 1)) == 2 })
+	waitFor(t, "waiter queued", func() bool { return e.keys(schema.Prefix("pipe", 1)) == 2 })
 	e.open("h")
 	holder.wait(t)
 	select {

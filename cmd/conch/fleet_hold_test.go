@@ -16,7 +16,7 @@ import (
 
 	"github.com/conch-project/conch/internal/ci"
 	"github.com/conch-project/conch/internal/who/whotest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // heldAfterKeys returns the keys of (name, max) whose record says they are
@@ -88,7 +88,7 @@ func TestHoldAfterAndRelease(t *testing.T) {
 		t.Fatalf("--release as n2: %v, want 0, none, n1's hold kept", r)
 	}
 	r = e.startWith([]string{"CONCH_NODE=n1"}, "sema", "ha", "--max", "1", "--release").wait(t)
-	if r.status != 0 || !strings.Contains(r.stderr, "released the slot node n1 held after its run") || e.keys(sema.Prefix("ha", 1)) != 0 {
+	if r.status != 0 || !strings.Contains(r.stderr, "released the slot node n1 held after its run") || e.keys(schema.Prefix("ha", 1)) != 0 {
 		t.Fatalf("--release as n1 (CONCH_NODE): %v, want 0 and the key gone", r)
 	}
 	if r := e.run("sema", "ha", "--max", "1", "--release", "--node", "n1"); r.status != 0 || !strings.Contains(r.stderr, "nothing to release") {
@@ -115,10 +115,10 @@ func TestHoldAfterSignalAndLoss(t *testing.T) {
 	e.run("sema", "hs", "--max", "1", "--release", "--node", "n1")
 	p = e.start("sema", "hs", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "sh", "-c", e.gated("b"))
 	waitFor(t, "b holds", func() bool { return e.held("b") })
-	if _, err := e.c.Delete(t.Context(), sema.Prefix("hs", 1), clientv3.WithPrefix()); err != nil {
+	if _, err := e.c.Delete(t.Context(), schema.Prefix("hs", 1), clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
-	if r := p.wait(t); r.status != 70 || strings.Contains(r.stderr, "slot kept") || e.keys(sema.Prefix("hs", 1)) != 0 {
+	if r := p.wait(t); r.status != 70 || strings.Contains(r.stderr, "slot kept") || e.keys(schema.Prefix("hs", 1)) != 0 {
 		t.Fatalf("slot lost with --hold-after: %v, want 70, nothing kept", r)
 	}
 }
@@ -134,7 +134,7 @@ func TestHoldAfterSIGKILL(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	p.wait(t)
 	killed := time.Now()
-	waitFor(t, "the slot frees at the run lease's expiry", func() bool { return e.keys(sema.Prefix("hk", 1)) == 0 })
+	waitFor(t, "the slot frees at the run lease's expiry", func() bool { return e.keys(schema.Prefix("hk", 1)) == 0 })
 	t.Logf("slot free %v after conch was SIGKILLed (--ttl 1s, --hold-after 1h)", time.Since(killed).Round(time.Millisecond))
 }
 
@@ -191,7 +191,7 @@ func TestReleaseRacesHoldAfter(t *testing.T) {
 		}
 	}
 	e.run("sema", "hr", "--max", "1", "--node", "n1", "--release")
-	if n := e.keys(sema.Prefix("hr", 1)); n != 0 {
+	if n := e.keys(schema.Prefix("hr", 1)); n != 0 {
 		t.Fatalf("%d keys after the last --release", n)
 	}
 }
@@ -233,7 +233,7 @@ func TestHoldAfterHuge(t *testing.T) {
 	if r.status != 0 || !strings.Contains(r.stderr, "slot kept for 876000h0m0s after the run, until 21") {
 		t.Fatalf("--hold-after 876000h: %v", r)
 	}
-	if r := e.run("sema", "hh", "--max", "1", "--release", "--node", "n1"); r.status != 0 || e.keys(sema.Prefix("hh", 1)) != 0 {
+	if r := e.run("sema", "hh", "--max", "1", "--release", "--node", "n1"); r.status != 0 || e.keys(schema.Prefix("hh", 1)) != 0 {
 		t.Fatalf("--release of a 100-year hold: %v", r)
 	}
 }
@@ -289,7 +289,7 @@ func TestHoldAfterLeaseExpiredWhileStopped(t *testing.T) {
 	}
 	e.open("a")
 	waitFor(t, "the command to end while conch is stopped", func() bool { return exists(done) })
-	waitFor(t, "the run's lease to expire", func() bool { return e.keys(sema.Prefix("hx", 1)) == 0 })
+	waitFor(t, "the run's lease to expire", func() bool { return e.keys(schema.Prefix("hx", 1)) == 0 })
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestHoldAfterLeaseExpiredWhileStopped(t *testing.T) {
 		strings.Contains(r.stderr, "slot kept") || strings.Contains(r.stderr, "key deleted") {
 		t.Fatalf("--hold-after, conch stopped past its lease: %v, want 0 and a line saying the slot cannot be kept as the lease expired", r)
 	}
-	if n := e.keys(sema.Prefix("hx", 1)); n != 0 {
+	if n := e.keys(schema.Prefix("hx", 1)); n != 0 {
 		t.Fatalf("%d keys after a hold that could not be made", n)
 	}
 }
@@ -334,7 +334,7 @@ func TestNodeNameOneRule(t *testing.T) {
 	e := newEnv(t)
 	const hexHost = "0123456789abcdef"
 	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--hold-after", "1h", "--", "true"); r.status != exitUsage ||
-		!strings.Contains(r.stderr, "set --node NAME") || e.keys(sema.Prefix("nr", 1)) != 0 {
+		!strings.Contains(r.stderr, "set --node NAME") || e.keys(schema.Prefix("nr", 1)) != 0 {
 		t.Fatalf("--hold-after on host %s: %v, want 64 naming --node and no key", hexHost, r)
 	}
 	if r := e.runOnHost(hexHost, "sema", "nr", "--max", "1", "--release"); r.status != exitUsage {
@@ -430,7 +430,7 @@ func TestReleaseLeavesNewerRecord(t *testing.T) {
 	if r := e.run("sema", "nv", "--max", "1", "--node", "n1", "--hold-after", "1h", "--", "true"); r.status != 0 {
 		t.Fatal(r)
 	}
-	key := sema.Prefix("nv", 1) + "00000000000000ff"
+	key := schema.Prefix("nv", 1) + "00000000000000ff"
 	val := `{"v":99,"host":"n1","pid":1,"since":"2026-12-01T00:00:00Z","state":"held-after","ended":"2026-12-01T00:00:00Z","held_until":"2026-12-01T01:00:00Z"}`
 	if _, err := e.c.Put(t.Context(), key, val); err != nil {
 		t.Fatal(err)
@@ -440,7 +440,7 @@ func TestReleaseLeavesNewerRecord(t *testing.T) {
 		!strings.Contains(r.stderr, `left "`+key+`" alone`) || !strings.Contains(r.stderr, "newer format") {
 		t.Fatalf("--release with a newer record: %v, want 0, the known hold freed and the newer one left, said", r)
 	}
-	if n := e.keys(sema.Prefix("nv", 1)); n != 1 {
+	if n := e.keys(schema.Prefix("nv", 1)); n != 1 {
 		t.Fatalf("%d keys after --release, want the newer record's only", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D16, D10: a waiter held back by a pause says so in STATUS= and the
@@ -18,7 +19,7 @@ func TestReporterFleetStates(t *testing.T) {
 	var f fakeSinks
 	r, _ := f.reporter(false, true)
 	since := time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)
-	p := &sema.Pause{Who: "root@n1", Since: since, Reason: "freeze"}
+	p := &schema.Pause{Who: "root@n1", Since: since, Reason: "freeze"}
 	r.onEvent(sema.Event{Kind: sema.Waiting, Paused: p})
 	r.onEvent(sema.Event{Kind: sema.Waiting})
 	if len(f.notes) != 2 || !strings.Contains(f.notes[0], "STATUS=waiting for heavy-jobs[max=2]: paused by root@n1 since 2026-12-01T23:00:00Z: freeze") ||
@@ -43,7 +44,7 @@ func TestReporterSkipped(t *testing.T) {
 	var f fakeSinks
 	r, _ := f.reporter(false, true)
 	end := time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)
-	r.skipped(fleet.OnceMarker{OnceRecord: sema.OnceRecord{Node: "n2", Rev: 9, Start: end, End: end}, Left: time.Minute})
+	r.skipped(fleet.OnceMarker{OnceRecord: schema.OnceRecord{Node: "n2", Rev: 9, Start: end, End: end}, Left: time.Minute})
 	last := f.entries[len(f.entries)-1]
 	// the marker's TTL is read in whole seconds: the next run is shown up to 2 s late, never early
 	if last.fields["CONCH_SKIPPED"] != "1" || !strings.Contains(last.msg, "node n2 ran it (rev 9)") || !regexp.MustCompile(`\(in 1m[12]s\)`).MatchString(last.msg) {

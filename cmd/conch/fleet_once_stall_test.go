@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D15a: an etcd stall across the end of a successful --once-per run, shorter than what is left
@@ -28,7 +28,7 @@ func TestOncePerRidesOutEtcdStall(t *testing.T) {
 	if r.status != 0 || strings.Contains(r.stderr, "marker could not be written") {
 		t.Fatalf("--once-per through a 6 s etcd stall at the run's end: %v, want 0 and the marker written", r)
 	}
-	if n := e.keys(sema.OnceKey("ops", 1)); n != 1 {
+	if n := e.keys(schema.OnceKey("ops", 1)); n != 1 {
 		t.Fatalf("period markers after the stall: %d, want 1", n)
 	}
 	r = e.run("sema", "ops", "--max", "1", "--ttl", "10s", "--once-per", "1h", "--node", "n2", "--scope=never", "--", "sh", "-c", job)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // fileLines counts the lines of the file at path (0 when it does not exist).
@@ -26,7 +26,7 @@ func TestOncePerCLI(t *testing.T) {
 	e := newEnv(t)
 	count := e.path("ran")
 	job := "echo run >> " + count
-	if r := e.run("sema", "op", "--max", "1", "--once-per", "1h", "--node", "n1", "--", "sh", "-c", job); r.status != 0 || e.keys(sema.OnceKey("op", 1)) != 1 {
+	if r := e.run("sema", "op", "--max", "1", "--once-per", "1h", "--node", "n1", "--", "sh", "-c", job); r.status != 0 || e.keys(schema.OnceKey("op", 1)) != 1 {
 		t.Fatalf("first run: %v, want 0 and the marker", r)
 	}
 	r := e.run("sema", "op", "--max", "1", "--once-per", "1h", "--node", "n2", "--", "sh", "-c", job)
@@ -46,10 +46,10 @@ func TestOncePerCLI(t *testing.T) {
 	if err1 != nil || err2 != nil || next.Before(end.Add(time.Hour+time.Second)) {
 		t.Fatalf("the next run may start after %s for a run that ended at %s with --once-per 1h: before the marker's end", m[2], m[1])
 	}
-	if r := e.run("sema", "opf", "--max", "1", "--once-per", "1h", "--", "sh", "-c", job+"; exit 1"); r.status != 1 || e.keys(sema.OnceKey("opf", 1)) != 0 {
+	if r := e.run("sema", "opf", "--max", "1", "--once-per", "1h", "--", "sh", "-c", job+"; exit 1"); r.status != 1 || e.keys(schema.OnceKey("opf", 1)) != 0 {
 		t.Fatalf("failing run: %v, want 1 and no marker", r)
 	}
-	if r := e.run("sema", "opf", "--max", "1", "--once-per", "1h", "--", "sh", "-c", job); r.status != 0 || fileLines(count) != 3 || e.keys(sema.OnceKey("opf", 1)) != 1 {
+	if r := e.run("sema", "opf", "--max", "1", "--once-per", "1h", "--", "sh", "-c", job); r.status != 0 || fileLines(count) != 3 || e.keys(schema.OnceKey("opf", 1)) != 1 {
 		t.Fatalf("run after a failed one: %v (%d runs), want it to run", r, fileLines(count))
 	}
 }
@@ -88,7 +88,7 @@ func TestOncePerFourAtOnce(t *testing.T) {
 func TestOncePerGarbageMarker(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.put(sema.OnceKey("opg", 1), "\x1b]0;garbage", 0)
+	e.put(schema.OnceKey("opg", 1), "\x1b]0;garbage", 0)
 	r := e.run("sema", "opg", "--max", "1", "--once-per", "1h", "--", "touch", e.path("ran"))
 	if r.status != 0 || exists(e.path("ran")) || !strings.Contains(r.stderr, "a period marker that cannot be read") ||
 		!strings.Contains(r.stderr, "no run starts until it is deleted") || strings.Contains(r.stderr, "\x1b") {

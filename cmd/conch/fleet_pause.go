@@ -8,6 +8,7 @@ import (
 	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -24,10 +25,10 @@ func (c *semaCmd) pause(j job) error {
 				return err
 			}
 		}
-		if err := c.elsewhere(ctx, cl, j, sema.PauseRoot, "its pause", "--pause refused", "--who to see that pause"); err != nil { // D17
+		if err := c.elsewhere(ctx, cl, j, schema.PauseRoot, "its pause", "--pause refused", "--who to see that pause"); err != nil { // D17
 			return err
 		}
-		hint := nameHint(ctx, cl, j.name) // before the pause makes the name live
+		hint := nameHint(ctx, cl, j.name, schema.Record{}) // before the pause makes the name live
 		p, wrote, err := set(ctx, cl, j.name, j.max, whoAmI(j), c.Reason)
 		var ce *sema.CapacityError
 		switch {
@@ -55,7 +56,7 @@ func (c *semaCmd) resume(j job) error {
 		case err == nil && had:
 			c.rep.line("", false, "resumed: waiters start again (it was %s)", who.PauseText(p))
 		case err == nil:
-			if err := c.elsewhere(ctx, cl, j, sema.PauseRoot, "its pause", "--resume refused", "--resume"); err != nil { // D17: the pause is elsewhere
+			if err := c.elsewhere(ctx, cl, j, schema.PauseRoot, "its pause", "--resume refused", "--resume"); err != nil { // D17: the pause is elsewhere
 				return err
 			}
 			c.rep.line("", false, "not paused: nothing to resume%s", hintNote(ctx, cl, j.name))
@@ -75,7 +76,7 @@ func whoAmI(j job) string {
 }
 
 // pausedText is who.PauseText of p (what etcd held, made safe for a line), "" for nil.
-func pausedText(p *sema.Pause) string {
+func pausedText(p *schema.Pause) string {
 	if p == nil {
 		return ""
 	}

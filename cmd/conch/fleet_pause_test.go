@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D16 end to end: --pause stops new starts (a running command goes on; a
@@ -69,7 +69,7 @@ func TestPauseResumeCLI(t *testing.T) {
 func TestPauseGarbageCLI(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.put(sema.PauseKey("pg", 1), "\x1b[2Jnot json", 0)
+	e.put(schema.PauseKey("pg", 1), "\x1b[2Jnot json", 0)
 	r := e.run("sema", "pg", "--max", "1", "--nonblock", "--", "true")
 	if r.status != 75 || !strings.Contains(r.stderr, "unreadable pause record") || strings.Contains(r.stderr, "\x1b") {
 		t.Fatalf("--nonblock with a garbage pause: %v", r)
@@ -82,7 +82,7 @@ func TestPauseGarbageCLI(t *testing.T) {
 	if len(recs) != 1 || recs[0].Paused == nil || recs[0].Paused.Unreadable == nil {
 		t.Fatalf("--who --json: %+v", recs)
 	}
-	if r := e.run("sema", "pg", "--max", "1", "--resume"); r.status != 0 || e.keys(sema.PauseRoot) != 0 {
+	if r := e.run("sema", "pg", "--max", "1", "--resume"); r.status != 0 || e.keys(schema.PauseRoot) != 0 {
 		t.Fatalf("--resume of a garbage pause: %v", r)
 	}
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/who"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,7 +22,7 @@ func (c *semaCmd) resetPeriod(j job) error {
 			c.rep.line("", false, "period open again: deleted the marker of the run on %s (rev %d, ended %s); the next run runs",
 				who.SafeText(m.Node), m.Rev, timeOrUnknown(m.End))
 		case err == nil:
-			if err := c.elsewhere(ctx, cl, j, sema.OnceRoot, "its period marker", "--reset-period refused", "--reset-period"); err != nil { // D17: the marker is elsewhere
+			if err := c.elsewhere(ctx, cl, j, schema.OnceRoot, "its period marker", "--reset-period refused", "--reset-period"); err != nil { // D17: the marker is elsewhere
 				return err
 			}
 			c.rep.line("", false, "no period marker: the period is open, nothing to reset%s", hintNote(ctx, cl, j.name))

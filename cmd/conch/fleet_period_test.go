@@ -5,7 +5,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // --once-per leaves a trace (D15): after a successful run, --who shows the period's marker
@@ -38,7 +38,7 @@ func TestOncePerVisible(t *testing.T) {
 	if r := e.run("sema", "ha", "--max", "1", "--once-per", "1h", "--", "touch", e.path("second")); r.status != 0 || exists(e.path("second")) {
 		t.Fatalf("a second run in the period: %v, want it skipped", r)
 	}
-	if r := e.run("sema", "ha", "--max", "1", "--reset-period"); r.status != 0 || !strings.Contains(r.stderr, "period open again") || e.keys(sema.OnceRoot) != 0 {
+	if r := e.run("sema", "ha", "--max", "1", "--reset-period"); r.status != 0 || !strings.Contains(r.stderr, "period open again") || e.keys(schema.OnceRoot) != 0 {
 		t.Fatalf("--reset-period: %v", r)
 	}
 	if r := e.run("sema", "ha", "--max", "1", "--once-per", "1h", "--", "touch", e.path("second")); r.status != 0 || !exists(e.path("second")) {

@@ -17,7 +17,7 @@ import (
 	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/internal/fleetlock"
 	"github.com/conch-project/conch/internal/systemd"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
@@ -145,7 +145,7 @@ func parseGroups(specs []string) (map[string]int, error) {
 		if err := fleetlock.ValidGroup(name); err != nil {
 			return nil, usagef("--group: %v", err)
 		}
-		max, err := sema.ParseMax(n)
+		max, err := schema.ParseMax(n)
 		if err != nil {
 			return nil, usagef("--group %s: %v", name, err)
 		}
@@ -191,7 +191,7 @@ func (f *fleetlockCmd) serve(j fleetlockJob, rep *reporter) error {
 	}
 	ev := &fleetEvents{getenv: f.s.getenv, stderr: f.s.stderr, quiet: f.Quiet, notify: systemd.NotifierFor(f.s.getenv), kick: make(chan struct{}, 1)}
 	srv, err := fleetlock.New(fleetlock.Config{Client: client, Groups: j.groups, Hold: j.hold, Queue: j.queue,
-		Record: sema.Record{PID: os.Getpid()}, OnEvent: ev.event})
+		Record: schema.Record{PID: os.Getpid()}, OnEvent: ev.event})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -262,7 +262,7 @@ func (e *fleetEvents) event(ev fleetlock.Event) {
 	e.mu.Lock()
 	r := newReporter(e.stderr, e.getenv, false, ev.Group, ev.Max)
 	r.warnOnly = e.quiet
-	fields := map[string]string{"CONCH_NODE": ev.ID, "CONCH_VIA": sema.ViaFleetLock, "CONCH_REV": fmt.Sprint(ev.Slot.Rev)}
+	fields := map[string]string{"CONCH_NODE": ev.ID, "CONCH_VIA": schema.ViaFleetLock, "CONCH_REV": fmt.Sprint(ev.Slot.Rev)}
 	if ev.Granted {
 		r.emit(stateHeld, journal.PriNotice, false, fields, fmt.Sprintf("reboot slot granted to %s until %s (rev %d)",
 			ev.ID, ev.Slot.Until.UTC().Format(time.RFC3339), ev.Slot.Rev))

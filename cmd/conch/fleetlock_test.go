@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // fleetServer is `conch fleetlock` started by a test on a random loopback port.
@@ -87,7 +86,7 @@ func TestFleetlockRestart(t *testing.T) {
 	if st, k, v := s2.post(t, "pre-reboot", "other-node", "default"); st != 423 || k != "failed_lock_semaphore_full" || !strings.Contains(v, rebootID) {
 		t.Fatalf("another id after the restart: %d %s %s", st, k, v)
 	}
-	if n := e.keys(sema.Prefix("default", 1)); n != 1 {
+	if n := e.keys(schema.Prefix("default", 1)); n != 1 {
 		t.Fatalf("%d keys after the restart, want the one slot", n)
 	}
 	if err := s2.p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -185,7 +184,7 @@ func TestFleetlockSharedQueue(t *testing.T) {
 	e := newEnv(t)
 	s := e.startFleetlock("--group", "maint=1")
 	job := e.start("sema", "maint", "--max", "1", "--node", "vacuum-node", "--", "sleep", "60")
-	waitFor(t, "the job holds", func() bool { return e.keys(sema.Prefix("maint", 1)) == 1 })
+	waitFor(t, "the job holds", func() bool { return e.keys(schema.Prefix("maint", 1)) == 1 })
 	if st, k, v := s.post(t, "pre-reboot", rebootID, "maint"); st != 423 || !strings.Contains(v, "vacuum-node") {
 		t.Fatalf("pre-reboot beside a job: %d %s %s", st, k, v)
 	}
@@ -205,7 +204,7 @@ func TestFleetlockSharedQueue(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if resp, err := e.c.Get(ctx, sema.Prefix("maint", 1), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+	if resp, err := e.c.Get(ctx, schema.Prefix("maint", 1), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 		t.Fatalf("keys left: %v %v", resp, err)
 	}
 }

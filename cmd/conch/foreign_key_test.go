@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D6g: keys bound to no lease are not conch's, so a run says nothing of them as jobs "run the
@@ -18,8 +18,8 @@ import (
 func TestRunBesideLeaselessKeys(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.put(sema.Prefix("ll", 3)+"node-x", "by hand", 0)
-	e.put(sema.Prefix("ll", 3)+sema.FormatLeaseID(7), "by hand", 0)
+	e.put(schema.Prefix("ll", 3)+"node-x", "by hand", 0)
+	e.put(schema.Prefix("ll", 3)+schema.FormatLeaseID(7), "by hand", 0)
 	runs := [][]string{
 		{"sema", "ll", "--max", "3", "--nonblock", "--", "true"},
 		{"sema", "ll", "--max", "3", "--nonblock", "--spread", "--node", "node-a", "--", "true"},
@@ -35,7 +35,7 @@ func TestRunBesideLeaselessKeys(t *testing.T) {
 		}
 	}
 	check("keys bound to no lease in its queue")
-	e.put(sema.Prefix("ll", 5)+"node-y", "by hand", 0)
+	e.put(schema.Prefix("ll", 5)+"node-y", "by hand", 0)
 	check("a key bound to no lease under another capacity")
 }
 
@@ -45,7 +45,7 @@ func TestRunBesideLeaselessKeys(t *testing.T) {
 func TestWhoLeaselessNodeKeyNotSpread(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.put(sema.Prefix("lj", 1)+"zzz", "hello", 0)
+	e.put(schema.Prefix("lj", 1)+"zzz", "hello", 0)
 	r := e.run("sema", "lj", "--max", "1", "--who", "--json")
 	var recs []struct {
 		Kind   string   `json:"kind"`

@@ -1,12 +1,14 @@
 package main
 
 import (
-	"github.com/conch-project/conch/internal/slotrun"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/conch-project/conch/internal/slotrun"
+	"github.com/conch-project/conch/sema/schema"
 
 	"github.com/conch-project/conch/sema"
 )
@@ -21,13 +23,13 @@ func FuzzName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if sema.ValidateName(name) != nil {
+		if schema.ValidateName(name) != nil {
 			return
 		}
 		if len(name) < 1 || len(name) > 128 || strings.ContainsAny(name, "/ \x00\n") || name[0] == '.' || name[0] == '-' || name[0] == '_' {
 			t.Fatalf("accepted name %q", name)
 		}
-		if p := sema.NamePrefix(name); !strings.HasSuffix(p, "/") || strings.Count(strings.TrimPrefix(p, sema.KeyRoot), "/") != 1 {
+		if p := schema.NamePrefix(name); !strings.HasSuffix(p, "/") || strings.Count(strings.TrimPrefix(p, schema.KeyRoot), "/") != 1 {
 			t.Fatalf("prefix %q of %q", p, name)
 		}
 	})
@@ -39,11 +41,11 @@ func FuzzMax(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := sema.ParseMax(s)
+		n, err := schema.ParseMax(s)
 		if err != nil {
 			return
 		}
-		if n < 1 || n > sema.MaxCapacity || strings.TrimLeft(s, "0") != strconv.Itoa(n) {
+		if n < 1 || n > schema.MaxCapacity || strings.TrimLeft(s, "0") != strconv.Itoa(n) {
 			t.Fatalf("ParseMax(%q) = %d", s, n)
 		}
 	})

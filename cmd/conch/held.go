@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/conch-project/conch/internal/fleet"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -56,7 +56,7 @@ func (c *semaCmd) held(j job) error {
 			return endf(errNotHeld, "", "%s", err)
 		case err == nil && c.rep.verbose:
 			fmt.Fprintf(c.stderr, "conch: %s: held: rank %d, rev %d, lease %s with %ds of %ds left, at revision %d\n",
-				what, h.Rank, s.Rev, sema.FormatLeaseID(s.Lease), h.TTL.Left, h.TTL.Granted, h.ReadRev)
+				what, h.Rank, s.Rev, schema.FormatLeaseID(s.Lease), h.TTL.Left, h.TTL.Granted, h.ReadRev)
 		}
 		return err
 	})

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // heldChild starts `conch sema NAME --max 1 --scope=never -- sh` whose
@@ -47,7 +46,7 @@ func (e *env) heldAnswer(name string) (int, string) {
 // holderKV is the one key under NAME[1].
 func (e *env) holderKV(name string) (key string, lease clientv3.LeaseID) {
 	e.t.Helper()
-	resp, err := e.c.Get(context.Background(), sema.Prefix(name, 1), clientv3.WithPrefix())
+	resp, err := e.c.Get(context.Background(), schema.Prefix(name, 1), clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 1 {
 		e.t.Fatalf("holder key of %s: %v %v", name, resp, err)
 	}
@@ -107,15 +106,15 @@ func TestHeldOutsideChild(t *testing.T) {
 		t.Fatalf("--held with a command: %v", r)
 	}
 	h := e.start("sema", "wq", "--max", "1", "--", "sleep", "60")
-	waitFor(t, "holder", func() bool { return e.keys(sema.Prefix("wq", 1)) == 1 })
+	waitFor(t, "holder", func() bool { return e.keys(schema.Prefix("wq", 1)) == 1 })
 	w := e.start("sema", "wq", "--max", "1", "--", "sleep", "60")
-	waitFor(t, "waiter", func() bool { return e.keys(sema.Prefix("wq", 1)) == 2 })
-	resp, err := e.c.Get(context.Background(), sema.Prefix("wq", 1), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	waitFor(t, "waiter", func() bool { return e.keys(schema.Prefix("wq", 1)) == 2 })
+	resp, err := e.c.Get(context.Background(), schema.Prefix("wq", 1), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		t.Fatal(err)
 	}
 	kv := resp.Kvs[1]
-	vars := []string{"CONCH_SEMA=wq", "CONCH_MAX=1", "CONCH_LEASE=" + sema.FormatLeaseID(kv.Lease), "CONCH_REV=" + strconv.FormatInt(kv.CreateRevision, 10)}
+	vars := []string{"CONCH_SEMA=wq", "CONCH_MAX=1", "CONCH_LEASE=" + schema.FormatLeaseID(kv.Lease), "CONCH_REV=" + strconv.FormatInt(kv.CreateRevision, 10)}
 	if r := e.startWith(vars, "sema", "--held").wait(t); r.status != 70 || !strings.Contains(r.stderr, "not within") {
 		t.Fatalf("--held as the waiter: %v", r)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // An unreachable endpoint from ETCDCTL_ENDPOINTS is named
@@ -73,7 +73,7 @@ func TestQuietWaiting(t *testing.T) {
 	h := e.start("sema", "quietw", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
 	w := e.start("sema", "quietw", "--max", "1", "-q", "--wait", "60", "--", "sh", "-c", "echo child-said >&2")
-	waitFor(t, "the waiter's key", func() bool { return e.keys(sema.NamePrefix("quietw")) == 2 })
+	waitFor(t, "the waiter's key", func() bool { return e.keys(schema.NamePrefix("quietw")) == 2 })
 	o := e.start("sema", "quietw", "--max", "2", "--change-max", "-q", "--", "true") // another capacity on purpose (D17): a warning
 	if r := o.wait(t); r.status != 0 || !strings.Contains(r.stderr, "WARNING: 2 key(s) exist for \"quietw\" under another --max") {
 		t.Errorf("-q with keys under another --max: %v, want 0 and the warning", r)

@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // One lease ID spelling everywhere, on a member whose lease
@@ -26,8 +26,8 @@ func TestLeaseSpellingOneEverywhere(t *testing.T) {
 	if len(lease) != 16 || lease[0] != '0' {
 		t.Fatalf("CONCH_LEASE=%q: want 16 hex digits starting with 0 on this member", lease)
 	}
-	resp, err := e.c.Get(t.Context(), sema.Prefix("z", 1)+lease)
-	if err != nil || len(resp.Kvs) != 1 || sema.FormatLeaseID(resp.Kvs[0].Lease) != lease {
+	resp, err := e.c.Get(t.Context(), schema.Prefix("z", 1)+lease)
+	if err != nil || len(resp.Kvs) != 1 || schema.FormatLeaseID(resp.Kvs[0].Lease) != lease {
 		t.Fatalf("no key named by CONCH_LEASE=%s, or bound to another lease: %v %v", lease, resp, err)
 	}
 	leases, err := e.c.Leases(t.Context())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
@@ -148,7 +149,7 @@ func (r *reporter) onEvent(e sema.Event) {
 	switch e.Kind {
 	case sema.Enqueued:
 		r.rev, r.lease = e.Rev, int64(e.Lease)
-		r.line("", true, "enqueued rev=%d lease=%s ttl=%v", e.Rev, sema.FormatLeaseID(int64(e.Lease)), e.TTL)
+		r.line("", true, "enqueued rev=%d lease=%s ttl=%v", e.Rev, schema.FormatLeaseID(int64(e.Lease)), e.TTL)
 		if e.OtherCapacities > 0 {
 			r.warnf("WARNING: %d key(s) exist for %q under another --max: those nodes use a different semaphore and do not count against this one (conch sema %s --who)",
 				e.OtherCapacities, r.name, r.name)
@@ -244,7 +245,7 @@ func (r *reporter) journalFields(state string, extra map[string]string) map[stri
 		f["CONCH_REV"] = strconv.FormatInt(r.rev, 10)
 	}
 	if r.lease != 0 {
-		f["CONCH_LEASE"] = sema.FormatLeaseID(r.lease)
+		f["CONCH_LEASE"] = schema.FormatLeaseID(r.lease)
 	}
 	if state != "" {
 		f["CONCH_STATE"] = state

@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/conch-project/conch/internal/systemd"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/systemd"
 
 	"github.com/conch-project/conch/sema"
 	"github.com/coreos/go-systemd/v22/journal"

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/internal/who"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -62,13 +63,13 @@ func typoDistance(a, b string) int {
 }
 
 // nameHint returns "did you mean X?" (or "X or Y") when name has no key, pause or marker while
-// a live name is within one edit of it (sema.NameSurvey: one request while the names fit a
+// a live name is within one edit of it (who.NameSurvey: one request while the names fit a
 // page, nearNames), else "".
 // Its reads are bounded by ctx and nameHintTimeout; a failed read gives "" (no hint).
-func nameHint(ctx context.Context, cl *clientv3.Client, name string) string {
+func nameHint(ctx context.Context, cl *clientv3.Client, name string, self schema.Record) string {
 	ctx, cancel := context.WithTimeout(ctx, nameHintTimeout)
 	defer cancel()
-	inUse, live, err := sema.NameSurvey(ctx, cl, name)
+	inUse, live, err := who.NameSurvey(ctx, cl, name, self)
 	if err != nil || inUse {
 		return ""
 	}
@@ -85,7 +86,7 @@ func nameHint(ctx context.Context, cl *clientv3.Client, name string) string {
 
 // hintNote is nameHint as the end of a line: "; no such semaphore: did you mean X?", or "".
 func hintNote(ctx context.Context, cl *clientv3.Client, name string) string {
-	if hint := nameHint(ctx, cl, name); hint != "" {
+	if hint := nameHint(ctx, cl, name, schema.Record{}); hint != "" {
 		return "; no such semaphore: " + hint
 	}
 	return ""
@@ -95,11 +96,12 @@ func hintNote(ctx context.Context, cl *clientv3.Client, name string) string {
 // etcd client (wrap), on a goroutine of their own that writes the hint as a warning, so they
 // cost the run no time and the hint comes as the run starts. join waits for that goroutine
 // (bounded by nameHintTimeout): call it before the run's last line (the client is still open
-// then) and after the run. A run's own key, written before the reads, makes its name in use:
-// then no hint is given (a missed hint, never a wrong one).
+// then) and after the run. The run's own key does not make its name in use, whether its
+// enqueue lands before the reads or after: its record names this host and process (self).
 type runNameHint struct {
 	rep  *reporter
 	name string
+	self schema.Record // the run's own record: its key is not the name in use
 	done chan struct{} // closed when the goroutine is over; nil until the client is there
 }
 
@@ -111,7 +113,7 @@ func (h *runNameHint) wrap(connect func(context.Context) (*clientv3.Client, erro
 			h.done = make(chan struct{})
 			go func() {
 				defer close(h.done)
-				if hint := nameHint(context.WithoutCancel(ctx), cl, h.name); hint != "" {
+				if hint := nameHint(context.WithoutCancel(ctx), cl, h.name, h.self); hint != "" {
 					h.rep.warnf("WARNING: nothing is queued under %q and no pause names it: %s (running it as named)", h.name, hint)
 				}
 			}()

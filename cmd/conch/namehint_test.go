@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // A name one edit off a live one, with no keys and no pause of its own, gets a "did you mean"
@@ -25,7 +25,7 @@ func TestNameTypoHint(t *testing.T) {
 		t.Errorf("run of a typo: %v\nwant it run, with %q on stderr", r, hint)
 	}
 	r = e.run("sema", "batch-wroker", "--max", "2", "--pause", "--reason", "window")
-	if r.status != 0 || !strings.Contains(r.stderr, "paused") || !strings.Contains(r.stderr, hint) || e.keys(sema.PauseKey("batch-wroker", 2)) != 1 {
+	if r.status != 0 || !strings.Contains(r.stderr, "paused") || !strings.Contains(r.stderr, hint) || e.keys(schema.PauseKey("batch-wroker", 2)) != 1 {
 		t.Errorf("--pause of a typo: %v\nwant it paused, with %q", r, hint)
 	}
 	if r = e.run("sema", "batch-wroker", "--max", "2", "--resume"); r.status != 0 || !strings.Contains(r.stderr, "resumed") {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // An operator's second day: what a first use under systemd and a hostile test of inputs
@@ -208,7 +208,7 @@ func TestFrozenHolderSaysLeaseExpired(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the key to expire", func() bool { return e.keys(sema.NamePrefix("op-frozen")) == 0 })
+	waitFor(t, "the key to expire", func() bool { return e.keys(schema.NamePrefix("op-frozen")) == 0 })
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

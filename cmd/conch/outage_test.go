@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // slotBackBound is the bound README states for a slot to be busy again once etcd answers
@@ -35,7 +34,7 @@ func TestEtcdRestartKeepsQueue(t *testing.T) {
 func etcdRestartKeepsQueue(t *testing.T, down time.Duration) {
 	srv := startEtcdProc(t)
 	e := srv.env(t)
-	pre := sema.Prefix("out", 1)
+	pre := schema.Prefix("out", 1)
 	var procs []*proc
 	for i := range 6 { // the first holds, five wait
 		name := fmt.Sprint("p", i)

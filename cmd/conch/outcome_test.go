@@ -12,6 +12,7 @@ import (
 	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/internal/slotrun"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/conch-project/conch/unitrun"
 	"github.com/coreos/go-systemd/v22/journal"
 )
@@ -192,7 +193,7 @@ func TestExitStatus(t *testing.T) {
 		{"etcd unreachable at start", fmt.Errorf("%w: cannot reach etcd", etcdconn.ErrUnreachable), exitUnavailable, 0},
 		{"who: etcd unreachable", fmt.Errorf("n: %w", fmt.Errorf("%w: x", etcdconn.ErrUnreachable)), exitUnavailable, 0},
 		{"a refused login or bad TLS files", errors.New("cannot set up TLS"), exitUsage, 0},
-		{"a name sema refuses", sema.ErrBadName, exitUsage, 0},
+		{"a name sema refuses", schema.ErrBadName, exitUsage, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if status, sig := exitStatus(tc.err); status != tc.status || sig != tc.sig {

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -35,7 +35,7 @@ func childPIDs(pid int) []int {
 func TestGuardianOnlyNextInLine(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	pre := sema.Prefix("nl", 1)
+	pre := schema.Prefix("nl", 1)
 	holder := e.start("sema", "nl", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
 	next := e.start("sema", "nl", "--max", "1", "--", "sh", "-c", e.gated("n"))
@@ -177,9 +177,9 @@ func (e *env) nextInLine(t *testing.T, w *proc, name string) (int, *mvccpb.KeyVa
 		if kids := childPIDs(w.cmd.Process.Pid); len(kids) == 1 {
 			guardian = kids[0]
 		}
-		return guardian != 0 && e.keys(sema.Prefix(name, 1)) == 2 && strings.Contains(w.stderr.String(), "next in line")
+		return guardian != 0 && e.keys(schema.Prefix(name, 1)) == 2 && strings.Contains(w.stderr.String(), "next in line")
 	})
-	resp, err := e.c.Get(t.Context(), sema.Prefix(name, 1), clientv3.WithLastCreate()...)
+	resp, err := e.c.Get(t.Context(), schema.Prefix(name, 1), clientv3.WithLastCreate()...)
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the waiter's key: %v %v", resp, err)
 	}

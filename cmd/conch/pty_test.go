@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/syncbuf"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/creack/pty"
 )
 
@@ -76,7 +76,7 @@ func TestTerminalCtrlC(t *testing.T) {
 	if ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGINT {
 		t.Fatalf("conch after Ctrl-C: %v, want killed by SIGINT; output %q", cmd.ProcessState, out())
 	}
-	if n := e.keys(sema.NamePrefix("ctrlc")); n != 0 {
+	if n := e.keys(schema.NamePrefix("ctrlc")); n != 0 {
 		t.Fatalf("%d keys left after Ctrl-C", n)
 	}
 }
@@ -94,7 +94,7 @@ func TestTerminalCtrlBackslash(t *testing.T) {
 	if !ws.Signaled() || ws.Signal() != syscall.SIGQUIT || ws.CoreDump() || strings.Contains(out(), "goroutine") {
 		t.Fatalf("conch after Ctrl-\\: %v (core %v), want killed by SIGQUIT; output %q", cmd.ProcessState, ws.CoreDump(), out())
 	}
-	if n := e.keys(sema.NamePrefix("ctrlq")); n != 0 {
+	if n := e.keys(schema.NamePrefix("ctrlq")); n != 0 {
 		t.Fatalf("%d keys left after Ctrl-\\", n)
 	}
 }
@@ -121,7 +121,7 @@ func TestTerminalCtrlCStopsScript(t *testing.T) {
 	if !ws.Signaled() || ws.Signal() != syscall.SIGINT || strings.Contains(out(), "ready 2") || strings.Contains(out(), "step 2") {
 		t.Fatalf("bash: %v, output %q; want it killed by SIGINT in the loop's first round", cmd.ProcessState, out())
 	}
-	if n := e.keys(sema.NamePrefix("deploy")); n != 0 {
+	if n := e.keys(schema.NamePrefix("deploy")); n != 0 {
 		t.Fatalf("%d keys left after Ctrl-C", n)
 	}
 }
@@ -150,7 +150,7 @@ func TestTerminalCtrlBackslashScript(t *testing.T) {
 		case tc.ran || code != 131:
 			t.Errorf("%q: bash %v, output %q; want the next line run: %v", tc.opts, cmd.ProcessState, out(), tc.ran)
 		}
-		if n := e.keys(sema.NamePrefix(name)); n != 0 {
+		if n := e.keys(schema.NamePrefix(name)); n != 0 {
 			t.Errorf("%d keys left after Ctrl-\\", n)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/ci"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/conch-project/conch/unitrun"
 )
 
@@ -97,7 +97,7 @@ func TestScopeOutsideSystemd(t *testing.T) {
 		}
 		_ = os.Remove(ran)
 	}
-	if n := e.keys(sema.NamePrefix("sc-auto")); n != 0 {
+	if n := e.keys(schema.NamePrefix("sc-auto")); n != 0 {
 		t.Fatalf("%d keys left", n)
 	}
 }

@@ -2,14 +2,15 @@ package main
 
 import (
 	"fmt"
-	"github.com/conch-project/conch/internal/syncbuf"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/internal/syncbuf"
+	"github.com/conch-project/conch/sema/schema"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +29,7 @@ func TestSIGTERMToHolder(t *testing.T) {
 	if pidAlive(pid) {
 		t.Fatalf("child %d outlived conch", pid)
 	}
-	if n := e.keys(sema.NamePrefix("term")); n != 0 {
+	if n := e.keys(schema.NamePrefix("term")); n != 0 {
 		t.Fatalf("%d keys left", n)
 	}
 }
@@ -49,7 +50,7 @@ func TestSIGQUITToHolder(t *testing.T) {
 	if pidAlive(pid) {
 		t.Fatalf("child %d outlived conch", pid)
 	}
-	if n := e.keys(sema.NamePrefix("quit")); n != 0 {
+	if n := e.keys(schema.NamePrefix("quit")); n != 0 {
 		t.Fatalf("%d keys left after SIGQUIT: the slot must be released, not left to expire", n)
 	}
 }
@@ -58,7 +59,7 @@ func TestSIGQUITToHolder(t *testing.T) {
 func TestSignalToWaiter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	pre := sema.Prefix("sw", 1)
+	pre := schema.Prefix("sw", 1)
 	holder := e.start("sema", "sw", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
@@ -98,7 +99,7 @@ func TestSIGKILLToConchEndsTree(t *testing.T) {
 	if d := time.Since(killed); d > 1*time.Second+3*time.Second {
 		t.Fatalf("tree ended %v after SIGKILL, want within --kill-after 1s + 3s", d)
 	}
-	waitFor(t, "slot to free at lease expiry", func() bool { return e.keys(sema.NamePrefix("sk")) == 0 })
+	waitFor(t, "slot to free at lease expiry", func() bool { return e.keys(schema.NamePrefix("sk")) == 0 })
 }
 
 // A signal conch's caller ignores (nohup: SIGHUP) stays ignored: the child runs on and conch
@@ -139,7 +140,7 @@ func TestStoppedWaiterSaysLeaseExpired(t *testing.T) {
 		t.Skip("slow (chaos, long timers or system nodes): not in the -short tier")
 	}
 	e := newEnv(t)
-	pre := sema.Prefix("wexp", 1)
+	pre := schema.Prefix("wexp", 1)
 	holder := e.start("sema", "wexp", "--max", "1", "--", "sh", "-c", e.gated("h"))
 	waitFor(t, "holder", func() bool { return e.held("h") })
 	w := e.start("sema", "wexp", "--max", "1", "--ttl", "2", "--", "touch", e.path("ran"))

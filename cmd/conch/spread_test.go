@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // startWith runs conch like start, with extra environment variables.
@@ -26,7 +26,7 @@ func (e *env) startWith(extra []string, args ...string) *proc {
 func TestSpreadOneSlotPerNode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	pre := sema.Prefix("sp", 2)
+	pre := schema.Prefix("sp", 2)
 	a1 := e.start("sema", "sp", "--max", "2", "--spread", "--node", "node-a", "--", "sh", "-c", e.gated("a1"))
 	waitFor(t, "a1 holds", func() bool { return e.held("a1") })
 	if n := e.keys(pre + "node-a"); n != 1 {

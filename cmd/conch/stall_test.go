@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // stubborn is the command line of a child that writes its PID to path and then ignores
@@ -56,7 +56,7 @@ func TestThawPastDeadlineKillsAtOnce(t *testing.T) {
 	guardian := ppidOf(t, child)
 	conch := p.cmd.Process.Pid
 	signalEach(t, syscall.SIGSTOP, conch, guardian, -child)
-	waitFor(t, "the lease to expire on the server", func() bool { return e.keys(sema.NamePrefix("thaw")) == 0 })
+	waitFor(t, "the lease to expire on the server", func() bool { return e.keys(schema.NamePrefix("thaw")) == 0 })
 	t0 := time.Now()
 	signalEach(t, syscall.SIGCONT, -child, guardian, conch)
 	took := goneAfter(t, child, t0)
@@ -91,7 +91,7 @@ func TestStoppedConchGuardianFences(t *testing.T) {
 	p := e.start(args...)
 	child := readPID(t, pidFile)
 	w := e.start("sema", "gf", "--max", "1", "--scope=never", "--", "touch", e.path("waiter-ran"))
-	waitFor(t, "the waiter's key", func() bool { return e.keys(sema.NamePrefix("gf")) == 2 })
+	waitFor(t, "the waiter's key", func() bool { return e.keys(schema.NamePrefix("gf")) == 2 })
 	signalEach(t, syscall.SIGSTOP, p.cmd.Process.Pid)
 	defer syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT)
 	stopped := time.Now()
@@ -103,7 +103,7 @@ func TestStoppedConchGuardianFences(t *testing.T) {
 		if childGone == 0 && !pidAlive(child) {
 			childGone = time.Since(stopped)
 		}
-		if keyGone == 0 && e.keys(sema.Prefix("gf", 1)) < 2 {
+		if keyGone == 0 && e.keys(schema.Prefix("gf", 1)) < 2 {
 			keyGone = time.Since(stopped)
 		}
 		if waiterRan == 0 && exists(e.path("waiter-ran")) {
@@ -156,7 +156,7 @@ func TestStoppedHeadOfQueue(t *testing.T) {
 	w := e.start(append([]string{"sema", "hq", "-v"}, append(flags, "sh", "-c", `echo x >> "$0"`, ran)...)...)
 	e.nextInLine(t, w, "hq")
 	w2 := e.start(append([]string{"sema", "hq"}, append(flags, "sh", "-c", e.gated("w2"))...)...)
-	waitFor(t, "the third key", func() bool { return e.keys(sema.Prefix("hq", 1)) == 3 })
+	waitFor(t, "the third key", func() bool { return e.keys(schema.Prefix("hq", 1)) == 3 })
 	signalEach(t, syscall.SIGSTOP, w.cmd.Process.Pid)
 	defer syscall.Kill(w.cmd.Process.Pid, syscall.SIGCONT)
 	e.open("h")
@@ -168,7 +168,7 @@ func TestStoppedHeadOfQueue(t *testing.T) {
 		t.Fatal("the stopped waiter's command ran (D7b)")
 	}
 	signalEach(t, syscall.SIGCONT, w.cmd.Process.Pid)
-	waitFor(t, "the stopped waiter to queue again", func() bool { return e.keys(sema.Prefix("hq", 1)) == 2 })
+	waitFor(t, "the stopped waiter to queue again", func() bool { return e.keys(schema.Prefix("hq", 1)) == 2 })
 	if exists(ran) {
 		t.Fatal("the continued waiter's command ran while another held the slot")
 	}
@@ -199,7 +199,7 @@ func TestStoppedConchWhileReleasing(t *testing.T) {
 	defer syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT)
 	stopped := time.Now()
 	w := e.start("sema", "rel", "--max", "1", "--scope=never", "--", "touch", e.path("waiter-ran"))
-	waitFor(t, "the waiter's key", func() bool { return e.keys(sema.NamePrefix("rel")) >= 1 })
+	waitFor(t, "the waiter's key", func() bool { return e.keys(schema.NamePrefix("rel")) >= 1 })
 	var leftGone time.Duration
 	for !exists(e.path("waiter-ran")) {
 		if leftGone == 0 && !pidAlive(leftover) {
@@ -278,7 +278,7 @@ func TestStoppedGuardianWhileChildRuns(t *testing.T) {
 	if r := p.wait(t); r.status != 3 {
 		t.Errorf("conch: %v, want the child's status 3", r)
 	}
-	if n := e.keys(sema.NamePrefix("sr")); n != 0 {
+	if n := e.keys(schema.NamePrefix("sr")); n != 0 {
 		t.Errorf("%d key(s) left: the slot was not released", n)
 	}
 }

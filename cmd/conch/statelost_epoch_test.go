@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // D18, the rewind: etcd's data directory restored from a backup taken while the holder held
@@ -26,7 +25,7 @@ func TestEtcdRewindKillsAtOnce(t *testing.T) {
 	}
 	srv := startEtcdProc(t)
 	e := srv.env(t)
-	pre := sema.Prefix("rw", 1)
+	pre := schema.Prefix("rw", 1)
 	pidFile := e.path("child")
 	p := e.start("sema", "rw", "--max", "1", "--ttl", "30s", "--kill-after", "5s", "--scope=never", "--",
 		"sh", "-c", `echo $$ > "$0"; trap "" TERM; exec sleep 600`, pidFile)
@@ -86,7 +85,7 @@ func TestEtcdNewClusterWaiterReenters(t *testing.T) {
 	}
 	srv := startEtcdProc(t)
 	e := srv.env(t)
-	pre := sema.Prefix("nc", 1)
+	pre := schema.Prefix("nc", 1)
 	pidFile, ran := e.path("child"), e.path("ran")
 	p := e.start("sema", "nc", "--max", "1", "--ttl", "30s", "--kill-after", "5s", "--scope=never", "--",
 		"sh", "-c", `echo $$ > "$0"; trap "" TERM; exec sleep 600`, pidFile)
@@ -119,8 +118,8 @@ func TestEtcdNewClusterWaiterReenters(t *testing.T) {
 	}
 	var id, lease string
 	fmt.Sscan(string(b), &id, &lease)
-	if id != sema.FormatClusterID(fresh) {
-		t.Errorf("the waiter's child ran with CONCH_CLUSTER_ID %s, want the new store's %s", id, sema.FormatClusterID(fresh))
+	if id != schema.FormatClusterID(fresh) {
+		t.Errorf("the waiter's child ran with CONCH_CLUSTER_ID %s, want the new store's %s", id, schema.FormatClusterID(fresh))
 	}
 	if _, stale := old[strings.TrimPrefix(lease, "0x")]; stale {
 		t.Errorf("the waiter ran on its old lease %s: a stale place", lease)

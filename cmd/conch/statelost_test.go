@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D18: etcd restarted on an empty data directory while a child that ignores SIGTERM holds
@@ -26,9 +26,9 @@ func TestEtcdStateLossKillsAtOnce(t *testing.T) {
 		"sh", "-c", `echo "$CONCH_CLUSTER_ID" > "$1"; echo $$ > "$0"; trap "" TERM; exec sleep 600`, pidFile, idFile)
 	child := readPID(t, pidFile)
 	waiter := e.start("sema", "sl", "--max", "1", "--ttl", "10s", "--wait", "50s", "--scope=never", "--", "true")
-	waitFor(t, "the waiter's key", func() bool { return e.keys(sema.NamePrefix("sl")) == 2 })
-	if id, _ := os.ReadFile(idFile); strings.TrimSpace(string(id)) != sema.FormatClusterID(e.srv.ClusterID()) {
-		t.Errorf("the child's CONCH_CLUSTER_ID = %q, want %s", id, sema.FormatClusterID(e.srv.ClusterID()))
+	waitFor(t, "the waiter's key", func() bool { return e.keys(schema.NamePrefix("sl")) == 2 })
+	if id, _ := os.ReadFile(idFile); strings.TrimSpace(string(id)) != schema.FormatClusterID(e.srv.ClusterID()) {
+		t.Errorf("the child's CONCH_CLUSTER_ID = %q, want %s", id, schema.FormatClusterID(e.srv.ClusterID()))
 	}
 	tk := time.Now()
 	e.srv.RestartEmpty(t)

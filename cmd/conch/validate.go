@@ -11,6 +11,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdconn"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/conch-project/conch/unitrun"
 )
 
@@ -126,12 +127,12 @@ func (c *semaCmd) parseJob(args []string) (job, error) {
 	var j job
 	if len(args) == 1 {
 		j.name = args[0]
-		if err := sema.ValidateName(j.name); err != nil {
+		if err := schema.ValidateName(j.name); err != nil {
 			return j, usageError{err.Error()}
 		}
 	}
 	if c.Max != "" {
-		m, err := sema.ParseMax(c.Max.String())
+		m, err := schema.ParseMax(c.Max.String())
 		if err != nil {
 			return j, usageError{"--max: " + err.Error()}
 		}
@@ -250,7 +251,7 @@ func (c *semaCmd) runJob(j job) (job, error) {
 // nodeName returns this node's name (D11, D11a) for a command that uses it: given
 // (--node / CONCH_NODE) if set, else with hostDefault (--spread, --hold-after, --release: the
 // node is a key or must match a record) the kernel hostname, else "" (the record then names
-// the hostname). One rule for both, sema.ValidateNode: a name --release --node could not
+// the hostname). One rule for both, schema.ValidateNode: a name --release --node could not
 // take is refused here too. An empty --node is refused, not read as the hostname. Errors are
 // usage errors (64), before any etcd call.
 func nodeName(given onceText, hostDefault bool) (string, error) {
@@ -258,7 +259,7 @@ func nodeName(given onceText, hostDefault bool) (string, error) {
 	case given == "\x00":
 		return "", usagef("--node (or CONCH_NODE) is empty: name this node, or leave it unset for the hostname")
 	case given != "":
-		if err := sema.ValidateNode(string(given)); err != nil {
+		if err := schema.ValidateNode(string(given)); err != nil {
 			return "", usagef("--node: %v", err)
 		}
 		return string(given), nil
@@ -269,7 +270,7 @@ func nodeName(given onceText, hostDefault bool) (string, error) {
 	if err != nil {
 		return "", usagef("cannot read the hostname (%v): name this node with --node NAME or CONCH_NODE", err)
 	}
-	if err := sema.ValidateNode(host); err != nil {
+	if err := schema.ValidateNode(host); err != nil {
 		return "", usagef("the hostname cannot name this node (%v): set --node NAME or CONCH_NODE", err)
 	}
 	return host, nil

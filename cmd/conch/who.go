@@ -17,6 +17,7 @@ import (
 	"github.com/conch-project/conch/internal/systemd"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // who lists the semaphore's keys (D6), or with no name every semaphore's, through package
@@ -156,7 +157,7 @@ func (c *semaCmd) whoWarning(w who.Warning) {
 			name, w.Max, w.LeaseKeys, w.NodeKeys)
 	case who.NotConchs:
 		c.rep.warnf("WARNING: %d key(s) under %s are not conch's (flagged foreign, unexpected or no-lease): unexpected and no-lease ones take slots (a no-lease one until it is deleted by hand), foreign ones are counted by no conch",
-			w.Count, who.Escape(sema.NamePrefix(w.Name), who.KeyWidth))
+			w.Count, who.Escape(schema.NamePrefix(w.Name), who.KeyWidth))
 	case who.PauseNamesNothing:
 		c.rep.warnf("WARNING: pause key %s names no semaphore (a bad name or capacity): it pauses nothing", key)
 	case who.PauseUnreadable:

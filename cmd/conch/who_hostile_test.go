@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/who"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // put writes key=value, bound to lease when it is not 0.
@@ -68,13 +68,13 @@ func TestWhoHostileRecords(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	h := e.start("sema", "hr", "--max", "2", "--", "sleep", "60")
-	waitFor(t, "holder", func() bool { return e.keys(sema.Prefix("hr", 2)) == 1 })
+	waitFor(t, "holder", func() bool { return e.keys(schema.Prefix("hr", 2)) == 1 })
 	real, other := e.grant(), e.grant()
 	forged := "evil\nhr[max=2] HELD  trusted pid=1 since=2026-06-12T10:15:00Z rev=1\x1b[2J\x1b]0;pwned\a\u202e"
 	rec, _ := json.Marshal(map[string]any{"v": 1, "host": forged, "pid": 1, "since": "2026-06-12T10:15:00Z"})
-	e.put(sema.Prefix("hr", 2)+sema.FormatLeaseID(int64(other)), string(rec), real) // name spells another lease
-	e.put(sema.Prefix("hr", 2)+"x", `{"v":1,"host":"n","pid":2,"since":"0000-01-01T00:00:00+01:00"}`, real)
-	e.put(sema.NamePrefix("hr")+"02/"+sema.FormatLeaseID(int64(real)), `{bad`, 0)
+	e.put(schema.Prefix("hr", 2)+schema.FormatLeaseID(int64(other)), string(rec), real) // name spells another lease
+	e.put(schema.Prefix("hr", 2)+"x", `{"v":1,"host":"n","pid":2,"since":"0000-01-01T00:00:00+01:00"}`, real)
+	e.put(schema.NamePrefix("hr")+"02/"+schema.FormatLeaseID(int64(real)), `{bad`, 0)
 
 	r := e.run("sema", "hr", "--who")
 	noRawControl(t, r.stdout, 4)
@@ -98,7 +98,7 @@ func TestWhoHostileRecords(t *testing.T) {
 			t.Errorf("record %d = %+v, want %+v", i, got, w)
 		}
 	}
-	if *recs[1].Host != forged || *recs[1].Lease != sema.FormatLeaseID(int64(real)) || recs[2].Since != nil || recs[3].Lease != nil {
+	if *recs[1].Host != forged || *recs[1].Lease != schema.FormatLeaseID(int64(real)) || recs[2].Since != nil || recs[3].Lease != nil {
 		t.Fatalf("JSON not exact, or lease not etcd's: %+v", recs)
 	}
 	if !recs[2].Spread || !strings.Contains(r.stderr, "mixes 2 lease keys and 1 --spread node keys") {
@@ -112,7 +112,7 @@ func TestWhoNamesOtherCapacities(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start("sema", "only2", "--max", "2", "--", "sleep", "60")
-	waitFor(t, "holder", func() bool { return e.keys(sema.Prefix("only2", 2)) == 1 })
+	waitFor(t, "holder", func() bool { return e.keys(schema.Prefix("only2", 2)) == 1 })
 	r := e.run("sema", "only2", "--max", "3", "--who")
 	if r.status != 1 || r.stdout != "" || !strings.Contains(r.stderr, "no holders or waiters for only2[max=3]; keys exist for --max 2") {
 		t.Fatalf("--who --max 3: %v", r)
@@ -130,10 +130,10 @@ func TestWhoEverySemaphore(t *testing.T) {
 		t.Fatalf("empty: %v", r)
 	}
 	e.start("sema", "b", "--max", "1", "--", "sleep", "60")
-	waitFor(t, "b", func() bool { return e.keys(sema.Prefix("b", 1)) == 1 })
+	waitFor(t, "b", func() bool { return e.keys(schema.Prefix("b", 1)) == 1 })
 	e.start("sema", "b", "--max", "1", "--", "sleep", "60")
 	e.start("sema", "a", "--max", "3", "--", "sleep", "60")
-	waitFor(t, "a and b's waiter", func() bool { return e.keys(sema.Prefix("b", 1)) == 2 && e.keys(sema.Prefix("a", 3)) == 1 })
+	waitFor(t, "a and b's waiter", func() bool { return e.keys(schema.Prefix("b", 1)) == 2 && e.keys(schema.Prefix("a", 3)) == 1 })
 	r := e.run("sema", "--who")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	if r.status != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "a[max=3] HELD") ||
@@ -155,7 +155,7 @@ func TestWhoOutputFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start("sema", "full", "--max", "1", "--", "sleep", "60")
-	waitFor(t, "holder", func() bool { return e.keys(sema.Prefix("full", 1)) == 1 })
+	waitFor(t, "holder", func() bool { return e.keys(schema.Prefix("full", 1)) == 1 })
 	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatalf("no /dev/full: %v", err)
@@ -201,14 +201,14 @@ func TestWhoOutputFailure(t *testing.T) {
 func TestWhoAgreesWithRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.put(sema.Prefix("ag", 1)+"a/b", `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, 0)
+	e.put(schema.Prefix("ag", 1)+"a/b", `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, 0)
 	if r := e.run("sema", "ag", "--max", "1", "--nonblock", "--", "true"); r.status != exitConflict {
 		t.Fatalf("a run beside an unexpected key that --who shows holding: %v, want 75", r)
 	}
 	if r := e.run("sema", "ag", "--max", "1", "--who"); r.status != 0 || !strings.HasPrefix(r.stdout, "ag[max=1] HELD") || !strings.Contains(r.stdout, "flags=unexpected,no-lease") {
 		t.Fatalf("--who beside the unexpected key: %v", r)
 	}
-	e.put(sema.NamePrefix("fo")+"01/"+sema.FormatLeaseID(1), `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, 0)
+	e.put(schema.NamePrefix("fo")+"01/"+schema.FormatLeaseID(1), `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`, 0)
 	if r := e.run("sema", "fo", "--max", "1", "--nonblock", "--", "true"); r.status != 0 {
 		t.Fatalf("a run beside a foreign key: %v, want the slot", r)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/internal/who/whotest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D16c: a waiter that a pause holds back at the front of the queue is
@@ -20,7 +20,7 @@ func TestWhoPausedHead(t *testing.T) {
 	b := e.start("sema", "ph", "--max", "2", "--", "sh", "-c", e.gated("b"))
 	waitFor(t, "a and b hold", func() bool { return e.held("a") && e.held("b") })
 	c := e.start("sema", "ph", "--max", "2", "--", "sh", "-c", e.gated("c"))
-	waitFor(t, "c queued", func() bool { return e.keys(sema.Prefix("ph", 2)) == 3 })
+	waitFor(t, "c queued", func() bool { return e.keys(schema.Prefix("ph", 2)) == 3 })
 	if r := e.run("sema", "ph", "--max", "2", "--pause", "--reason", "trial"); r.status != 0 {
 		t.Fatalf("--pause: %v", r)
 	}
@@ -28,7 +28,7 @@ func TestWhoPausedHead(t *testing.T) {
 	if r := a.wait(t); r.status != 0 {
 		t.Fatal(r)
 	}
-	waitFor(t, "c ranks second", func() bool { return e.keys(sema.Prefix("ph", 2)) == 2 })
+	waitFor(t, "c ranks second", func() bool { return e.keys(schema.Prefix("ph", 2)) == 2 })
 	r := e.run("sema", "ph", "--max", "2", "--who")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	if r.status != 0 || len(lines) != 3 || !strings.HasPrefix(lines[1], "ph[max=2] HELD") || !strings.Contains(lines[1], "holders=1/2") ||
@@ -52,7 +52,7 @@ func TestWhoPausedHead(t *testing.T) {
 		t.Fatal(r)
 	}
 	d := e.start("sema", "ph", "--max", "2", "--", "sh", "-c", e.gated("d")) // enqueued under the pause
-	waitFor(t, "d queued", func() bool { return e.keys(sema.Prefix("ph", 2)) == 2 })
+	waitFor(t, "d queued", func() bool { return e.keys(schema.Prefix("ph", 2)) == 2 })
 	r = e.run("sema", "ph", "--max", "2", "--who")
 	if r.status != 1 || strings.Count(r.stdout, "WAIT") != 2 || strings.Count(r.stdout, "flags=paused") != 2 || strings.Contains(r.stdout, "HELD") ||
 		!strings.Contains(r.stderr, "no holders for ph[max=2]: 2 waiting, held back by a pause") ||

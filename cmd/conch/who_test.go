@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/internal/who"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D6: --who and --who --json with holders and waiters, and when empty.
@@ -25,7 +25,7 @@ func TestWho(t *testing.T) {
 	var procs []*proc
 	for i := range 3 {
 		procs = append(procs, e.start("sema", "w", "--max", "2", "--", "sleep", "60"))
-		waitFor(t, "enqueue", func() bool { return e.keys(sema.Prefix("w", 2)) == i+1 })
+		waitFor(t, "enqueue", func() bool { return e.keys(schema.Prefix("w", 2)) == i+1 })
 	}
 	r := e.run("sema", "w", "--max", "2", "--who")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -52,7 +52,7 @@ func TestWho(t *testing.T) {
 	for i, rec := range recs {
 		if rec.Name != "w" || rec.Max != 2 || rec.Rank != i || rec.Host == nil || *rec.Host == "" || rec.PID == nil ||
 			*rec.PID != procs[i].cmd.Process.Pid || rec.Lease == nil || rec.Rev == 0 || len(rec.Flags) != 0 || rec.Kind != "lease" ||
-			rec.Key != sema.Prefix("w", 2)+*rec.Lease {
+			rec.Key != schema.Prefix("w", 2)+*rec.Lease {
 			t.Fatalf("record %d = %+v", i, rec)
 		}
 		if want := []string{"HELD", "HELD", "WAIT"}[i]; rec.State != want {
@@ -64,7 +64,7 @@ func TestWho(t *testing.T) {
 	}
 	// a second capacity under the same name: loud on stderr, --max filters
 	other := e.start("sema", "w", "--max", "1", "--change-max", "--", "sleep", "60") // on purpose (D17)
-	waitFor(t, "other capacity", func() bool { return e.keys(sema.Prefix("w", 1)) == 1 })
+	waitFor(t, "other capacity", func() bool { return e.keys(schema.Prefix("w", 1)) == 1 })
 	r = e.run("sema", "w", "--who")
 	if !strings.Contains(r.stderr, "WARNING") || !strings.Contains(r.stderr, "--max 1, --max 2") || len(strings.Split(strings.TrimSpace(r.stdout), "\n")) != 4 {
 		t.Fatalf("two capacities: %v", r)

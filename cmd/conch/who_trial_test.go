@@ -5,7 +5,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // The operator trial: 6 --spread jobs on 3 nodes, --max 3. Three hold, the
@@ -18,10 +18,10 @@ func TestWhoListsSpreadNodeWaiters(t *testing.T) {
 	for i, node := range []string{"n1", "n2", "n3", "n1", "n2", "n3"} {
 		procs = append(procs, e.start("sema", "trial", "--max", "3", "--spread", "--node", node, "--", "sleep", "60"))
 		if i < 3 {
-			waitFor(t, "holder "+node, func() bool { return e.keys(sema.Prefix("trial", 3)) == i+1 })
+			waitFor(t, "holder "+node, func() bool { return e.keys(schema.Prefix("trial", 3)) == i+1 })
 		}
 	}
-	waitFor(t, "three node waiters", func() bool { return e.keys(sema.NodeWaitRoot) == 3 })
+	waitFor(t, "three node waiters", func() bool { return e.keys(schema.NodeWaitRoot) == 3 })
 	r := e.run("sema", "trial", "--who")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if r.status != 0 || len(lines) != 6 {
@@ -31,7 +31,7 @@ func TestWhoListsSpreadNodeWaiters(t *testing.T) {
 		want := "trial[max=3] HELD"
 		if i >= 3 {
 			want = "trial[max=3] WAIT"
-			if !strings.Contains(l, "waits-for="+sema.Prefix("trial", 3)+"n") || strings.Contains(l, "flags=") {
+			if !strings.Contains(l, "waits-for="+schema.Prefix("trial", 3)+"n") || strings.Contains(l, "flags=") {
 				t.Fatalf("node waiter line %q", l)
 			}
 		}
@@ -54,7 +54,7 @@ func TestWhoListsSpreadNodeWaiters(t *testing.T) {
 	}
 	procs[0].cmd.Process.Signal(syscall.SIGTERM) // n1's holder ends: n1's waiter enters the queue
 	procs[0].wait(t)
-	waitFor(t, "n1's waiter queued", func() bool { return e.keys(sema.NodeWaitRoot) == 2 })
+	waitFor(t, "n1's waiter queued", func() bool { return e.keys(schema.NodeWaitRoot) == 2 })
 	for _, p := range procs[1:] {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		p.wait(t)
@@ -73,9 +73,9 @@ func TestWhoHolderTTLExpiring(t *testing.T) {
 	}
 	e := newEnv(t)
 	live := e.start("sema", "ttl", "--max", "2", "--ttl", "30s", "--", "sleep", "60")
-	waitFor(t, "live holder", func() bool { return e.keys(sema.Prefix("ttl", 2)) == 1 })
+	waitFor(t, "live holder", func() bool { return e.keys(schema.Prefix("ttl", 2)) == 1 })
 	dead := e.start("sema", "ttl", "--max", "2", "--ttl", "4s", "--", "sleep", "60")
-	waitFor(t, "second holder", func() bool { return e.keys(sema.Prefix("ttl", 2)) == 2 })
+	waitFor(t, "second holder", func() bool { return e.keys(schema.Prefix("ttl", 2)) == 2 })
 	recs, _ := e.whoJSON("ttl")
 	for _, rec := range recs {
 		if rec.TTL == nil || rec.GrantedTTL == nil || *rec.TTL <= 0 || rec.Expiring {
@@ -93,7 +93,7 @@ func TestWhoHolderTTLExpiring(t *testing.T) {
 	if recs[0].Expiring || !strings.Contains(text, " ttl=") {
 		t.Fatalf("live holder %+v / text %q", recs[0], text)
 	}
-	waitFor(t, "the dead holder's key gone", func() bool { return e.keys(sema.Prefix("ttl", 2)) == 1 })
+	waitFor(t, "the dead holder's key gone", func() bool { return e.keys(schema.Prefix("ttl", 2)) == 1 })
 	live.cmd.Process.Signal(syscall.SIGTERM)
 	live.wait(t)
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/internal/who/whotest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // --who --format prometheus against a real queue: 2 holders and a waiter
@@ -20,13 +20,13 @@ func TestWhoPrometheus(t *testing.T) {
 	var procs []*proc
 	for i := range 3 {
 		procs = append(procs, e.start("sema", "pm", "--max", "2", "--", "sleep", "60"))
-		waitFor(t, "enqueue", func() bool { return e.keys(sema.Prefix("pm", 2)) == i+1 })
+		waitFor(t, "enqueue", func() bool { return e.keys(schema.Prefix("pm", 2)) == i+1 })
 	}
 	ctx := context.Background()
-	if _, err := e.c.Put(ctx, sema.PauseRoot+"pm/2", `{"who":"op@n1","why":"incident \"42\""}`); err != nil {
+	if _, err := e.c.Put(ctx, schema.PauseRoot+"pm/2", `{"who":"op@n1","why":"incident \"42\""}`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Put(ctx, sema.KeyRoot+"we\"ird\\na\nme/1/x", "{"); err != nil {
+	if _, err := e.c.Put(ctx, schema.KeyRoot+"we\"ird\\na\nme/1/x", "{"); err != nil {
 		t.Fatal(err)
 	}
 	r := e.run("sema", "--who", "--format", "prometheus")

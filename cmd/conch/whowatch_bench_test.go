@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // BenchmarkWhoWatchDelay measures --who --watch's delay per change: from
@@ -47,7 +47,7 @@ func BenchmarkWhoWatchDelay(b *testing.B) {
 	var total time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		key := fmt.Sprintf("%sk%d", sema.Prefix("bw", 1), i%2)
+		key := fmt.Sprintf("%sk%d", schema.Prefix("bw", 1), i%2)
 		op := func() error { _, err := c.Put(ctx, key, "{}"); return err }
 		if i%4 >= 2 {
 			op = func() error { _, err := c.Delete(ctx, key); return err }

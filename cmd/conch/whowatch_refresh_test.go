@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // --who --watch shows a dead holder as expiring, its TTL running down, while etcd is quiet:
@@ -22,7 +22,7 @@ func TestWhoWatchRefreshesTTLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := sema.Prefix("dead", 1) + sema.FormatLeaseID(int64(lease.ID))
+	key := schema.Prefix("dead", 1) + schema.FormatLeaseID(int64(lease.ID))
 	e.put(key, `{"v":1,"host":"gone","pid":1,"since":"2026-01-01T00:00:00Z"}`, lease.ID)
 	w := e.start("sema", "dead", "--who", "--watch")
 	defer func() { w.cmd.Process.Signal(syscall.SIGTERM); w.wait(t) }()

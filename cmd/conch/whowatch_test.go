@@ -19,7 +19,7 @@ import (
 	"github.com/conch-project/conch/internal/syncbuf"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/internal/who/whotest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // watchBlocks splits --who --watch's text output into its blocks, each
@@ -89,7 +89,7 @@ func TestWhoWatchFollowsChanges(t *testing.T) {
 		return len(d.Paused) == 1 && d.Paused[0].Reason == "incident" && d.Paused[0].Who != nil && d.Paused[0].Since != nil &&
 			len(d.Records) == 1 && d.Records[0].Paused != nil && d.Records[0].Paused.Reason == "incident" // each record too, as --who --json
 	})
-	e.c.Delete(context.Background(), sema.PauseRoot+"ww/1")
+	e.c.Delete(context.Background(), schema.PauseRoot+"ww/1")
 	s1 := e.start("sema", "ww", "--max", "2", "--change-max", "--spread", "--node", "n1", "--", "sleep", "60")
 	s2 := e.start("sema", "ww", "--max", "2", "--change-max", "--spread", "--node", "n1", "--", "sleep", "60")
 	lastBlock(t, w, "the --spread node waiter", func(b string) bool { return strings.Contains(b, "waits-for=/conch/v1/sema/ww/2/n1") })
@@ -150,7 +150,7 @@ func TestWhoWatchBurstAndDelay(t *testing.T) {
 	ctx := context.Background()
 	began := time.Now()
 	for i := range 200 {
-		if _, err := e.c.Put(ctx, fmt.Sprintf("%sk%03d", sema.Prefix("burst", 1), i), "{}"); err != nil {
+		if _, err := e.c.Put(ctx, fmt.Sprintf("%sk%03d", schema.Prefix("burst", 1), i), "{}"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,12 +162,12 @@ func TestWhoWatchBurstAndDelay(t *testing.T) {
 	if renders < 1 || renders > limit {
 		t.Fatalf("%d renders for a burst of 200 changes in %v, want 1..%d", renders, took, limit)
 	}
-	e.c.Delete(ctx, sema.Prefix("burst", 1), clientv3.WithPrefix())
+	e.c.Delete(ctx, schema.Prefix("burst", 1), clientv3.WithPrefix())
 	lastBlock(t, w, "the keys gone", func(b string) bool { return b == "(no holders or waiters)\n" })
 	before := len(watchBlocks(w.stdout.String()))
 	began = time.Now()
 	for i := range 200 { // a burst spread over longer than one coalescing delay
-		e.c.Put(ctx, fmt.Sprintf("%sk%03d", sema.Prefix("burst", 1), i), "{}")
+		e.c.Put(ctx, fmt.Sprintf("%sk%03d", schema.Prefix("burst", 1), i), "{}")
 		time.Sleep(2 * time.Millisecond) // pacing the burst, not synchronisation
 	}
 	took = time.Since(began)
@@ -178,11 +178,11 @@ func TestWhoWatchBurstAndDelay(t *testing.T) {
 	if renders < 1 || renders > limit {
 		t.Fatalf("%d renders for a burst of 200 changes over %v, want 1..%d", renders, took, limit)
 	}
-	e.c.Delete(ctx, sema.Prefix("burst", 1), clientv3.WithPrefix())
+	e.c.Delete(ctx, schema.Prefix("burst", 1), clientv3.WithPrefix())
 	lastBlock(t, w, "the keys gone again", func(b string) bool { return b == "(no holders or waiters)\n" })
 	var delays []time.Duration
 	for i := range 20 {
-		key := fmt.Sprintf("%sone%02d", sema.Prefix("burst", 1), i)
+		key := fmt.Sprintf("%sone%02d", schema.Prefix("burst", 1), i)
 		e.c.Put(ctx, key, "{}")
 		_, d := lastBlock(t, w, key, func(b string) bool { return strings.Contains(b, "key="+key) })
 		delays = append(delays, d)
@@ -210,13 +210,13 @@ func TestWhoWatchCompaction(t *testing.T) {
 	value := strings.Repeat("x", 1024)
 	var rev int64
 	for range 2000 {
-		resp, err := e.c.Put(ctx, sema.Prefix("cp", 1)+"churn", value)
+		resp, err := e.c.Put(ctx, schema.Prefix("cp", 1)+"churn", value)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rev = resp.Header.Revision
 	}
-	e.c.Delete(ctx, sema.Prefix("cp", 1)+"churn")
+	e.c.Delete(ctx, schema.Prefix("cp", 1)+"churn")
 	if _, err := e.c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestWhoWatchEtcdRestart(t *testing.T) {
 	waitFor(t, "the outage said", func() bool { return strings.Contains(w.stderr.String(), "lost etcd") })
 	waitFor(t, "the recovery said", func() bool { return strings.Contains(w.stderr.String(), "answers again") })
 	c := e.srv.Client(t)
-	if _, err := c.Put(context.Background(), sema.Prefix("rs", 1)+"after", "{}"); err != nil {
+	if _, err := c.Put(context.Background(), schema.Prefix("rs", 1)+"after", "{}"); err != nil {
 		t.Fatal(err)
 	}
 	lastBlock(t, w, "a change after the restart", func(b string) bool { return strings.Contains(b, "key=/conch/v1/sema/rs/1/after") })
@@ -267,7 +267,7 @@ func TestWhoWatchClosedStdout(t *testing.T) {
 		}
 	}
 	out.Close()
-	if _, err := e.c.Put(context.Background(), sema.Prefix("cs", 1)+"k", "{}"); err != nil {
+	if _, err := e.c.Put(context.Background(), schema.Prefix("cs", 1)+"k", "{}"); err != nil {
 		t.Fatal(err)
 	}
 	waitQuietEnd(t, cmd, stderr, "after its reader left")
@@ -335,13 +335,13 @@ func TestWhoWatchHostile(t *testing.T) {
 	lastBlock(t, w, "the first listing", func(b string) bool { return b == "(no holders or waiters)\n" })
 	ctx := context.Background()
 	for k, v := range map[string]string{
-		sema.Prefix("hx", 1) + "0123456789abcdef": `{"v":1,"host":"\u001b[31mevil\nline","pid":"x","since":"yesterday"}`,
-		sema.KeyRoot + "bad\nname\"q\\/1/x":       "\x1b[2J not json",
-		sema.NodeWaitRoot + "junk":                "{",
-		sema.NodeWaitRoot + "hx/1/n\x01/zz":       "null",
-		sema.PauseRoot + "hx/notanumber":          "\xff\xfe",
-		sema.PauseRoot + "h\"x/1":                 `{"why":"\u202e reversed"}`,
-		sema.PauseRoot + "hx/1":                   `not json at all`,
+		schema.Prefix("hx", 1) + "0123456789abcdef": `{"v":1,"host":"\u001b[31mevil\nline","pid":"x","since":"yesterday"}`,
+		schema.KeyRoot + "bad\nname\"q\\/1/x":       "\x1b[2J not json",
+		schema.NodeWaitRoot + "junk":                "{",
+		schema.NodeWaitRoot + "hx/1/n\x01/zz":       "null",
+		schema.PauseRoot + "hx/notanumber":          "\xff\xfe",
+		schema.PauseRoot + "h\"x/1":                 `{"why":"\u202e reversed"}`,
+		schema.PauseRoot + "hx/1":                   `not json at all`,
 	} {
 		if _, err := e.c.Put(ctx, k, v); err != nil {
 			t.Fatal(err)
@@ -399,7 +399,7 @@ func TestWhoWatchMemberDeath(t *testing.T) {
 	lastBlock(t, w, "the first listing", func(b string) bool { return b == "(no holders or waiters)\n" })
 	for i, m := range ms {
 		m.Kill()
-		key := fmt.Sprintf("%sk%d", sema.Prefix("md", 1), i)
+		key := fmt.Sprintf("%sk%d", schema.Prefix("md", 1), i)
 		// the test's own write: a member's death may cost an election, during which etcd
 		// answers "request timed out"; the client does not retry that, so the test does
 		waitFor(t, fmt.Sprintf("a put with member %d dead", i), func() bool {
@@ -416,7 +416,7 @@ func TestWhoWatchMemberDeath(t *testing.T) {
 	ms[1].Kill()
 	waitFor(t, "the lost quorum said", func() bool { return strings.Contains(w.stderr.String(), "lost etcd") })
 	ms[0].Revive(t)
-	key := sema.Prefix("md", 1) + "after"
+	key := schema.Prefix("md", 1) + "after"
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	if _, err := c.Put(ctx, key, "{}"); err != nil {

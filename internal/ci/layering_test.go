@@ -24,9 +24,11 @@ func TestLayering(t *testing.T) {
 	// of file kinds that the listings and the connection share, are leaves: they reach no
 	// package of ours
 	// the check that a watch stream still answers, which the recipe and the listing's follow
-	// share, and the tests' polling helper, are leaves too
+	// share, and the tests' polling helper, are leaves too; so is the key schema with its
+	// records (sema/schema), which the recipe writes and every layer reads
 	etcderr := mod + "/internal/etcderr"
 	for leaf, sharers := range map[string]string{etcderr: "sema, who and etcdconn", mod + "/internal/filekind": "who and etcdconn",
+		mod + "/sema/schema":          "sema and every layer over it",
 		mod + "/internal/watchstream": "sema and who", mod + "/internal/polltest": "the tests of every package"} {
 		for _, dep := range goList(t, "list", "-test", "-deps", leaf) {
 			if strings.HasPrefix(dep, mod+"/") && !strings.HasPrefix(dep, leaf) {

@@ -5,16 +5,17 @@ import (
 
 	"github.com/conch-project/conch/internal/etcderr"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // validate checks a semaphore's name and capacity (D4), as sema does: errors wrap
-// sema.ErrBadName or sema.ErrBadMax.
+// schema.ErrBadName or schema.ErrBadMax.
 func validate(name string, max int) error {
-	if err := sema.ValidateName(name); err != nil {
+	if err := schema.ValidateName(name); err != nil {
 		return err
 	}
-	if max < 1 || max > sema.MaxCapacity {
-		return fmt.Errorf("%w %d: must be 1..%d", sema.ErrBadMax, max, sema.MaxCapacity)
+	if max < 1 || max > schema.MaxCapacity {
+		return fmt.Errorf("%w %d: must be 1..%d", schema.ErrBadMax, max, schema.MaxCapacity)
 	}
 	return nil
 }

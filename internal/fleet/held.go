@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // Reasons CheckHeld gives for a slot that is not held; each is wrapped
@@ -42,30 +41,30 @@ type Slot struct {
 
 // HeldSlot is what CheckHeld read about a held slot.
 type HeldSlot struct {
-	Key     string        // the key, as stored
-	Rank    int           // 0-based rank by create revision, < Max
-	TTL     sema.LeaseTTL // the lease's time to live after the read
-	ReadRev int64         // the revision of the read
+	Key     string          // the key, as stored
+	Rank    int             // 0-based rank by create revision, < Max
+	TTL     schema.LeaseTTL // the lease's time to live after the read
+	ReadRev int64           // the revision of the read
 }
 
 // CheckHeld reports whether s is held, from one linearizable read (a Txn:
-// the key created at s.Rev under sema.Prefix(s.Name, s.Max), and the first
+// the key created at s.Rev under schema.Prefix(s.Name, s.Max), and the first
 // s.Max keys by create revision) and the lease's time to live read after
 // it. The slot is held when that key exists, is bound to s.Lease, is among
 // the first s.Max keys (D6: HELD iff rank < max) and the lease is alive.
-// It blocks until both requests answer or ctx ends. Errors: sema.ErrBadName or
-// sema.ErrBadMax; ErrNotHeld wrapped with the reason, which the message says (the lease
+// It blocks until both requests answer or ctx ends. Errors: schema.ErrBadName or
+// schema.ErrBadMax; ErrNotHeld wrapped with the reason, which the message says (the lease
 // expired or was revoked, the key was deleted, another revision, not within the first max
 // keys); sema.ErrRefused or
 // sema.ErrUnavailable when etcd refuses or fails a request.
 func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error) {
-	if err := sema.ValidateName(s.Name); err != nil {
+	if err := schema.ValidateName(s.Name); err != nil {
 		return HeldSlot{}, err
 	}
-	if s.Max < 1 || s.Max > sema.MaxCapacity {
-		return HeldSlot{}, fmt.Errorf("%w %d", sema.ErrBadMax, s.Max)
+	if s.Max < 1 || s.Max > schema.MaxCapacity {
+		return HeldSlot{}, fmt.Errorf("%w %d", schema.ErrBadMax, s.Max)
 	}
-	prefix := sema.Prefix(s.Name, s.Max)
+	prefix := schema.Prefix(s.Name, s.Max)
 	resp, err := c.Txn(ctx).Then(
 		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithMinCreateRev(s.Rev), clientv3.WithMaxCreateRev(s.Rev)),
 		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.Max))),
@@ -76,9 +75,9 @@ func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error
 	h := HeldSlot{Rank: -1, ReadRev: resp.Header.Revision}
 	ttl, err := c.TimeToLive(ctx, clientv3.LeaseID(s.Lease), clientv3.WithAttachedKeys())
 	if err != nil {
-		return h, etcdFailure("cannot read lease "+sema.FormatLeaseID(s.Lease), err)
+		return h, etcdFailure("cannot read lease "+schema.FormatLeaseID(s.Lease), err)
 	}
-	h.TTL = sema.LeaseTTL{Known: true, Left: ttl.TTL, Granted: ttl.GrantedTTL}
+	h.TTL = schema.LeaseTTL{Known: true, Left: ttl.TTL, Granted: ttl.GrantedTTL}
 	at := resp.Responses[0].GetResponseRange().Kvs
 	if len(at) > 0 {
 		h.Key = string(at[0].Key)
@@ -88,7 +87,7 @@ func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error
 			h.Rank = i
 		}
 	}
-	what := fmt.Sprintf("%s[max=%d] rev %d lease %s", s.Name, s.Max, s.Rev, sema.FormatLeaseID(s.Lease))
+	what := fmt.Sprintf("%s[max=%d] rev %d lease %s", s.Name, s.Max, s.Rev, schema.FormatLeaseID(s.Lease))
 	switch {
 	case ttl.TTL < 0:
 		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, errHeldLeaseGone)
@@ -97,7 +96,7 @@ func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error
 	case len(at) == 0:
 		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w", ErrNotHeld, what, errHeldKeyGone)
 	case at[0].Lease != s.Lease:
-		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the key created at that revision, %s, is bound to lease %s", ErrNotHeld, what, errHeldOtherRev, h.Key, sema.FormatLeaseID(at[0].Lease))
+		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w: the key created at that revision, %s, is bound to lease %s", ErrNotHeld, what, errHeldOtherRev, h.Key, schema.FormatLeaseID(at[0].Lease))
 	case h.Rank < 0:
 		return h, fmt.Errorf("%[2]s: %[1]w: %[3]w (%d)", ErrNotHeld, what, errHeldNotWithin, s.Max)
 	}

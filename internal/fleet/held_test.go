@@ -10,6 +10,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // CheckHeld's answer and reasons, for a lease key and a --spread key.
@@ -42,8 +43,8 @@ func TestCheckHeldReasons(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	w := acquireAsync(ctx, s)
-	etcdtest.WaitKeys(t, c, sema.Prefix("ckq", 1), 2, testTimeout)
-	resp, err := c.Get(t.Context(), sema.Prefix("ckq", 1), clientv3.WithPrefix(), byCreateAsc)
+	etcdtest.WaitKeys(t, c, schema.Prefix("ckq", 1), 2, testTimeout)
+	resp, err := c.Get(t.Context(), schema.Prefix("ckq", 1), clientv3.WithPrefix(), byCreateAsc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // The recipe's test helpers, shared with the other layers' tests (sematest).
@@ -21,7 +22,7 @@ var (
 )
 
 // heldKV reads key: its value decoded, create revision and lease; ok false when it is gone.
-func heldKV(t *testing.T, c *clientv3.Client, key string) (r sema.ReadRecord, rev, lease int64, ok bool) {
+func heldKV(t *testing.T, c *clientv3.Client, key string) (r schema.ReadRecord, rev, lease int64, ok bool) {
 	t.Helper()
 	resp, err := c.Get(t.Context(), key)
 	if err != nil {
@@ -31,7 +32,7 @@ func heldKV(t *testing.T, c *clientv3.Client, key string) (r sema.ReadRecord, re
 		return r, 0, 0, false
 	}
 	kv := resp.Kvs[0]
-	return sema.DecodeRecord(kv.Value), kv.CreateRevision, kv.Lease, true
+	return schema.DecodeRecord(kv.Value), kv.CreateRevision, kv.Lease, true
 }
 
 type acquired struct {

@@ -5,26 +5,25 @@ package fleet
 import (
 	"context"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // ResetOnce deletes the period marker of (name, max) (D15), whatever its value, so that the
 // next run of a job with a period runs. It returns the marker it deleted and whether there was one
-// (false: the period was open, nothing done). Errors wrap sema.ErrBadName or sema.ErrBadMax,
+// (false: the period was open, nothing done). Errors wrap schema.ErrBadName or schema.ErrBadMax,
 // sema.ErrRefused when etcd rejects the delete, else sema.ErrUnavailable.
-func ResetOnce(ctx context.Context, c *clientv3.Client, name string, max int) (sema.Marker, bool, error) {
+func ResetOnce(ctx context.Context, c *clientv3.Client, name string, max int) (schema.Marker, bool, error) {
 	if err := validate(name, max); err != nil {
-		return sema.Marker{}, false, err
+		return schema.Marker{}, false, err
 	}
-	key := sema.OnceKey(name, max)
+	key := schema.OnceKey(name, max)
 	resp, err := c.Delete(ctx, key, clientv3.WithPrevKV())
 	if err != nil {
-		return sema.Marker{}, false, etcdFailure("cannot delete "+key, err)
+		return schema.Marker{}, false, etcdFailure("cannot delete "+key, err)
 	}
 	if len(resp.PrevKvs) == 0 {
-		return sema.Marker{}, false, nil
+		return schema.Marker{}, false, nil
 	}
-	return sema.DecodeMarker(resp.PrevKvs[0]), true, nil
+	return schema.DecodeMarker(resp.PrevKvs[0]), true, nil
 }

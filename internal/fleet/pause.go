@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // SetPause pauses the semaphore (name, max) (D16): it writes the pause key,
@@ -19,28 +20,28 @@ import (
 // it (false: already paused, left as it was: idempotent). It writes nothing
 // while conch's keys of the name live under another capacity (D17), checked
 // in the write's own Txn: a *sema.CapacityError (sema.ErrOtherCapacity). Errors also
-// wrap sema.ErrBadName or sema.ErrBadMax, sema.ErrRefused when etcd rejects the write,
+// wrap schema.ErrBadName or schema.ErrBadMax, sema.ErrRefused when etcd rejects the write,
 // else sema.ErrUnavailable.
-func SetPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string) (sema.Pause, bool, error) {
+func SetPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string) (schema.Pause, bool, error) {
 	return setPause(ctx, c, name, max, who, reason, true)
 }
 
 // SetPauseAnyCapacity is SetPause without D17's check: for a deliberate
 // change of capacity, the pause of a capacity that is not (yet) the live one.
-func SetPauseAnyCapacity(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string) (sema.Pause, bool, error) {
+func SetPauseAnyCapacity(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string) (schema.Pause, bool, error) {
 	return setPause(ctx, c, name, max, who, reason, false)
 }
 
 // setPause is SetPause, with D17's compares when guard is set.
-func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string, guard bool) (sema.Pause, bool, error) {
+func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string, guard bool) (schema.Pause, bool, error) {
 	if err := validate(name, max); err != nil {
-		return sema.Pause{}, false, err
+		return schema.Pause{}, false, err
 	}
-	key := sema.PauseKey(name, max)
-	p := sema.Pause{Name: name, Max: max, Key: key, V: sema.PauseVersion, Who: who, Since: time.Now().UTC().Truncate(time.Second), Reason: reason}
+	key := schema.PauseKey(name, max)
+	p := schema.Pause{Name: name, Max: max, Key: key, V: schema.PauseVersion, Who: who, Since: time.Now().UTC().Truncate(time.Second), Reason: reason}
 	b, err := json.Marshal(p)
 	if err != nil { // cannot happen: strings and a time
-		return sema.Pause{}, false, err
+		return schema.Pause{}, false, err
 	}
 	for {
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
@@ -49,18 +50,18 @@ func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who
 		}
 		resp, err := c.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key)).Commit()
 		if err != nil {
-			return sema.Pause{}, false, etcdFailure("cannot write "+key, err)
+			return schema.Pause{}, false, etcdFailure("cannot write "+key, err)
 		}
 		if resp.Succeeded {
 			p.Rev = resp.Header.Revision
 			return p, true, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			return sema.DecodePause(kvs[0]), false, nil
+			return schema.DecodePause(kvs[0]), false, nil
 		}
 		// D17: keys under the name outside this capacity
 		if err := sema.CheckCapacity(ctx, c, name, max); err != nil {
-			return sema.Pause{}, false, err
+			return schema.Pause{}, false, err
 		}
 		guard = false // only foreign keys (D6g), or gone since: no capacity of theirs to refuse for
 	}
@@ -70,17 +71,17 @@ func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who
 // returns the pause it deleted and whether there was one (false: not
 // paused, nothing done: idempotent). Waiters that the pause kept wake,
 // at most max of them (D1). Errors as SetPause's.
-func Resume(ctx context.Context, c *clientv3.Client, name string, max int) (sema.Pause, bool, error) {
+func Resume(ctx context.Context, c *clientv3.Client, name string, max int) (schema.Pause, bool, error) {
 	if err := validate(name, max); err != nil {
-		return sema.Pause{}, false, err
+		return schema.Pause{}, false, err
 	}
-	key := sema.PauseKey(name, max)
+	key := schema.PauseKey(name, max)
 	resp, err := c.Delete(ctx, key, clientv3.WithPrevKV())
 	if err != nil {
-		return sema.Pause{}, false, etcdFailure("cannot delete "+key, err)
+		return schema.Pause{}, false, etcdFailure("cannot delete "+key, err)
 	}
 	if len(resp.PrevKvs) == 0 {
-		return sema.Pause{}, false, nil
+		return schema.Pause{}, false, nil
 	}
-	return sema.DecodePause(resp.PrevKvs[0]), true, nil
+	return schema.DecodePause(resp.PrevKvs[0]), true, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D17 for SetPause: refused (nothing written) while another capacity is live, in the
@@ -17,7 +18,7 @@ func TestSetPauseOtherCapacityRefused(t *testing.T) {
 	if !errors.Is(err, sema.ErrOtherCapacity) {
 		t.Fatalf("SetPause max=3 beside max=2: %v", err)
 	}
-	if r, _ := c.Get(t.Context(), sema.PauseKey("po", 3)); r.Count != 0 {
+	if r, _ := c.Get(t.Context(), schema.PauseKey("po", 3)); r.Count != 0 {
 		t.Fatal("the refused pause was written")
 	}
 	if _, wrote, err := SetPauseAnyCapacity(t.Context(), c, "po", 3, "me@n", ""); err != nil || !wrote {

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Job is one semaphore's runs under their rules, as the period's reads and writes need it: the
@@ -31,7 +32,7 @@ type Job struct {
 // when the value cannot be read, Err says why and Raw holds its first bytes; such a
 // marker still counts as present until its lease expires (never a silent double run).
 type OnceMarker struct {
-	sema.OnceRecord
+	schema.OnceRecord
 	Key string
 	// Left is how long the marker's lease has to live, by etcd's clock, as
 	// of the read; -1 when the marker has no lease (written by hand: it
@@ -53,7 +54,7 @@ func (j Job) PeriodDone(ctx context.Context, h *sema.Holder) (*OnceMarker, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.CleanupTimeout())
 	defer cancel()
-	key := sema.OnceKey(j.Name, j.Max)
+	key := schema.OnceKey(j.Name, j.Max)
 	resp, err := j.Client.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %w", key, err)
@@ -64,7 +65,7 @@ func (j Job) PeriodDone(ctx context.Context, h *sema.Holder) (*OnceMarker, error
 	kv := resp.Kvs[0]
 	m := &OnceMarker{Key: key, Left: -1}
 	if err := json.Unmarshal(kv.Value, &m.OnceRecord); err != nil || m.Node == "" || m.End.IsZero() {
-		m.OnceRecord = sema.OnceRecord{}
+		m.OnceRecord = schema.OnceRecord{}
 		m.Err = errors.New("not a marker record (JSON object with node and end)")
 		m.Raw = string(kv.Value[:min(len(kv.Value), 64)])
 	}
@@ -98,7 +99,7 @@ func (j Job) ClosePeriod(ctx context.Context, h *sema.Holder, e RunEnd) (marked 
 	if !j.Rules.ClosesPeriod(e) {
 		return false, nil
 	}
-	rec := sema.OnceRecord{Node: j.Node, Start: e.HeldAt.UTC().Truncate(time.Second), End: time.Now().UTC().Truncate(time.Second)}
+	rec := schema.OnceRecord{Node: j.Node, Start: e.HeldAt.UTC().Truncate(time.Second), End: time.Now().UTC().Truncate(time.Second)}
 	if err := j.mark(ctx, h, rec); err != nil {
 		return false, err
 	}
@@ -106,7 +107,7 @@ func (j Job) ClosePeriod(ctx context.Context, h *sema.Holder, e RunEnd) (marked 
 }
 
 // mark writes rec as the period's marker for the run h held (ClosePeriod's write).
-func (j Job) mark(ctx context.Context, h *sema.Holder, rec sema.OnceRecord) error {
+func (j Job) mark(ctx context.Context, h *sema.Holder, rec schema.OnceRecord) error {
 	var g *clientv3.LeaseGrantResponse
 	// (a try that timed out may still have granted a lease: it has no key and expires after the period)
 	err := h.UntilDeadline(ctx, func(tctx context.Context) (err error) {
@@ -118,7 +119,7 @@ func (j Job) mark(ctx context.Context, h *sema.Holder, rec sema.OnceRecord) erro
 	}
 	rec.Version, rec.Rev = 1, h.Rev()
 	b, _ := json.Marshal(rec) // plain fields: cannot fail
-	key := sema.OnceKey(j.Name, j.Max)
+	key := schema.OnceKey(j.Name, j.Max)
 	written := false
 	err = h.UntilDeadline(ctx, func(tctx context.Context) error {
 		resp, err := j.Client.Txn(tctx).If(

@@ -7,6 +7,7 @@ import (
 
 	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D15: no marker at first; ClosePeriod's write (mark) makes one, fenced on our key, bound to
@@ -23,7 +24,7 @@ func TestOnceMarker(t *testing.T) {
 		t.Fatalf("PeriodDone before any run: %+v %v", m, err)
 	}
 	now := time.Now().UTC()
-	if err := job.mark(t.Context(), h, sema.OnceRecord{Node: "n1", Start: now, End: now}); err != nil {
+	if err := job.mark(t.Context(), h, schema.OnceRecord{Node: "n1", Start: now, End: now}); err != nil {
 		t.Fatal(err)
 	}
 	rev := h.Rev()
@@ -40,10 +41,10 @@ func TestOnceMarker(t *testing.T) {
 	if _, err := c.Delete(t.Context(), h.Key()); err != nil {
 		t.Fatal(err)
 	}
-	if err := job.mark(t.Context(), h, sema.OnceRecord{Node: "n1", End: now}); !errors.Is(err, sema.ErrKeyDeleted) {
+	if err := job.mark(t.Context(), h, schema.OnceRecord{Node: "n1", End: now}); !errors.Is(err, sema.ErrKeyDeleted) {
 		t.Fatalf("mark with our key gone: %v, want ErrKeyDeleted", err)
 	}
-	if resp, err := c.Get(t.Context(), sema.OnceKey("once", 1)); err != nil || len(resp.Kvs) != 0 {
+	if resp, err := c.Get(t.Context(), schema.OnceKey("once", 1)); err != nil || len(resp.Kvs) != 0 {
 		t.Fatalf("marker written by a holder that lost its key: %v %v", resp, err)
 	}
 	_ = h.Release(t.Context())
@@ -54,7 +55,7 @@ func TestOnceMarker(t *testing.T) {
 func TestOnceMarkerGarbage(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
-	if _, err := c.Put(t.Context(), sema.OnceKey("onceg", 1), "garbage"); err != nil {
+	if _, err := c.Put(t.Context(), schema.OnceKey("onceg", 1), "garbage"); err != nil {
 		t.Fatal(err)
 	}
 	h := mustAcquire(t, newSem(t, c, "onceg", 1, sema.Options{}))
@@ -72,7 +73,7 @@ func TestOnceMarkerGarbage(t *testing.T) {
 func TestOnceRunRules(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
-	s := newSem(t, c, "once-rules", 1, sema.Options{Record: sema.Record{Host: "node-r", PID: 1}})
+	s := newSem(t, c, "once-rules", 1, sema.Options{Record: schema.Record{Host: "node-r", PID: 1}})
 	job := Job{Client: c, Name: "once-rules", Max: 1, Rules: RunRules{OncePer: time.Minute}, Node: "node-r"}
 	none := job
 	none.Rules = RunRules{}

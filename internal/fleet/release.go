@@ -10,11 +10,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // HeldRelease is what ReleaseHeld did: the slots it freed, and the keys it left alone
 // because their record, which names the node and says held-after, is of a newer format than
-// this package reads (sema.Record.Version above sema.RecordVersion, D14a): a writer that knows more may
+// this package reads (schema.Record.Version above schema.RecordVersion, D14a): a writer that knows more may
 // mean something else by it.
 type HeldRelease struct {
 	Freed []sema.HeldAfter
@@ -23,24 +24,24 @@ type HeldRelease struct {
 
 // ReleaseHeld frees the slots of (name, max) that node holds after a
 // run (D14): it reads the semaphore's keys and deletes each one whose record
-// says sema.StateHeldAfter and names node as its host, in one Txn per key,
+// says schema.StateHeldAfter and names node as its host, in one Txn per key,
 // conditional on the key's mod revision as read, so a key rewritten since
 // (a supervised run's own key is never held-after) is never touched, nor
 // another node's, nor one whose record is of a newer format (D14a: left
 // alone and returned in Left). None freed is not an error.
-// Errors wrap sema.ErrBadName or sema.ErrBadMax for bad arguments, sema.ErrRefused when
+// Errors wrap schema.ErrBadName or schema.ErrBadMax for bad arguments, sema.ErrRefused when
 // etcd rejects a request, else sema.ErrUnavailable.
 func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) (HeldRelease, error) {
 	var rel HeldRelease
 	if err := validate(name, max); err != nil {
 		return rel, err
 	}
-	resp, err := c.Get(ctx, sema.Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
+	resp, err := c.Get(ctx, schema.Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
 	if err != nil {
-		return rel, etcdFailure("cannot list "+sema.Prefix(name, max), err)
+		return rel, etcdFailure("cannot list "+schema.Prefix(name, max), err)
 	}
 	for _, kv := range resp.Kvs {
-		r := sema.DecodeRecord(kv.Value)
+		r := schema.DecodeRecord(kv.Value)
 		switch {
 		case !(r.Err == nil && r.IsHeldAfter()) || r.Host != node:
 			continue
@@ -61,7 +62,7 @@ func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, 
 }
 
 // heldAfterOf is the sema.HeldAfter that kv, with its record r as decoded, describes.
-func heldAfterOf(kv *mvccpb.KeyValue, r sema.ReadRecord) sema.HeldAfter {
+func heldAfterOf(kv *mvccpb.KeyValue, r schema.ReadRecord) sema.HeldAfter {
 	ha := sema.HeldAfter{Key: string(kv.Key), Rev: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), Node: r.Host}
 	if r.Ended != nil {
 		ha.Ended = *r.Ended

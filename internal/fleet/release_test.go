@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // D14: ReleaseHeld frees only this node's held-after keys: another node's
@@ -14,13 +15,13 @@ import (
 func TestReleaseHeld(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
-	rec := sema.Record{Host: "node-a", PID: 1}
+	rec := schema.Record{Host: "node-a", PID: 1}
 	a := mustAcquire(t, newSem(t, c, "rel", 3, sema.Options{Record: rec}))
 	if _, err := a.HoldAfter(t.Context(), time.Hour, rec); err != nil {
 		t.Fatal(err)
 	}
-	b := mustAcquire(t, newSem(t, c, "rel", 3, sema.Options{Record: sema.Record{Host: "node-b"}}))
-	if _, err := b.HoldAfter(t.Context(), time.Hour, sema.Record{Host: "node-b"}); err != nil {
+	b := mustAcquire(t, newSem(t, c, "rel", 3, sema.Options{Record: schema.Record{Host: "node-b"}}))
+	if _, err := b.HoldAfter(t.Context(), time.Hour, schema.Record{Host: "node-b"}); err != nil {
 		t.Fatal(err)
 	}
 	running := mustAcquire(t, newSem(t, c, "rel", 3, sema.Options{Record: rec}))

@@ -5,18 +5,18 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // The environment variables that carry a slot to the work its holder runs (D5): the
-// semaphore's name and capacity, the lease the key is bound to (sema.FormatLeaseID's spelling)
+// semaphore's name and capacity, the lease the key is bound to (schema.FormatLeaseID's spelling)
 // and the key's create revision in decimal, the fencing token.
 const (
 	EnvName  = "CONCH_SEMA"
 	EnvMax   = "CONCH_MAX"
 	EnvLease = "CONCH_LEASE"
 	EnvRev   = "CONCH_REV"
-	// EnvCluster is the ID of the etcd cluster that granted the slot (sema.FormatClusterID's
+	// EnvCluster is the ID of the etcd cluster that granted the slot (schema.FormatClusterID's
 	// spelling): with EnvRev it names the fencing token's epoch (D18).
 	EnvCluster = "CONCH_CLUSTER_ID"
 )
@@ -28,7 +28,7 @@ var ErrNoSlotEnv = errors.New("no slot in the environment")
 // SlotFromEnv reads the slot a holder handed to the process whose environment getenv reads
 // (EnvName, EnvMax, EnvLease, EnvRev), for CheckHeld. Errors: ErrNoSlotEnv when none of
 // EnvName, EnvLease and EnvRev is set (empty counts as unset); else one naming the first
-// variable that cannot be read and what it must hold (sema.ErrBadName or sema.ErrBadMax wrapped for
+// variable that cannot be read and what it must hold (schema.ErrBadName or schema.ErrBadMax wrapped for
 // those two).
 func SlotFromEnv(getenv func(string) string) (Slot, error) {
 	if getenv(EnvName) == "" && getenv(EnvRev) == "" && getenv(EnvLease) == "" {
@@ -36,14 +36,14 @@ func SlotFromEnv(getenv func(string) string) (Slot, error) {
 	}
 	s := Slot{Name: getenv(EnvName)}
 	var err error
-	if err = sema.ValidateName(s.Name); err != nil {
+	if err = schema.ValidateName(s.Name); err != nil {
 		return s, fmt.Errorf("%s: %w", EnvName, err)
 	}
-	if s.Max, err = sema.ParseMax(getenv(EnvMax)); err != nil {
+	if s.Max, err = schema.ParseMax(getenv(EnvMax)); err != nil {
 		return s, fmt.Errorf("%s: %w", EnvMax, err)
 	}
 	var ok bool
-	if s.Lease, ok = sema.ParseLeaseID(getenv(EnvLease)); !ok {
+	if s.Lease, ok = schema.ParseLeaseID(getenv(EnvLease)); !ok {
 		return s, fmt.Errorf("%s %q is not a lease ID (16 lower-case hex digits)", EnvLease, getenv(EnvLease))
 	}
 	if s.Rev, err = strconv.ParseInt(getenv(EnvRev), 10, 64); err != nil || s.Rev < 1 {

@@ -2,15 +2,16 @@ package fleet
 
 import (
 	"errors"
-	"github.com/conch-project/conch/sema"
 	"strings"
 	"testing"
+
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // SlotFromEnv: nothing set is ErrNoSlotEnv; a full slot reads back; each bad variable is
 // named; Of matches a name and a capacity, either left open.
 func TestSlotFromEnv(t *testing.T) {
-	good := map[string]string{EnvName: "job", EnvMax: "2", EnvLease: sema.FormatLeaseID(0x1f), EnvRev: "42"}
+	good := map[string]string{EnvName: "job", EnvMax: "2", EnvLease: schema.FormatLeaseID(0x1f), EnvRev: "42"}
 	env := func(m map[string]string, k, v string) func(string) string {
 		return func(key string) string {
 			if key == k {

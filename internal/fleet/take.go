@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // TakeResult says what TakeHeld found or did.
@@ -43,7 +44,7 @@ type Take struct {
 	Slot    sema.HeldAfter // TakeGranted, TakeAlreadyHeld: the node's slot
 	Holders []Holding      // TakeFull: the holders, oldest first (at most max)
 	Waiters int64          // TakeFull: keys queued behind the holders
-	Pause   *sema.Pause    // TakePaused: the pause in force
+	Pause   *schema.Pause  // TakePaused: the pause in force
 	// Ahead is, for a refusal by TakeHeldQueued, the number of keys ahead of the node's
 	// place in the queue (D19a).
 	Ahead int
@@ -67,7 +68,7 @@ type Holding struct {
 	Since     time.Time
 	Until     time.Time
 	HeldAfter bool
-	Via       string // sema.Record.Via: who granted a slot held after no run of conch's ("" for a run)
+	Via       string // schema.Record.Via: who granted a slot held after no run of conch's ("" for a run)
 	Queued    bool   // a place kept for a node that polls (D19a), reserved for it
 }
 
@@ -96,17 +97,17 @@ const takeTries = 16
 // they free) gets TakeFull with Contended set. A lease granted for a write that did not
 // happen is revoked.
 //
-// It blocks for its requests, bounded by ctx. Errors wrap sema.ErrBadName, sema.ErrBadMax or
-// sema.ErrBadNode for bad arguments (D4, D11a), sema.ErrRefused when etcd rejects a request for
+// It blocks for its requests, bounded by ctx. Errors wrap schema.ErrBadName, schema.ErrBadMax or
+// schema.ErrBadNode for bad arguments (D4, D11a), sema.ErrRefused when etcd rejects a request for
 // good, else sema.ErrUnavailable.
-func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold time.Duration, rec sema.Record) (Take, error) {
+func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold time.Duration, rec schema.Record) (Take, error) {
 	if err := validate(name, max); err != nil {
 		return Take{}, err
 	}
-	if err := sema.ValidateNode(node); err != nil {
+	if err := schema.ValidateNode(node); err != nil {
 		return Take{}, err
 	}
-	tk := taker{c: c, name: name, max: max, node: node, prefix: sema.Prefix(name, max)}
+	tk := taker{c: c, name: name, max: max, node: node, prefix: schema.Prefix(name, max)}
 	resp, err := c.Txn(ctx).Then(tk.reads()...).Commit()
 	if err != nil {
 		return Take{}, etcdFailure("cannot read "+tk.prefix, err)
@@ -157,7 +158,7 @@ func (tk taker) reads() []clientv3.Op {
 	below, above := tk.outside()
 	return []clientv3.Op{
 		clientv3.OpGet(tk.prefix, clientv3.WithPrefix(), byCreateAsc, clientv3.WithLimit(int64(tk.max))),
-		clientv3.OpGet(sema.PauseKey(tk.name, tk.max)),
+		clientv3.OpGet(schema.PauseKey(tk.name, tk.max)),
 		clientv3.OpGet(below[0], clientv3.WithRange(below[1]), clientv3.WithCountOnly()),
 		clientv3.OpGet(above[0], clientv3.WithRange(above[1]), clientv3.WithCountOnly()),
 	}
@@ -166,7 +167,7 @@ func (tk taker) reads() []clientv3.Op {
 // outside returns the two key ranges [from, end) of the name that are not the capacity's
 // prefix: other capacities' keys and foreign keys (D6g) live there.
 func (tk taker) outside() (below, above [2]string) {
-	np, end := sema.NamePrefix(tk.name), clientv3.GetPrefixRangeEnd(tk.prefix)
+	np, end := schema.NamePrefix(tk.name), clientv3.GetPrefixRangeEnd(tk.prefix)
 	return [2]string{np, tk.prefix}, [2]string{end, clientv3.GetPrefixRangeEnd(np)}
 }
 
@@ -208,7 +209,7 @@ func (tk taker) decideQueue(rs []*etcdserverpb.ResponseOp) Take {
 		holders = append(holders, h)
 	}
 	if p := rs[1].GetResponseRange().Kvs; len(p) > 0 {
-		pause := sema.DecodePause(p[0])
+		pause := schema.DecodePause(p[0])
 		return Take{Result: TakePaused, Pause: &pause}
 	}
 	if first.Count >= int64(tk.max) {
@@ -221,18 +222,18 @@ func (tk taker) decideQueue(rs []*etcdserverpb.ResponseOp) Take {
 // rev and the semaphore is not paused (one Txn), else reads the queue again in the same
 // Txn and decides from it: won, or the new decision (Result 0: a slot is still free, try
 // again at next).
-func (tk taker) write(ctx context.Context, g *clientv3.LeaseGrantResponse, rec sema.Record, rev int64) (t Take, won bool, next int64, err error) {
+func (tk taker) write(ctx context.Context, g *clientv3.LeaseGrantResponse, rec schema.Record, rev int64) (t Take, won bool, next int64, err error) {
 	now := time.Now().UTC().Truncate(time.Second)
 	ttl := time.Duration(g.TTL) * time.Second
 	until := now.Add(ttl)
-	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = sema.RecordVersion, tk.node, sema.StateHeldAfter, now, &now, &until
-	key := sema.LeaseKey(tk.prefix, g.ID)
+	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = schema.RecordVersion, tk.node, schema.StateHeldAfter, now, &now, &until
+	key := schema.LeaseKey(tk.prefix, g.ID)
 	below, above := tk.outside()
 	resp, err := tk.c.Txn(ctx).If(
 		// for every key of the queue: written at or before our read (a new key, or a
 		// rewrite, fails it; a deletion only frees a slot)
 		clientv3.Compare(clientv3.ModRevision(tk.prefix).WithPrefix(), "<", rev+1),
-		clientv3.Compare(clientv3.CreateRevision(sema.PauseKey(tk.name, tk.max)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(schema.PauseKey(tk.name, tk.max)), "=", 0),
 		// likewise for the rest of the name: another capacity's new key fails it (D17)
 		clientv3.Compare(clientv3.ModRevision(below[0]).WithRange(below[1]), "<", rev+1),
 		clientv3.Compare(clientv3.ModRevision(above[0]).WithRange(above[1]), "<", rev+1),
@@ -259,8 +260,8 @@ func (tk taker) revoke(ctx context.Context, id clientv3.LeaseID, err *error) {
 }
 
 // holdingOf reads one holder key.
-func holdingOf(kv *mvccpb.KeyValue) (Holding, sema.ReadRecord) {
-	r := sema.DecodeRecord(kv.Value)
+func holdingOf(kv *mvccpb.KeyValue) (Holding, schema.ReadRecord) {
+	r := schema.DecodeRecord(kv.Value)
 	h := Holding{Key: string(kv.Key), Rev: kv.CreateRevision, Node: r.Host, Since: r.Since,
 		HeldAfter: r.Err == nil && r.IsHeldAfter(), Via: r.Via, Queued: r.Err == nil && r.State == stateQueued}
 	if r.HeldSince != nil {

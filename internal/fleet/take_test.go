@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // TakeHeld's rules in order (D19), on a real etcd: a free slot is taken held after a run
@@ -19,7 +18,7 @@ import (
 func TestTakeHeld(t *testing.T) {
 	_, c := startEtcd(t)
 	ctx := t.Context()
-	rec := sema.Record{PID: 4242}
+	rec := schema.Record{PID: 4242}
 	t1, err := TakeHeld(ctx, c, "reboot", 1, "node-a", time.Hour, rec)
 	if err != nil || t1.Result != TakeGranted {
 		t.Fatalf("first take: %+v %v", t1, err)
@@ -28,11 +27,11 @@ func TestTakeHeld(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the slot's key: %v %v", resp, err)
 	}
-	r := sema.DecodeRecord(resp.Kvs[0].Value)
+	r := schema.DecodeRecord(resp.Kvs[0].Value)
 	if !r.IsHeldAfter() || r.Host != "node-a" || r.HeldUntil == nil || r.PID != 4242 {
 		t.Errorf("record %+v", r)
 	}
-	if resp.Kvs[0].Lease != int64(t1.Slot.Lease) || sema.LeaseKey(sema.Prefix("reboot", 1), t1.Slot.Lease) != t1.Slot.Key {
+	if resp.Kvs[0].Lease != int64(t1.Slot.Lease) || schema.LeaseKey(schema.Prefix("reboot", 1), t1.Slot.Lease) != t1.Slot.Key {
 		t.Errorf("key %s on lease %x, want a key named after its lease %x", t1.Slot.Key, resp.Kvs[0].Lease, t1.Slot.Lease)
 	}
 	ttl, err := c.TimeToLive(ctx, t1.Slot.Lease)
@@ -56,7 +55,7 @@ func TestTakeHeld(t *testing.T) {
 	if rel, err := ReleaseHeld(ctx, c, "reboot", 1, "node-a"); err != nil || len(rel.Freed) != 1 {
 		t.Fatalf("release: %v %v", rel, err)
 	}
-	if n := etcdtest.KeysUnder(t, c, sema.Prefix("reboot", 1)); n != 0 {
+	if n := etcdtest.KeysUnder(t, c, schema.Prefix("reboot", 1)); n != 0 {
 		t.Errorf("%d keys after the release", n)
 	}
 	if _, err := TakeHeld(ctx, c, "reboot", 1, "0123456789abcdef", time.Hour, rec); err == nil {
@@ -76,7 +75,7 @@ func TestTakeHeldConcurrent(t *testing.T) {
 	done := make(chan Take, 40)
 	for i := range 40 {
 		go func() {
-			tk, err := TakeHeld(context.Background(), c, "reboot", 3, []string{"n1", "n2", "n3", "n4", "n5"}[i%5], time.Hour, sema.Record{PID: 1})
+			tk, err := TakeHeld(context.Background(), c, "reboot", 3, []string{"n1", "n2", "n3", "n4", "n5"}[i%5], time.Hour, schema.Record{PID: 1})
 			if err != nil {
 				t.Error(err)
 			}
@@ -89,13 +88,13 @@ func TestTakeHeldConcurrent(t *testing.T) {
 			granted++
 		}
 	}
-	resp, err := c.Get(ctx, sema.Prefix("reboot", 3), clientv3.WithPrefix())
+	resp, err := c.Get(ctx, schema.Prefix("reboot", 3), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := map[string]bool{}
 	for _, kv := range resp.Kvs {
-		nodes[sema.DecodeRecord(kv.Value).Host] = true
+		nodes[schema.DecodeRecord(kv.Value).Host] = true
 	}
 	if granted != 3 || len(resp.Kvs) != 3 || len(nodes) != 3 {
 		t.Errorf("%d granted, %d keys for %d nodes: want 3 of each", granted, len(resp.Kvs), len(nodes))

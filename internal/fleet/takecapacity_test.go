@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/conch-project/conch/sema"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 
 	"github.com/conch-project/conch/internal/etcdtest"
 )
@@ -24,37 +26,37 @@ func TestTakeHeldOtherCapacity(t *testing.T) {
 		what string
 		f    func() (Take, error)
 	}{
-		{"TakeHeld", func() (Take, error) { return TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, sema.Record{}) }},
+		{"TakeHeld", func() (Take, error) { return TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, schema.Record{}) }},
 		{"TakeHeldQueued", func() (Take, error) {
-			return TakeHeldQueued(ctx, c, "oc", 1, "node-b", time.Hour, time.Minute, sema.Record{})
+			return TakeHeldQueued(ctx, c, "oc", 1, "node-b", time.Hour, time.Minute, schema.Record{})
 		}},
 	} {
 		tk, err := take.f()
 		if err != nil || tk.Result != TakeOtherCapacity || !slices.Equal(tk.Capacities, []int{2}) {
 			t.Errorf("%s of oc[max=1] beside a max=2 job: %+v %v, want TakeOtherCapacity naming [2]", take.what, tk, err)
 		}
-		if n := etcdtest.KeysUnder(t, c, sema.Prefix("oc", 1)); n != 0 {
+		if n := etcdtest.KeysUnder(t, c, schema.Prefix("oc", 1)); n != 0 {
 			t.Errorf("%s: %d keys under max=1 after the refusal", take.what, n)
 		}
 	}
 	release(t, job)
-	held, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, sema.Record{})
+	held, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, schema.Record{})
 	if err != nil || held.Result != TakeGranted {
 		t.Fatalf("TakeHeld once max=2 drained: %+v %v", held, err)
 	}
 	other := mustAcquire(t, newSem(t, c, "oc", 3, sema.Options{AllowOtherCapacity: true}))
-	if again, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, sema.Record{}); err != nil || again.Result != TakeAlreadyHeld {
+	if again, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, schema.Record{}); err != nil || again.Result != TakeAlreadyHeld {
 		t.Errorf("the holder asking again beside a max=3 run: %+v %v, want TakeAlreadyHeld", again, err)
 	}
-	if tk, err := TakeHeld(ctx, c, "oc", 1, "node-c", time.Hour, sema.Record{}); err != nil || tk.Result != TakeOtherCapacity || !slices.Equal(tk.Capacities, []int{3}) {
+	if tk, err := TakeHeld(ctx, c, "oc", 1, "node-c", time.Hour, schema.Record{}); err != nil || tk.Result != TakeOtherCapacity || !slices.Equal(tk.Capacities, []int{3}) {
 		t.Errorf("another node beside max=1 and max=3 keys: %+v %v, want TakeOtherCapacity naming [3] only", tk, err)
 	}
 	release(t, other)
 
-	if _, err := c.Put(ctx, sema.NamePrefix("fk")+"01/x", "junk"); err != nil {
+	if _, err := c.Put(ctx, schema.NamePrefix("fk")+"01/x", "junk"); err != nil {
 		t.Fatal(err)
 	}
-	if tk, err := TakeHeld(ctx, c, "fk", 1, "node-a", time.Hour, sema.Record{}); err != nil || tk.Result != TakeGranted {
+	if tk, err := TakeHeld(ctx, c, "fk", 1, "node-a", time.Hour, schema.Record{}); err != nil || tk.Result != TakeGranted {
 		t.Errorf("TakeHeld beside a foreign key: %+v %v, want TakeGranted", tk, err)
 	}
 }
@@ -70,7 +72,7 @@ func TestTakeHeldCapacityRace(t *testing.T) {
 		var tk Take
 		var tkErr, runErr error
 		var h *sema.Holder
-		wg.Go(func() { tk, tkErr = TakeHeld(t.Context(), c, name, 1, "node-a", time.Hour, sema.Record{}) })
+		wg.Go(func() { tk, tkErr = TakeHeld(t.Context(), c, name, 1, "node-a", time.Hour, schema.Record{}) })
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 			defer cancel()

@@ -15,9 +15,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
-// stateQueued is sema.Record.State of a place in the queue kept for a node by a lock server
+// stateQueued is schema.Record.State of a place in the queue kept for a node by a lock server
 // (D19a): ranked like any waiter's key, bound to a lease the server refreshes at each of
 // the node's requests, so it goes when the node stops asking.
 const stateQueued = "queued"
@@ -34,14 +35,14 @@ const stateQueued = "queued"
 // TakeFull with Ahead) leaves the node a place: its own, refreshed, or a new key at the back
 // on a lease of TTL wait, written by a Txn conditional on the queue as read. Blocking and
 // errors as TakeHeld's.
-func TakeHeldQueued(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold, wait time.Duration, rec sema.Record) (Take, error) {
+func TakeHeldQueued(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold, wait time.Duration, rec schema.Record) (Take, error) {
 	if err := validate(name, max); err != nil {
 		return Take{}, err
 	}
-	if err := sema.ValidateNode(node); err != nil {
+	if err := schema.ValidateNode(node); err != nil {
 		return Take{}, err
 	}
-	tk := taker{c: c, name: name, max: max, node: node, prefix: sema.Prefix(name, max)}
+	tk := taker{c: c, name: name, max: max, node: node, prefix: schema.Prefix(name, max)}
 	for range takeTries {
 		t, done, err := tk.queuedRound(ctx, hold, wait, rec)
 		if err != nil || done {
@@ -53,11 +54,11 @@ func TakeHeldQueued(ctx context.Context, c *clientv3.Client, name string, max in
 
 // queuedRound is one read and the write it leads to; done is false when the write's
 // condition failed (the queue changed): read again.
-func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec sema.Record) (Take, bool, error) {
+func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec schema.Record) (Take, bool, error) {
 	below, above := tk.outside()
 	resp, err := tk.c.Txn(ctx).Then(
 		clientv3.OpGet(tk.prefix, clientv3.WithPrefix(), byCreateAsc),
-		clientv3.OpGet(sema.PauseKey(tk.name, tk.max)),
+		clientv3.OpGet(schema.PauseKey(tk.name, tk.max)),
 		clientv3.OpGet(below[0], clientv3.WithRange(below[1]), clientv3.WithCountOnly()),
 		clientv3.OpGet(above[0], clientv3.WithRange(above[1]), clientv3.WithCountOnly()),
 	).Commit()
@@ -83,9 +84,9 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec s
 	if t, err := tk.capacity(ctx, Take{others: others}); err != nil || t.Result != 0 {
 		return t, true, err // D17: another capacity is live under the name
 	}
-	var pause *sema.Pause
+	var pause *schema.Pause
 	if p := resp.Responses[1].GetResponseRange().Kvs; len(p) > 0 {
-		dp := sema.DecodePause(p[0])
+		dp := schema.DecodePause(p[0])
 		pause = &dp
 	}
 	refused := func(ahead int) Take {
@@ -125,16 +126,16 @@ func (tk taker) refresh(ctx context.Context, kv *mvccpb.KeyValue) error {
 
 // enqueue writes a place for the node at the back of the queue, on a fresh lease of TTL
 // wait, if no key of the queue was written after rev (else won is false: read again).
-func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec sema.Record, rev int64) (won bool, err error) {
+func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec schema.Record, rev int64) (won bool, err error) {
 	g, err := tk.c.Grant(ctx, int64(sema.RoundTTL(wait)/time.Second))
 	if err != nil {
 		return false, etcdFailure("cannot grant a place's lease in "+tk.prefix, err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = sema.RecordVersion, tk.node, stateQueued, now, nil, nil
+	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = schema.RecordVersion, tk.node, stateQueued, now, nil, nil
 	resp, err := tk.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(tk.prefix).WithPrefix(), "<", rev+1),
-	).Then(clientv3.OpPut(sema.LeaseKey(tk.prefix, g.ID), rec.Encode(), clientv3.WithLease(g.ID))).Commit()
+	).Then(clientv3.OpPut(schema.LeaseKey(tk.prefix, g.ID), rec.Encode(), clientv3.WithLease(g.ID))).Commit()
 	if err == nil && resp.Succeeded {
 		return true, nil
 	}
@@ -149,7 +150,7 @@ func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec sema.Record
 // after a run, on a fresh lease of TTL hold, if kv is unchanged and the semaphore not
 // paused; then revokes the place's lease, which has no key any more (best effort: it
 // expires after its TTL anyway). won is false when the condition failed: read again.
-func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold time.Duration, rec sema.Record) (Take, bool, error) {
+func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold time.Duration, rec schema.Record) (Take, bool, error) {
 	g, err := tk.c.Grant(ctx, int64(sema.RoundTTL(hold)/time.Second))
 	if err != nil {
 		return Take{}, false, etcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
@@ -157,12 +158,12 @@ func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold tim
 	now := time.Now().UTC().Truncate(time.Second)
 	ttl := time.Duration(g.TTL) * time.Second
 	until := now.Add(ttl)
-	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = sema.RecordVersion, tk.node, sema.StateHeldAfter, now, &now, &until
+	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = schema.RecordVersion, tk.node, schema.StateHeldAfter, now, &now, &until
 	key := string(kv.Key)
 	resp, err := tk.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(key), "=", kv.CreateRevision),
 		clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision),
-		clientv3.Compare(clientv3.CreateRevision(sema.PauseKey(tk.name, tk.max)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(schema.PauseKey(tk.name, tk.max)), "=", 0),
 	).Then(clientv3.OpPut(key, rec.Encode(), clientv3.WithLease(g.ID))).Commit()
 	if err != nil || !resp.Succeeded {
 		if err != nil {
@@ -179,19 +180,19 @@ func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold tim
 
 // DropQueued deletes the places kept for node in (name, max) (D19a: a node that says it is
 // up again no longer waits), each conditional on its modification revision as read. It
-// returns how many it deleted. Errors wrap sema.ErrBadName or sema.ErrBadMax for bad
+// returns how many it deleted. Errors wrap schema.ErrBadName or schema.ErrBadMax for bad
 // arguments, sema.ErrRefused when etcd rejects a request, else sema.ErrUnavailable.
 func DropQueued(ctx context.Context, c *clientv3.Client, name string, max int, node string) (int, error) {
 	if err := validate(name, max); err != nil {
 		return 0, err
 	}
-	resp, err := c.Get(ctx, sema.Prefix(name, max), clientv3.WithPrefix())
+	resp, err := c.Get(ctx, schema.Prefix(name, max), clientv3.WithPrefix())
 	if err != nil {
-		return 0, etcdFailure("cannot list "+sema.Prefix(name, max), err)
+		return 0, etcdFailure("cannot list "+schema.Prefix(name, max), err)
 	}
 	n := 0
 	for _, kv := range resp.Kvs {
-		r := sema.DecodeRecord(kv.Value)
+		r := schema.DecodeRecord(kv.Value)
 		if r.Err != nil || r.State != stateQueued || r.Host != node {
 			continue
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/fleet"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Zincati-like ids: 32 lower-case hex digits (an app-specific machine id).
@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 		{name: "lock, zincati base ending in /", req: zin(idA, "default").lock, status: 200, after: []string{idA},
 			check: func(t *testing.T, _ reply) {
 				firstA = holders(t, c, "default", 2)[0]
-				if !firstA.HeldAfter || firstA.Via != sema.ViaFleetLock || firstA.Until.IsZero() {
+				if !firstA.HeldAfter || firstA.Via != schema.ViaFleetLock || firstA.Until.IsZero() {
 					t.Errorf("the slot's record is %+v, want held-after via fleetlock with its until", firstA)
 				}
 			}},

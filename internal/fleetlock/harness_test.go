@@ -19,6 +19,7 @@ import (
 	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -39,7 +40,7 @@ func serve(t *testing.T, c *clientv3.Client, groups map[string]int, hold time.Du
 // serveQueue is serve with --queue (0: none).
 func serveQueue(t *testing.T, c *clientv3.Client, groups map[string]int, hold, queue time.Duration) *served {
 	t.Helper()
-	return serveWith(t, Config{Client: c, Groups: groups, Hold: hold, Queue: queue, Record: sema.Record{PID: os.Getpid()}, Timeout: 3 * time.Second}, nil)
+	return serveWith(t, Config{Client: c, Groups: groups, Hold: hold, Queue: queue, Record: schema.Record{PID: os.Getpid()}, Timeout: 3 * time.Second}, nil)
 }
 
 // serveWith starts a Server of cfg on a random loopback port, over HTTPS when tc is not
@@ -170,14 +171,14 @@ func holders(t testing.TB, c *clientv3.Client, group string, max int) []fleet.Ho
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := c.Get(ctx, sema.Prefix(group, max), clientv3.WithPrefix(),
+	resp, err := c.Get(ctx, schema.Prefix(group, max), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
-		t.Fatalf("reading %s: %v", sema.Prefix(group, max), err)
+		t.Fatalf("reading %s: %v", schema.Prefix(group, max), err)
 	}
 	var out []fleet.Holding
 	for _, kv := range resp.Kvs {
-		r := sema.DecodeRecord(kv.Value)
+		r := schema.DecodeRecord(kv.Value)
 		h := fleet.Holding{Key: string(kv.Key), Rev: kv.CreateRevision, Node: r.Host, HeldAfter: r.IsHeldAfter(), Via: r.Via}
 		if r.HeldUntil != nil {
 			h.Until = *r.HeldUntil
@@ -199,7 +200,7 @@ func nodes(hs []fleet.Holding) []string {
 // lease; the caller releases it.
 func holdJob(t *testing.T, c *clientv3.Client, name string, max int) *sema.Holder {
 	t.Helper()
-	job, err := sema.New(c, name, max, sema.Options{TTL: 5 * time.Second, Record: sema.Record{Host: "db-vacuum-node"}})
+	job, err := sema.New(c, name, max, sema.Options{TTL: 5 * time.Second, Record: schema.Record{Host: "db-vacuum-node"}})
 	if err != nil {
 		t.Fatal(err)
 	}

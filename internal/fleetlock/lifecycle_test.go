@@ -14,6 +14,7 @@ import (
 	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -35,12 +36,12 @@ func maxHolders(t *testing.T, c *clientv3.Client, group string, max int) (stop f
 			default:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			resp, err := c.Get(ctx, sema.Prefix(group, max), clientv3.WithPrefix())
+			resp, err := c.Get(ctx, schema.Prefix(group, max), clientv3.WithPrefix())
 			cancel()
 			if err == nil {
 				n := int64(0)
 				for _, kv := range resp.Kvs {
-					if sema.DecodeRecord(kv.Value).IsHeldAfter() {
+					if schema.DecodeRecord(kv.Value).IsHeldAfter() {
 						n++
 					}
 				}
@@ -311,7 +312,7 @@ func TestSharedQueueWithJobs(t *testing.T) {
 	if r, err := f.lock(); err != nil || !r.ok() {
 		t.Fatalf("pre-reboot after the job: %v %+v", err, r)
 	}
-	job2, _ := sema.New(c, "maint", 1, sema.Options{TTL: 5 * time.Second, Nonblock: true, Record: sema.Record{Host: "db-vacuum-node"}})
+	job2, _ := sema.New(c, "maint", 1, sema.Options{TTL: 5 * time.Second, Nonblock: true, Record: schema.Record{Host: "db-vacuum-node"}})
 	if _, err := job2.Acquire(t.Context()); err == nil {
 		t.Fatal("a job got the slot while a reboot held it")
 	} else if !strings.Contains(err.Error(), "no free slot") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Results of granted requests, for the counters (refusals count by their kind).
@@ -100,7 +101,7 @@ func holdersText(t fleet.Take) string {
 	for _, h := range t.Holders {
 		p := fmt.Sprintf("%s since %s", quote(h.Node), timeText(h.Since))
 		switch {
-		case h.HeldAfter && h.Via == sema.ViaFleetLock:
+		case h.HeldAfter && h.Via == schema.ViaFleetLock:
 			p += fmt.Sprintf(" until %s (reboot)", timeText(h.Until))
 		case h.HeldAfter:
 			p += fmt.Sprintf(" until %s (kept after a run)", timeText(h.Until))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcderr"
 	"github.com/conch-project/conch/internal/who"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -105,7 +105,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // etcd answers or ctx ends.
 func (s *Server) Ping(ctx context.Context) error {
 	g := s.Groups()[0]
-	if _, err := s.cfg.Client.Get(ctx, sema.PauseKey(g, s.cfg.Groups[g])); err != nil {
+	if _, err := s.cfg.Client.Get(ctx, schema.PauseKey(g, s.cfg.Groups[g])); err != nil {
 		if etcderr.Refused(err) {
 			return refuse(KindBackendError, "etcd refused a read: %v", err)
 		}
@@ -130,7 +130,7 @@ func (s *Server) Slots(ctx context.Context) ([]GroupState, error) {
 	var out []GroupState
 	for _, g := range s.Groups() {
 		n := s.cfg.Groups[g]
-		resp, err := s.cfg.Client.Get(ctx, sema.Prefix(g, n), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := s.cfg.Client.Get(ctx, schema.Prefix(g, n), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			return nil, err
 		}

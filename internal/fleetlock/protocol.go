@@ -10,7 +10,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // The two operations of the protocol, by the path's last segments.
@@ -102,7 +102,7 @@ func ValidGroup(name string) error {
 	if !groupRule.MatchString(name) {
 		return fmt.Errorf("group %q: a FleetLock group matches ^[a-zA-Z0-9.-]+$", name)
 	}
-	if err := sema.ValidateName(name); err != nil {
+	if err := schema.ValidateName(name); err != nil {
 		return fmt.Errorf("group %q: %w", name, err)
 	}
 	return nil
@@ -146,7 +146,7 @@ func parseBody(r io.Reader) (id, group string, _ *Refusal) {
 		return "", "", refuse(KindInvalidRequest, "client_params.group is missing or empty")
 	case !groupRule.MatchString(*p.Group):
 		return "", "", refuse(KindInvalidRequest, "client_params.group %s: must match ^[a-zA-Z0-9.-]+$", quote(*p.Group))
-	case sema.ValidateNode(*p.ID) != nil:
+	case schema.ValidateNode(*p.ID) != nil:
 		return "", "", refuse(KindInvalidRequest, "client_params.id %s is not accepted: %s", quote(*p.ID), idRule)
 	}
 	return *req.ClientParams.ID, *req.ClientParams.Group, nil

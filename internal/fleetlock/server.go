@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -28,7 +29,7 @@ type Config struct {
 	Queue time.Duration
 	// Record is written in each granted slot's record (PID, Unit: the server's); Host,
 	// State and times are filled in, Via is ViaFleetLock.
-	Record sema.Record
+	Record schema.Record
 	// Timeout bounds each request's etcd work; past it the request gets
 	// backend_unavailable. 0: DefaultTimeout.
 	Timeout time.Duration
@@ -58,7 +59,7 @@ type Server struct {
 }
 
 // New returns a Server for cfg. Errors: no client, no group, a group name that breaks
-// ValidGroup, a capacity outside 1..sema.MaxCapacity, a Hold under a second.
+// ValidGroup, a capacity outside 1..schema.MaxCapacity, a Hold under a second.
 func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("no etcd client")
@@ -70,8 +71,8 @@ func New(cfg Config) (*Server, error) {
 		if err := ValidGroup(g); err != nil {
 			return nil, err
 		}
-		if n < 1 || n > sema.MaxCapacity {
-			return nil, fmt.Errorf("group %q: capacity %d: must be 1..%d", g, n, sema.MaxCapacity)
+		if n < 1 || n > schema.MaxCapacity {
+			return nil, fmt.Errorf("group %q: capacity %d: must be 1..%d", g, n, schema.MaxCapacity)
 		}
 	}
 	if cfg.Queue != 0 && cfg.Queue < time.Second {
@@ -83,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	cfg.Record.Via = sema.ViaFleetLock
+	cfg.Record.Via = schema.ViaFleetLock
 	return &Server{cfg: cfg, counter: newCounters()}, nil
 }
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/conch-project/conch/internal/fleet"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // ChildEnv returns the child's environment (D5): base (the caller's), less the service
@@ -17,11 +17,11 @@ import (
 // values (e.g. from an outer run). base is not modified.
 func ChildEnv(base []string, name string, max int, rev, lease int64, cluster uint64) []string {
 	set := map[string]string{
-		fleet.EnvCluster: sema.FormatClusterID(cluster),
+		fleet.EnvCluster: schema.FormatClusterID(cluster),
 		fleet.EnvRev:     strconv.FormatInt(rev, 10),
 		fleet.EnvName:    name,
 		fleet.EnvMax:     strconv.Itoa(max),
-		fleet.EnvLease:   sema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
+		fleet.EnvLease:   schema.FormatLeaseID(lease), // spelled as in the key name and by etcdctl
 	}
 	out := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {

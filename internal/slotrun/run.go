@@ -7,6 +7,7 @@ import (
 
 	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/conch-project/conch/unitrun"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -30,7 +31,7 @@ type Config struct {
 	AllowOtherCapacity bool          // run beside keys of another capacity (sema.Options.AllowOtherCapacity, D17)
 	Spread             bool          // one slot per node (D11), named Node
 	Node               string
-	Record             sema.Record    // the holder record's Host and Unit; Scope is set by the run (D6)
+	Record             schema.Record  // the holder record's Host and Unit; Scope is set by the run (D6)
 	Wait               time.Duration  // the wait's bound, 0 for none; Rules.Deadline bounds it too
 	Rules              fleet.RunRules // hold after the run (D13), once per period (D15), the window
 	ConnectTimeout     time.Duration  // sema.Options.ConnectTimeout

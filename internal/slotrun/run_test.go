@@ -14,6 +14,7 @@ import (
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 	"github.com/conch-project/conch/unitrun"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -65,7 +66,7 @@ func config(srv *etcdtest.Server, name, script string) Config {
 		Stdio: unitrun.Spec{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr},
 		Plan:  unitrun.Options{Mode: unitrun.ScopeNever},
 		TTL:   5 * time.Second, ConnectTimeout: 5 * time.Second,
-		Record: sema.Record{Host: "test", PID: os.Getpid()},
+		Record: schema.Record{Host: "test", PID: os.Getpid()},
 		Connect: func(ctx context.Context) (*clientv3.Client, error) {
 			return clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second, Context: ctx})
 		},
@@ -89,7 +90,7 @@ func TestRunHoldsAndReleases(t *testing.T) {
 	if s := rep.all(); !strings.Contains(s, `started ""`) || !strings.HasSuffix(s, "released 3") {
 		t.Errorf("told:\n%s\nwant the start in no scope, and the release with status 3 last", s)
 	}
-	resp, err := srv.Client(t).Get(context.Background(), sema.NamePrefix("hr"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := srv.Client(t).Get(context.Background(), schema.NamePrefix("hr"), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Errorf("keys left after the run: %v, %v", resp, err)
 	}
@@ -112,7 +113,7 @@ func TestRunSlotLostStopsChild(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the child did not start:\n%s", rep.all())
 	}
-	if _, err := srv.Client(t).Delete(context.Background(), sema.NamePrefix("lost"), clientv3.WithPrefix()); err != nil {
+	if _, err := srv.Client(t).Delete(context.Background(), schema.NamePrefix("lost"), clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -156,3 +157,4 @@ func TestRunWaitAndDeadline(t *testing.T) {
 		t.Fatalf("the 1 s wait did not end: the deadline an hour away replaced it\n%s", rep.all())
 	}
 }
+

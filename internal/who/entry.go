@@ -4,16 +4,15 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/conch-project/conch/sema/schema"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // Entry is one key of a semaphore as Read lists it (D6). Everything in it
 // was read from etcd and is hostile input: callers escape it
 // before printing.
 type Entry struct {
-	// Name is the semaphore's name; for a key under sema.KeyRoot whose name
+	// Name is the semaphore's name; for a key under schema.KeyRoot whose name
 	// segment is not a valid name (a listing of every semaphore), the raw
 	// segment.
 	Name string
@@ -22,7 +21,7 @@ type Entry struct {
 	// Max is the capacity whose queue the key is in (Info.Max), 0 for a
 	// foreign key.
 	Max  int
-	Info sema.KeyInfo // Kind, Suffix, NameLease as sema.ParseKey read them
+	Info schema.KeyInfo // Kind, Suffix, NameLease as schema.ParseKey read them
 	// Rank is the 0-based rank by create revision within (Name, Max), as
 	// acquisition ranks it; -1 for keys no acquisition counts (foreign).
 	Rank int
@@ -33,18 +32,18 @@ type Entry struct {
 	// Lease is the lease etcd says the key is bound to (KeyValue.Lease),
 	// 0 for none: the real one, whatever the key's name spells.
 	Lease  int64
-	Record sema.ReadRecord
+	Record schema.ReadRecord
 	// NodeWait marks a process with one slot per node waiting for its node's key (D11):
-	// Key is its marker under sema.NodeWaitRoot, it has no rank (-1) and is
-	// never Held. Info.Kind is sema.KeySpread for a marker whose key parses,
-	// sema.KeyForeign for one that does not.
+	// Key is its marker under schema.NodeWaitRoot, it has no rank (-1) and is
+	// never Held. Info.Kind is schema.KeySpread for a marker whose key parses,
+	// schema.KeyForeign for one that does not.
 	NodeWait bool
 	// TTL is the lease's time to live as leaseTTLs read it, for holders:
 	// Known false when it was not read.
-	TTL sema.LeaseTTL
+	TTL schema.LeaseTTL
 	// HeldAfter marks a slot kept after its run ended (D13): its key was
 	// rebound to a lease nobody keeps alive, and the slot frees when that
-	// lease runs out or its slot is released (sema.Record.IsHeldAfter).
+	// lease runs out or its slot is released (schema.Record.IsHeldAfter).
 	HeldAfter bool
 	// PausedHead marks a key that ranks below Max in a paused semaphore
 	// but whose command has not started because of the pause (D16): it
@@ -65,14 +64,14 @@ func (e Entry) Counted() bool { return e.Info.Kind.Counted() && !e.NodeWait }
 func (e Entry) Flags() []string {
 	var f []string
 	switch e.Info.Kind {
-	case sema.KeyForeign:
+	case schema.KeyForeign:
 		f = append(f, "foreign")
-	case sema.KeyUnexpected:
+	case schema.KeyUnexpected:
 		f = append(f, "unexpected")
 	}
 	if e.Lease == 0 {
 		f = append(f, "no-lease")
-	} else if e.Info.Kind == sema.KeyLease && e.Info.NameLease != e.Lease && !e.HeldAfter {
+	} else if e.Info.Kind == schema.KeyLease && e.Info.NameLease != e.Lease && !e.HeldAfter {
 		// (a slot kept after its run is on a fresh lease by design, D13: its name keeps the run's)
 		f = append(f, "lease-mismatch")
 	}
@@ -98,14 +97,14 @@ func (e Entry) Flags() []string {
 	return f
 }
 
-// groupAll classifies the keys read under sema.KeyRoot (kvs) and
-// sema.NodeWaitRoot (waits), every one of them however odd, by sema.ParseKey:
+// groupAll classifies the keys read under schema.KeyRoot (kvs) and
+// schema.NodeWaitRoot (waits), every one of them however odd, by schema.ParseKey:
 // grouped by name in byte order; within a name, counted keys sorted by
 // capacity then create revision, with rank and state derived per capacity as
 // acquisition derives them (D6), each capacity's node waiters after them,
 // then the foreign keys by create revision. A key whose name segment is not a
 // valid name (or has no "/" after it) is foreign, with Name the raw segment.
-// Values are decoded by sema.DecodeRecord.
+// Values are decoded by schema.DecodeRecord.
 func groupAll(kvs, waits []*mvccpb.KeyValue) []Entry {
 	byName := map[string][]Entry{}
 	for _, kv := range waits {
@@ -113,10 +112,10 @@ func groupAll(kvs, waits []*mvccpb.KeyValue) []Entry {
 		byName[e.Name] = append(byName[e.Name], e)
 	}
 	for _, kv := range kvs {
-		seg, _, slash := strings.Cut(strings.TrimPrefix(string(kv.Key), sema.KeyRoot), "/")
+		seg, _, slash := strings.Cut(strings.TrimPrefix(string(kv.Key), schema.KeyRoot), "/")
 		e := newEntry(seg, kv)
-		if !slash || sema.ValidateName(seg) != nil {
-			e.Info = sema.KeyInfo{Kind: sema.KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), sema.KeyRoot)}
+		if !slash || schema.ValidateName(seg) != nil {
+			e.Info = schema.KeyInfo{Kind: schema.KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), schema.KeyRoot)}
 			e.Max = 0
 		}
 		byName[seg] = append(byName[seg], e)
@@ -133,20 +132,20 @@ func groupAll(kvs, waits []*mvccpb.KeyValue) []Entry {
 	return out
 }
 
-// newNodeWaitEntry is the Entry of a marker read under sema.NodeWaitRoot.
+// newNodeWaitEntry is the Entry of a marker read under schema.NodeWaitRoot.
 func newNodeWaitEntry(kv *mvccpb.KeyValue) Entry {
-	in := sema.ParseNodeWaitKey(string(kv.Key))
-	info := sema.KeyInfo{Kind: sema.KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), sema.NodeWaitRoot)}
+	in := schema.ParseNodeWaitKey(string(kv.Key))
+	info := schema.KeyInfo{Kind: schema.KeyForeign, Suffix: strings.TrimPrefix(string(kv.Key), schema.NodeWaitRoot)}
 	if in.Sound {
-		info = sema.KeyInfo{Kind: sema.KeySpread, Max: in.Max, Suffix: in.Node}
+		info = schema.KeyInfo{Kind: schema.KeySpread, Max: in.Max, Suffix: in.Node}
 	}
 	return Entry{Name: in.Name, Key: string(kv.Key), Max: info.Max, Info: info, Rank: -1,
-		Rev: kv.CreateRevision, Lease: kv.Lease, Record: sema.DecodeRecord(kv.Value), NodeWait: true}
+		Rev: kv.CreateRevision, Lease: kv.Lease, Record: schema.DecodeRecord(kv.Value), NodeWait: true}
 }
 
 func newEntry(name string, kv *mvccpb.KeyValue) Entry {
-	info := sema.ParseKey(name, string(kv.Key))
-	rec := sema.DecodeRecord(kv.Value)
+	info := schema.ParseKey(name, string(kv.Key))
+	rec := schema.DecodeRecord(kv.Value)
 	return Entry{Name: name, Key: string(kv.Key), Max: info.Max, Info: info, Rank: -1,
 		Rev: kv.CreateRevision, Lease: kv.Lease, Record: rec, HeldAfter: rec.IsHeldAfter()}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/sema/schema"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -25,28 +26,28 @@ func TestListAgreesWithAcquisition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := sema.FormatLeaseID(int64(grant.ID) + 1) // a lease the key is not bound to
+	other := schema.FormatLeaseID(int64(grant.ID) + 1) // a lease the key is not bound to
 	for i, k := range []struct {
-		suffix string // after sema.NamePrefix(name)
+		suffix string // after schema.NamePrefix(name)
 		leased bool
-		kind   sema.KeyKind
+		kind   schema.KeyKind
 		flags  []string
 	}{
-		{"1/" + sema.FormatLeaseID(int64(grant.ID)), true, sema.KeyLease, []string{"unreadable"}},
-		{"1/" + other, true, sema.KeyLease, []string{"lease-mismatch", "unreadable"}},
-		{"1/" + other, false, sema.KeyLease, []string{"no-lease", "unreadable"}},
-		{"1/node-7", true, sema.KeySpread, []string{"unreadable"}},
-		{"1/", true, sema.KeyUnexpected, []string{"unexpected", "unreadable"}},
-		{"1/a/b", true, sema.KeyUnexpected, []string{"unexpected", "unreadable"}},
-		{"1/x\n[1/1] HELD", true, sema.KeyUnexpected, []string{"unexpected", "unreadable"}},
-		{"01/" + other, true, sema.KeyForeign, []string{"foreign", "unreadable"}},
-		{"+1/" + other, true, sema.KeyForeign, []string{"foreign", "unreadable"}},
-		{"0/" + other, true, sema.KeyForeign, []string{"foreign", "unreadable"}},
-		{"1", true, sema.KeyForeign, []string{"foreign", "unreadable"}},
-		{"10001/x", true, sema.KeyForeign, []string{"foreign", "unreadable"}},
+		{"1/" + schema.FormatLeaseID(int64(grant.ID)), true, schema.KeyLease, []string{"unreadable"}},
+		{"1/" + other, true, schema.KeyLease, []string{"lease-mismatch", "unreadable"}},
+		{"1/" + other, false, schema.KeyLease, []string{"no-lease", "unreadable"}},
+		{"1/node-7", true, schema.KeySpread, []string{"unreadable"}},
+		{"1/", true, schema.KeyUnexpected, []string{"unexpected", "unreadable"}},
+		{"1/a/b", true, schema.KeyUnexpected, []string{"unexpected", "unreadable"}},
+		{"1/x\n[1/1] HELD", true, schema.KeyUnexpected, []string{"unexpected", "unreadable"}},
+		{"01/" + other, true, schema.KeyForeign, []string{"foreign", "unreadable"}},
+		{"+1/" + other, true, schema.KeyForeign, []string{"foreign", "unreadable"}},
+		{"0/" + other, true, schema.KeyForeign, []string{"foreign", "unreadable"}},
+		{"1", true, schema.KeyForeign, []string{"foreign", "unreadable"}},
+		{"10001/x", true, schema.KeyForeign, []string{"foreign", "unreadable"}},
 	} {
 		name := "agree" + string(rune('a'+i))
-		key := sema.NamePrefix(name) + k.suffix
+		key := schema.NamePrefix(name) + k.suffix
 		var opts []clientv3.OpOption
 		if k.leased {
 			opts = append(opts, clientv3.WithLease(grant.ID))
@@ -85,11 +86,11 @@ func TestListAgreesWithAcquisition(t *testing.T) {
 func TestListAll(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
-	b := mustAcquire(t, newSem(t, c, "b", 2, sema.Options{Record: sema.Record{Host: "n1", PID: 1}}))
+	b := mustAcquire(t, newSem(t, c, "b", 2, sema.Options{Record: schema.Record{Host: "n1", PID: 1}}))
 	defer release(t, b)
 	a := mustAcquire(t, newSem(t, c, "a", 1, sema.Options{}))
 	defer release(t, a)
-	for _, k := range []string{sema.KeyRoot + "bad name/1/x", sema.KeyRoot + "lonely"} {
+	for _, k := range []string{schema.KeyRoot + "bad name/1/x", schema.KeyRoot + "lonely"} {
 		if _, err := c.Put(t.Context(), k, "{}"); err != nil {
 			t.Fatal(err)
 		}
@@ -118,12 +119,12 @@ func TestListAll(t *testing.T) {
 // acquisition counts them (D6), the record as written, the holder's revision and lease.
 func TestListCapacities(t *testing.T) { // D6
 	_, c := startEtcd(t)
-	s2 := newSem(t, c, "who", 2, sema.Options{Record: sema.Record{Host: "n1", PID: 42}})
+	s2 := newSem(t, c, "who", 2, sema.Options{Record: schema.Record{Host: "n1", PID: 42}})
 	a, b := mustAcquire(t, s2), mustAcquire(t, s2)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	ch := acquireAsync(ctx, newSem(t, c, "who", 2, sema.Options{Record: sema.Record{Host: "n2", PID: 7}}))
-	etcdtest.WaitKeys(t, c, sema.Prefix("who", 2), 3, testTimeout)
+	ch := acquireAsync(ctx, newSem(t, c, "who", 2, sema.Options{Record: schema.Record{Host: "n2", PID: 7}}))
+	etcdtest.WaitKeys(t, c, schema.Prefix("who", 2), 3, testTimeout)
 	var others int64
 	s1 := newSem(t, c, "who", 1, sema.Options{AllowOtherCapacity: true, OnEvent: func(e sema.Event) { // D17: on purpose
 		if e.Kind == sema.Enqueued {

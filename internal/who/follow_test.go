@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // followListing, whose watches sit on a member that stops answering (its connection open), shows a
@@ -44,7 +44,7 @@ func TestFollowLeavesSilentMember(t *testing.T) {
 	g.Watchers(t, 3, "the follower's three watches")
 	g.GoSilent(t)
 	start := time.Now()
-	resp, err := g.Admin.Put(t.Context(), sema.Prefix("silentf", 1)+"hand-written", "x")
+	resp, err := g.Admin.Put(t.Context(), schema.Prefix("silentf", 1)+"hand-written", "x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +78,10 @@ func TestFollowLeavesSilentMember(t *testing.T) {
 func TestSummarizePauses(t *testing.T) {
 	t.Parallel()
 	_, c := startEtcd(t)
-	if _, err := c.Put(t.Context(), sema.PauseKey("pg", 1), "\x00garbage{"); err != nil {
+	if _, err := c.Put(t.Context(), schema.PauseKey("pg", 1), "\x00garbage{"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Put(t.Context(), sema.PauseRoot+"p\"g/01", `{"who":"x@y"}`); err != nil {
+	if _, err := c.Put(t.Context(), schema.PauseRoot+"p\"g/01", `{"who":"x@y"}`); err != nil {
 		t.Fatal(err)
 	}
 	l, err := snapshot(t.Context(), c, "")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/who/whotest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // On a real etcd: a key written by hand under a semaphore's queue and bound to no lease is not
@@ -22,11 +22,11 @@ func TestForeignKeysCountLeaseless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leased := sema.Prefix("hand", 2) + sema.FormatLeaseID(int64(g.ID))
+	leased := schema.Prefix("hand", 2) + schema.FormatLeaseID(int64(g.ID))
 	if _, err := c.Put(ctx, leased, "{}", clientv3.WithLease(g.ID)); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{sema.Prefix("hand", 2) + sema.FormatLeaseID(1), sema.NamePrefix("hand") + "02/x"} {
+	for _, k := range []string{schema.Prefix("hand", 2) + schema.FormatLeaseID(1), schema.NamePrefix("hand") + "02/x"} {
 		if _, err := c.Put(ctx, k, "{}"); err != nil { // by hand: no lease
 			t.Fatal(err)
 		}
@@ -63,9 +63,9 @@ func TestNotConchsOneRule(t *testing.T) {
 		key   string
 		lease clientv3.LeaseID
 	}{
-		{sema.Prefix("one", 1) + sema.FormatLeaseID(int64(g.ID)), g.ID}, // conch's
-		{sema.Prefix("one", 1) + "a/b", g.ID},                           // unexpected
-		{sema.Prefix("one", 1) + "handmade", 0},                         // a node's name, no lease
+		{schema.Prefix("one", 1) + schema.FormatLeaseID(int64(g.ID)), g.ID}, // conch's
+		{schema.Prefix("one", 1) + "a/b", g.ID},                             // unexpected
+		{schema.Prefix("one", 1) + "handmade", 0},                           // a node's name, no lease
 	}
 	for _, p := range puts {
 		var opts []clientv3.OpOption

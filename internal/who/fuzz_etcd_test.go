@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/sema/schema"
 
 	"github.com/conch-project/conch/sema"
 )
@@ -20,9 +21,9 @@ import (
 // key exactly as stored, with etcd's lease. One etcd per fuzzing process.
 func FuzzAcquireBesideHostileKey(f *testing.F) {
 	for _, s := range []struct{ suffix, value string }{
-		{"1/" + sema.FormatLeaseID(1), `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`},
+		{"1/" + schema.FormatLeaseID(1), `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`},
 		{"1/node-1", `{"v":9,"host":"a\nb[1/1] HELD","pid":-1}`},
-		{"1/", `{bad`}, {"01/" + sema.FormatLeaseID(1), `{}`}, {"1", `null`}, {"1/a/b", "\xff\x00"},
+		{"1/", `{bad`}, {"01/" + schema.FormatLeaseID(1), `{}`}, {"1", `null`}, {"1/a/b", "\xff\x00"},
 		{"+1/x", `{"since":"0000-01-01T00:00:00+01:00"}`},
 	} {
 		f.Add(s.suffix, []byte(s.value))
@@ -36,7 +37,7 @@ func FuzzAcquireBesideHostileKey(f *testing.F) {
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, suffix string, value []byte) {
 		name := "fz" + strconv.FormatInt(n.Add(1), 10)
-		key := sema.NamePrefix(name) + suffix
+		key := schema.NamePrefix(name) + suffix
 		if _, err := c.Put(t.Context(), key, string(value), clientv3.WithLease(g.ID)); err != nil {
 			t.Fatalf("put %q: %v", key, err)
 		}

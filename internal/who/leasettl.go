@@ -4,9 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // ttlReaders bounds the TimeToLive requests leaseTTLs has in flight: a
@@ -22,11 +21,11 @@ const ttlReaders = 16
 // it starts are joined before it returns.
 func leaseTTLs(ctx context.Context, c *clientv3.Client, entries []Entry) {
 	var ids []int64
-	ttls := map[int64]sema.LeaseTTL{}
+	ttls := map[int64]schema.LeaseTTL{}
 	for _, e := range entries {
 		if _, seen := ttls[e.Lease]; e.Held && e.Lease != 0 && !seen {
 			ids = append(ids, e.Lease)
-			ttls[e.Lease] = sema.LeaseTTL{}
+			ttls[e.Lease] = schema.LeaseTTL{}
 		}
 	}
 	var mu sync.Mutex
@@ -51,10 +50,10 @@ func leaseTTLs(ctx context.Context, c *clientv3.Client, entries []Entry) {
 	}
 }
 
-func readTTL(ctx context.Context, c *clientv3.Client, id int64) sema.LeaseTTL {
+func readTTL(ctx context.Context, c *clientv3.Client, id int64) schema.LeaseTTL {
 	resp, err := c.TimeToLive(ctx, clientv3.LeaseID(id))
 	if err != nil {
-		return sema.LeaseTTL{}
+		return schema.LeaseTTL{}
 	}
-	return sema.LeaseTTL{Known: true, Left: resp.TTL, Granted: resp.GrantedTTL}
+	return schema.LeaseTTL{Known: true, Left: resp.TTL, Granted: resp.GrantedTTL}
 }

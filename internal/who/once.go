@@ -5,9 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // Once is a period marker of --once-per in --who --json (D15): the successful run that
@@ -25,7 +24,7 @@ type Once struct {
 }
 
 // onceRecord is the JSON record of the period marker m: state ONCE, kind "once".
-func onceRecord(m sema.Marker) Record {
+func onceRecord(m schema.Marker) Record {
 	o := &Once{Rev: m.Rev, NextAt: rfc3339(nextAt(m, time.Now()))}
 	if m.Err != nil {
 		why := m.Err.Error() + ": " + strconv.QuoteToASCII(m.Raw)
@@ -48,7 +47,7 @@ func onceRecord(m sema.Marker) Record {
 // marker's lease is granted, for one period, as the run ends), which stays the same from
 // one read to the next; for a marker whose record cannot be read, now plus the time its
 // lease has left. nil when unknown (not read, no lease).
-func nextAt(m sema.Marker, now time.Time) *time.Time {
+func nextAt(m schema.Marker, now time.Time) *time.Time {
 	if !m.TTL.Known || m.TTL.Left < 0 {
 		return nil
 	}
@@ -65,7 +64,7 @@ func nextAt(m sema.Marker, now time.Time) *time.Time {
 //	ONCE ha-job[max=1] ran on node2 rev=8812 2026-12-01T10:00:03Z..2026-12-01T10:00:41Z next=2026-12-01T10:50:03Z
 //
 // Node names come from etcd and are escaped; an unreadable marker says what was found.
-func onceBanner(once []sema.Marker, now time.Time) []byte {
+func onceBanner(once []schema.Marker, now time.Time) []byte {
 	var b []byte
 	for _, m := range once {
 		line := "ONCE " + Escape(m.Name, NameWidth) + "[max=" + strconv.Itoa(m.Max) + "] "
@@ -91,7 +90,7 @@ func onceBanner(once []sema.Marker, now time.Time) []byte {
 
 // markerTTLs reads the time left of each marker's lease (the end of its period), best effort
 // as leaseTTLs; it blocks until the reads are done or ctx ends.
-func markerTTLs(ctx context.Context, c *clientv3.Client, once []sema.Marker) {
+func markerTTLs(ctx context.Context, c *clientv3.Client, once []schema.Marker) {
 	for i := range once {
 		if once[i].Lease != 0 {
 			once[i].TTL = readTTL(ctx, c, once[i].Lease)

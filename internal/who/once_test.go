@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/who/whotest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Two foreign names that differ only in invalid UTF-8 are two series of
@@ -14,8 +14,8 @@ import (
 // Prometheus refuses).
 func TestForeignKeysInvalidUTF8Distinct(t *testing.T) {
 	l := Listing{Entries: []Entry{
-		{Name: "bad\x80", Info: sema.KeyInfo{Kind: sema.KeyForeign}, Rank: -1},
-		{Name: "bad\x81", Info: sema.KeyInfo{Kind: sema.KeyForeign}, Rank: -1},
+		{Name: "bad\x80", Info: schema.KeyInfo{Kind: schema.KeyForeign}, Rank: -1},
+		{Name: "bad\x81", Info: schema.KeyInfo{Kind: schema.KeyForeign}, Rank: -1},
 	}}
 	out, err := renderPrometheus(l, time.Now())
 	if err != nil {
@@ -36,10 +36,10 @@ func TestForeignKeysInvalidUTF8Distinct(t *testing.T) {
 func TestOnceMarkerRendered(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC)
 	start, end := now.Add(-5*time.Minute), now.Add(-4*time.Minute)
-	l := Listing{Once: []sema.Marker{
-		{OnceRecord: sema.OnceRecord{Version: 1, Node: "node2", Rev: 8812, Start: start, End: end}, Name: "ha-job", Max: 1,
-			Key: sema.OnceKey("ha-job", 1), Lease: 7, TTL: sema.LeaseTTL{Known: true, Left: 2700, Granted: 3000}},
-		{Name: "junk", Max: 1, Key: sema.OnceKey("junk", 1), Err: errString("not a marker record"), Raw: "\x1b[2J"},
+	l := Listing{Once: []schema.Marker{
+		{OnceRecord: schema.OnceRecord{Version: 1, Node: "node2", Rev: 8812, Start: start, End: end}, Name: "ha-job", Max: 1,
+			Key: schema.OnceKey("ha-job", 1), Lease: 7, TTL: schema.LeaseTTL{Known: true, Left: 2700, Granted: 3000}},
+		{Name: "junk", Max: 1, Key: schema.OnceKey("junk", 1), Err: errString("not a marker record"), Raw: "\x1b[2J"},
 	}}
 	text, _ := Render(l, Options{}, now)
 	want := "ONCE ha-job[max=1] ran on node2 rev=8812 2026-12-01T10:00:00Z..2026-12-01T10:01:00Z next=2026-12-01T10:51:00Z\n"
@@ -67,9 +67,9 @@ func (e errString) Error() string { return string(e) }
 // transient scope its command runs in; before, unit= named the scope and the service was
 // nowhere.
 func TestUnitAndScopeNamed(t *testing.T) {
-	e := Entry{Name: "batch-worker", Max: 2, Rank: 0, Held: true, Rev: 51, Key: sema.Prefix("batch-worker", 2) + sema.FormatLeaseID(7),
-		Lease: 7, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2},
-		Record: sema.ReadRecord{Record: sema.Record{Host: "n1", PID: 9, Unit: "conch-worker.service", Scope: true}}}
+	e := Entry{Name: "batch-worker", Max: 2, Rank: 0, Held: true, Rev: 51, Key: schema.Prefix("batch-worker", 2) + schema.FormatLeaseID(7),
+		Lease: 7, Info: schema.KeyInfo{Kind: schema.KeyLease, Max: 2},
+		Record: schema.ReadRecord{Record: schema.Record{Host: "n1", PID: 9, Unit: "conch-worker.service", Scope: true}}}
 	scope := func(name string, rev int64) string { return "conch-sema-" + name + "-51.scope" }
 	text, _ := Render(Listing{Entries: []Entry{e}}, Options{Unit: scope}, time.Now())
 	if !strings.Contains(string(text), " unit=conch-worker.service scope=conch-sema-batch-worker-51.scope") {

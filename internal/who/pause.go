@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // HeldAfter is a JSON record's "held_after": a slot kept after its run
@@ -24,7 +24,7 @@ type HeldAfter struct {
 
 // heldAfterRecord is the "held_after" object of record r, nil unless r says
 // its slot is kept after the run.
-func heldAfterRecord(r sema.ReadRecord) *HeldAfter {
+func heldAfterRecord(r schema.ReadRecord) *HeldAfter {
 	if r.Err != nil || !r.IsHeldAfter() {
 		return nil
 	}
@@ -71,7 +71,7 @@ type Paused struct {
 	Unreadable *string `json:"unreadable"`
 }
 
-func toPaused(p sema.Pause) *Paused {
+func toPaused(p schema.Pause) *Paused {
 	w := &Paused{Reason: p.Reason}
 	if p.Err != nil {
 		s := fmt.Sprintf("%v: %q", p.Err, p.Raw)
@@ -94,7 +94,7 @@ func toPaused(p sema.Pause) *Paused {
 // only strings, numbers and booleans; encoding/json escapes control
 // characters and replaces invalid UTF-8) is for the caller to fail loudly
 // on, rather than print nothing.
-func renderJSON(entries []Entry, pauses []sema.Pause, once []sema.Marker, unit UnitFunc) ([]byte, error) {
+func renderJSON(entries []Entry, pauses []schema.Pause, once []schema.Marker, unit UnitFunc) ([]byte, error) {
 	byCap := map[capKey]*Paused{}
 	recs := make([]Record, 0, len(entries)+len(pauses))
 	for _, p := range pauses {
@@ -130,9 +130,9 @@ func renderJSON(entries []Entry, pauses []sema.Pause, once []sema.Marker, unit U
 //
 //	PAUSED heavy[max=2] paused by root@n1 since 2026-12-01T23:00:00Z: freeze
 //
-// A key that names no semaphore (sema.Pause.Max 0) shows as NAME[-] with
+// A key that names no semaphore (schema.Pause.Max 0) shows as NAME[-] with
 // its key, an unreadable record as such: garbage is shown, never skipped.
-func pauseBanner(pauses []sema.Pause) []byte {
+func pauseBanner(pauses []schema.Pause) []byte {
 	var b []byte
 	for _, p := range pauses {
 		if p.Max == 0 {
@@ -147,7 +147,7 @@ func pauseBanner(pauses []sema.Pause) []byte {
 // PauseText is "paused by root@n1 since 2026-...Z: reason" for a line,
 // with what etcd held made safe to print (hostile input: SafeText); a
 // pause whose record cannot be read says what was found.
-func PauseText(p sema.Pause) string {
+func PauseText(p schema.Pause) string {
 	if p.Err != nil {
 		return "paused by an unreadable pause record (" + SafeText(p.Err.Error()) + ": " + strconv.QuoteToASCII(p.Raw) + ")"
 	}

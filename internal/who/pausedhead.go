@@ -3,9 +3,8 @@ package who
 import (
 	"context"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // markPausedHeads finds the keys of l that rank below their capacity in a
@@ -53,8 +52,8 @@ func markPausedHeads(ctx context.Context, c *clientv3.Client, l Listing) {
 func heldAtEnqueue(ctx context.Context, c *clientv3.Client, e Entry) bool {
 	at := clientv3.WithRev(e.Rev)
 	resp, err := c.Txn(ctx).Then(
-		clientv3.OpGet(sema.Prefix(e.Name, e.Max), clientv3.WithPrefix(), clientv3.WithCountOnly(), at),
-		clientv3.OpGet(sema.PauseKey(e.Name, e.Max), clientv3.WithCountOnly(), at),
+		clientv3.OpGet(schema.Prefix(e.Name, e.Max), clientv3.WithPrefix(), clientv3.WithCountOnly(), at),
+		clientv3.OpGet(schema.PauseKey(e.Name, e.Max), clientv3.WithCountOnly(), at),
 	).Commit()
 	if err != nil {
 		return true

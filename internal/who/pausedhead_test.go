@@ -3,7 +3,7 @@ package who
 import (
 	"testing"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // markPausedHeads on keys written by hand: a key that waited and ranks
@@ -21,12 +21,12 @@ func TestMarkPausedHeads(t *testing.T) {
 		return resp.Header.Revision
 	}
 	rec := `{"v":1,"host":"n","pid":1,"since":"2026-06-12T10:15:00Z"}`
-	p := sema.Prefix("mph", 2)
-	put(p+sema.FormatLeaseID(1), rec) // held at enqueue
-	put(p+sema.FormatLeaseID(2), rec) // held at enqueue
-	put(p+sema.FormatLeaseID(3), rec) // waits: 2 ahead
-	put(sema.PauseKey("mph", 2), `{"v":1,"who":"op@n","since":"2026-06-12T10:16:00Z"}`)
-	if _, err := c.Delete(t.Context(), p+sema.FormatLeaseID(1)); err != nil {
+	p := schema.Prefix("mph", 2)
+	put(p+schema.FormatLeaseID(1), rec) // held at enqueue
+	put(p+schema.FormatLeaseID(2), rec) // held at enqueue
+	put(p+schema.FormatLeaseID(3), rec) // waits: 2 ahead
+	put(schema.PauseKey("mph", 2), `{"v":1,"who":"op@n","since":"2026-06-12T10:16:00Z"}`)
+	if _, err := c.Delete(t.Context(), p+schema.FormatLeaseID(1)); err != nil {
 		t.Fatal(err)
 	}
 	read := func() []Entry {
@@ -41,7 +41,7 @@ func TestMarkPausedHeads(t *testing.T) {
 	if len(es) != 2 || !es[0].Held || es[0].PausedHead || es[1].Held || !es[1].PausedHead || es[1].Rank != 1 {
 		t.Fatalf("entries %+v: want the holder HELD, the waiter ranked 1 held back", es)
 	}
-	rev := put(sema.NamePrefix("other")+"x", "{}")
+	rev := put(schema.NamePrefix("other")+"x", "{}")
 	if _, err := c.Compact(t.Context(), rev); err != nil {
 		t.Fatal(err)
 	}

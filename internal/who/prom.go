@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/conch-project/conch/internal/filekind"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // semaGauge is one per-semaphore metric of the Prometheus form, labelled
@@ -52,7 +52,7 @@ const onceHelp = "Unix time at which the last successful run of --once-per ended
 
 // onceFamily is conch_sema_once_last_success_timestamp_seconds, one sample per readable
 // period marker of a semaphore (D15); nil when there is none.
-func onceFamily(once []sema.Marker) *dto.MetricFamily {
+func onceFamily(once []schema.Marker) *dto.MetricFamily {
 	mf := gaugeFamily("conch_sema_once_last_success_timestamp_seconds", onceHelp)
 	for _, m := range once {
 		if m.Err == nil && m.Max != 0 {

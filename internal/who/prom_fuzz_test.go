@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/who/whotest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // FuzzWhoPrometheus: whatever keys etcd holds under the queue, the
@@ -26,23 +26,23 @@ func FuzzWhoPrometheus(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, seg, rest string, value []byte, rev int64, rank int) {
 		now := time.Date(2026, 6, 12, 10, 20, 0, 0, time.UTC)
-		key := sema.KeyRoot + seg + "/" + rest
-		info := sema.ParseKey(seg, key)
-		e := Entry{Name: seg, Key: key, Max: info.Max, Info: info, Rank: -1, Rev: rev, Record: sema.DecodeRecord(value)}
+		key := schema.KeyRoot + seg + "/" + rest
+		info := schema.ParseKey(seg, key)
+		e := Entry{Name: seg, Key: key, Max: info.Max, Info: info, Rank: -1, Rev: rev, Record: schema.DecodeRecord(value)}
 		if info.Kind.Counted() {
 			e.Rank = max(rank, 0) % (2 * info.Max)
 			e.Held = e.Rank < e.Max
 		}
-		if sema.ValidateName(seg) != nil {
-			e.Info, e.Max, e.Rank = sema.KeyInfo{Kind: sema.KeyForeign}, 0, -1
+		if schema.ValidateName(seg) != nil {
+			e.Info, e.Max, e.Rank = schema.KeyInfo{Kind: schema.KeyForeign}, 0, -1
 		}
-		pause := sema.Pause{Name: seg, Max: info.Max, Key: sema.PauseRoot + seg + "/" + rest, Who: string(value), Reason: string(value)}
-		if sema.ValidateName(seg) != nil { // as sema reads a pause key
+		pause := schema.Pause{Name: seg, Max: info.Max, Key: schema.PauseRoot + seg + "/" + rest, Who: string(value), Reason: string(value)}
+		if schema.ValidateName(seg) != nil { // as sema reads a pause key
 			pause.Max = 0
 		}
 		unreadable := pause // as sema decodes a record it cannot read
 		unreadable.Who, unreadable.Reason, unreadable.Err, unreadable.Raw = "", "", errors.New("not a pause record"), string(value)
-		l := Listing{Entries: []Entry{e}, Pauses: []sema.Pause{pause, unreadable}}
+		l := Listing{Entries: []Entry{e}, Pauses: []schema.Pause{pause, unreadable}}
 		out, err := renderPrometheus(l, now)
 		if err != nil {
 			t.Fatalf("renderPrometheus: %v", err)

@@ -14,7 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/conch-project/conch/internal/who/whotest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // The metrics of a scripted queue, parsed back: per semaphore capacity,
@@ -22,24 +22,24 @@ import (
 // hostile name segments in foreign keys come out as valid label values.
 func TestRenderPrometheusScripted(t *testing.T) {
 	now := time.Date(2026, 6, 12, 10, 0, 0, 0, time.UTC)
-	rec := func(since time.Time) sema.ReadRecord { return sema.ReadRecord{Record: sema.Record{Since: since}} }
+	rec := func(since time.Time) schema.ReadRecord { return schema.ReadRecord{Record: schema.Record{Since: since}} }
 	counted := func(name string, max, rank int, since time.Time) Entry {
-		return Entry{Name: name, Max: max, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: max}, Rank: rank, Held: rank < max, Lease: 7, Record: rec(since)}
+		return Entry{Name: name, Max: max, Info: schema.KeyInfo{Kind: schema.KeyLease, Max: max}, Rank: rank, Held: rank < max, Lease: 7, Record: rec(since)}
 	}
 	hostile := []string{`q"uote`, `back\slash`, "new\nline", "ünï😀", "bad\xffutf8"}
 	l := Listing{Entries: []Entry{
 		counted("enc", 2, 0, now.Add(-90*time.Second)),
 		counted("enc", 2, 1, now.Add(-30*time.Second)),
 		counted("enc", 2, 2, now.Add(-20*time.Second)),
-		{Name: "enc", Max: 2, Info: sema.KeyInfo{Kind: sema.KeySpread, Max: 2}, Rank: -1, NodeWait: true, Lease: 8, Record: rec(now.Add(-40 * time.Second))},
+		{Name: "enc", Max: 2, Info: schema.KeyInfo{Kind: schema.KeySpread, Max: 2}, Rank: -1, NodeWait: true, Lease: 8, Record: rec(now.Add(-40 * time.Second))},
 		counted("lock", 1, 0, time.Time{}), // a record without since
-		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 0, Held: true, HeldAfter: true, Lease: 9,
-			TTL: sema.LeaseTTL{Known: true, Left: 100, Granted: 3600}}, // kept after its run: its lease runs out by design
-		{Name: "boot", Max: 2, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 2}, Rank: 1, Held: true, Lease: 10,
-			TTL: sema.LeaseTTL{Known: true, Left: 2, Granted: 10}}, // its conch died
-	}, Pauses: []sema.Pause{{Name: "lock", Max: 1}, {Name: "idle", Max: 3}}}
+		{Name: "boot", Max: 2, Info: schema.KeyInfo{Kind: schema.KeyLease, Max: 2}, Rank: 0, Held: true, HeldAfter: true, Lease: 9,
+			TTL: schema.LeaseTTL{Known: true, Left: 100, Granted: 3600}}, // kept after its run: its lease runs out by design
+		{Name: "boot", Max: 2, Info: schema.KeyInfo{Kind: schema.KeyLease, Max: 2}, Rank: 1, Held: true, Lease: 10,
+			TTL: schema.LeaseTTL{Known: true, Left: 2, Granted: 10}}, // its conch died
+	}, Pauses: []schema.Pause{{Name: "lock", Max: 1}, {Name: "idle", Max: 3}}}
 	for _, n := range hostile {
-		l.Entries = append(l.Entries, Entry{Name: n, Info: sema.KeyInfo{Kind: sema.KeyForeign}, Rank: -1})
+		l.Entries = append(l.Entries, Entry{Name: n, Info: schema.KeyInfo{Kind: schema.KeyForeign}, Rank: -1})
 	}
 	out, err := renderPrometheus(l, now)
 	if err != nil {

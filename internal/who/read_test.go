@@ -15,6 +15,7 @@ import (
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // transient: etcd's election and timeout errors are retried, a refusal, a
@@ -53,7 +54,7 @@ func TestReadThroughElections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Put(t.Context(), sema.Prefix("el", 1)+"k", "{}"); err != nil {
+	if _, err := c.Put(t.Context(), schema.Prefix("el", 1)+"k", "{}"); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Everything a listing shows was read from etcd, where any client with
@@ -36,14 +36,14 @@ type Record struct {
 	State     string   `json:"state"` // HELD iff rank < max, derived, never stored; FOREIGN: counted by nobody
 	Rank      int      `json:"rank"`  // -1 for a foreign key
 	Key       string   `json:"key"`
-	Kind      string   `json:"kind"`   // lease, spread, unexpected, foreign (sema.KeyKind)
+	Kind      string   `json:"kind"`   // lease, spread, unexpected, foreign (schema.KeyKind)
 	Spread    bool     `json:"spread"` // a node key conch wrote: one slot per node (D11); false for a key bound to no lease (D6g)
 	Host      *string  `json:"host"`
 	PID       *int     `json:"pid"`
 	Since     *string  `json:"since"`      // RFC 3339, UTC
 	HeldSince *string  `json:"held_since"` // HELD: when it got the slot; null while waiting
 	Rev       int64    `json:"rev"`
-	Lease     *string  `json:"lease"` // etcd's lease of the key, sema.FormatLeaseID; null: none
+	Lease     *string  `json:"lease"` // etcd's lease of the key, schema.FormatLeaseID; null: none
 	Unit      string   `json:"unit"`  // the unit conch runs in (its service); "" when outside any unit
 	Scope     string   `json:"scope"` // a holder's command's transient scope; "" when it has none
 	Version   *int     `json:"record_version"`
@@ -84,7 +84,7 @@ func state(e Entry) string {
 func toRecord(e Entry, unit UnitFunc) Record {
 	r := e.Record
 	w := Record{Name: e.Name, Max: e.Max, State: state(e), Rank: e.Rank, Key: e.Key,
-		Kind: e.Info.Kind.String(), Spread: e.Info.Kind == sema.KeySpread && !e.NotConchs(), Rev: e.Rev,
+		Kind: e.Info.Kind.String(), Spread: e.Info.Kind == schema.KeySpread && !e.NotConchs(), Rev: e.Rev,
 		Unit: e.Record.Unit, Scope: recordScope(e, unit), Flags: e.Flags()}
 	if w.Flags == nil {
 		w.Flags = []string{}
@@ -93,11 +93,11 @@ func toRecord(e Entry, unit UnitFunc) Record {
 		w.TTL, w.GrantedTTL, w.Expiring = &t.Left, &t.Granted, t.Expiring() && !e.HeldAfter
 	}
 	if e.NodeWait && w.State == "WAIT" {
-		k := sema.NodeKey(sema.Prefix(e.Name, e.Max), e.Info.Suffix)
+		k := schema.NodeKey(schema.Prefix(e.Name, e.Max), e.Info.Suffix)
 		w.WaitsFor = &k
 	}
 	if e.Lease != 0 {
-		l := sema.FormatLeaseID(e.Lease)
+		l := schema.FormatLeaseID(e.Lease)
 		w.Lease = &l
 	}
 	if r.Err != nil {
@@ -119,7 +119,7 @@ func toRecord(e Entry, unit UnitFunc) Record {
 		w.HeldSince = &s
 	} else if w.State == "HELD" {
 		// a holder that had its slot at enqueue never rewrites its key: it holds since it
-		// joined (sema.Record.HeldSince), so the field is there for every holder
+		// joined (schema.Record.HeldSince), so the field is there for every holder
 		w.HeldSince = w.Since
 	}
 	if known("v") {
@@ -148,7 +148,7 @@ type UnitFunc func(name string, rev int64) string
 // directly, unit nil, or a foreign key, whose name may not be a semaphore name. The unit that
 // runs conch itself (the record's Unit, a service) is reported beside it, as unit=.
 func recordScope(e Entry, unit UnitFunc) string {
-	if unit != nil && e.Record.Scope && e.Held && sema.ValidateName(e.Name) == nil {
+	if unit != nil && e.Record.Scope && e.Held && schema.ValidateName(e.Name) == nil {
 		return unit(e.Name, e.Rev)
 	}
 	return ""
@@ -211,7 +211,7 @@ func renderText(entries []Entry, unit UnitFunc) []byte {
 		}
 		if r.WaitsFor != nil {
 			b.WriteString(" waits-for=" + Escape(*r.WaitsFor, KeyWidth))
-		} else if e.Info.Kind != sema.KeyLease {
+		} else if e.Info.Kind != schema.KeyLease {
 			b.WriteString(" key=" + Escape(e.Key, KeyWidth))
 		}
 		b.WriteString(heldAfterText(r.HeldAfter))

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // held_since is in every JSON record: a holder's slot time (its since when it never waited,
@@ -14,8 +14,8 @@ func TestWhoRecordHeldSince(t *testing.T) {
 	joined := time.Date(2026, 6, 12, 10, 15, 0, 0, time.UTC)
 	promoted := joined.Add(3 * time.Second)
 	entry := func(held bool, heldSince *time.Time) Entry {
-		return Entry{Name: "x", Max: 1, Info: sema.KeyInfo{Kind: sema.KeyLease, Max: 1}, Held: held, Rev: 7,
-			Record: sema.ReadRecord{Record: sema.Record{Version: 1, Host: "n1", PID: 1, Since: joined, HeldSince: heldSince}}}
+		return Entry{Name: "x", Max: 1, Info: schema.KeyInfo{Kind: schema.KeyLease, Max: 1}, Held: held, Rev: 7,
+			Record: schema.ReadRecord{Record: schema.Record{Version: 1, Host: "n1", PID: 1, Since: joined, HeldSince: heldSince}}}
 	}
 	for _, tc := range []struct {
 		name string

@@ -2,23 +2,21 @@ package who
 
 import (
 	"context"
-	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/conch-project/conch/internal/etcderr"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Listing is one consistent read of semaphores: every entry (as groupAll
 // classifies them) and every pause key (D16), decoded by the hostile-input
-// rules of sema.Pause, in creation order, all at revision Rev.
+// rules of schema.Pause, in creation order, all at revision Rev.
 type Listing struct {
 	Rev     int64
 	Entries []Entry
-	Pauses  []sema.Pause
+	Pauses  []schema.Pause
 	// Once are the period markers of --once-per (D15): the run that closed each period
-	Once []sema.Marker
+	Once []schema.Marker
 }
 
 // snapshot reads, in one Txn, the keys of the semaphore name (every
@@ -35,20 +33,17 @@ func snapshot(ctx context.Context, c *clientv3.Client, name string) (Listing, er
 		ops = append(ops, clientv3.OpGet(r, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
 	}
 	resp, err := c.Txn(ctx).Then(ops...).Commit()
-	if etcderr.Refused(err) {
-		return Listing{}, fmt.Errorf("%w: cannot list %s: %w", sema.ErrRefused, roots[0], err)
-	}
 	if err != nil {
-		return Listing{}, fmt.Errorf("%w: cannot list %s: %w", sema.ErrUnavailable, roots[0], err)
+		return Listing{}, readFailure("cannot list "+roots[0], err)
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	waits := resp.Responses[1].GetResponseRange().Kvs
 	l := Listing{Rev: resp.Header.Revision, Entries: groupAll(kvs, waits)}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		l.Pauses = append(l.Pauses, sema.DecodePause(kv)) // never fails: garbage is kept, with Err (D16)
+		l.Pauses = append(l.Pauses, schema.DecodePause(kv)) // never fails: garbage is kept, with Err (D16)
 	}
 	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
-		l.Once = append(l.Once, sema.DecodeMarker(kv)) // never fails, as a pause (D15)
+		l.Once = append(l.Once, schema.DecodeMarker(kv)) // never fails, as a pause (D15)
 	}
 	return l, nil
 }
@@ -58,7 +53,7 @@ func snapshot(ctx context.Context, c *clientv3.Client, name string) (Listing, er
 // (D16) and its period markers (D15), in that order.
 func listingRoots(name string) []string {
 	if name == "" {
-		return []string{sema.KeyRoot, sema.NodeWaitRoot, sema.PauseRoot, sema.OnceRoot}
+		return []string{schema.KeyRoot, schema.NodeWaitRoot, schema.PauseRoot, schema.OnceRoot}
 	}
-	return []string{sema.NamePrefix(name), sema.NodeWaitRoot + name + "/", sema.PauseRoot + name + "/", sema.OnceRoot + name + "/"}
+	return []string{schema.NamePrefix(name), schema.NodeWaitRoot + name + "/", schema.PauseRoot + name + "/", schema.OnceRoot + name + "/"}
 }

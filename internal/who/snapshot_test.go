@@ -10,6 +10,7 @@ import (
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
 	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // snapshot, leaseTTLs and summarize against real holders, a waiter, a
@@ -21,12 +22,12 @@ func TestSnapshotSummary(t *testing.T) {
 	h1, h2 := mustAcquire(t, s), mustAcquire(t, s)
 	ctx, cancel := context.WithCancel(t.Context())
 	waiter := acquireAsync(ctx, s)
-	etcdtest.WaitKeys(t, c, sema.Prefix("sum", 2), 3, testTimeout)
+	etcdtest.WaitKeys(t, c, schema.Prefix("sum", 2), 3, testTimeout)
 	sp := newSem(t, c, "sum", 3, sema.Options{Spread: true, Node: "n1", AllowOtherCapacity: true}) // D17: two capacities on purpose
 	hs := mustAcquire(t, sp)
 	spWaiter := acquireAsync(ctx, sp)
-	polltest.Until(t, testTimeout, "the node waiter's marker", func() bool { return etcdtest.KeysUnder(t, c, sema.NodeWaitRoot) == 1 })
-	if _, err := c.Put(t.Context(), sema.PauseRoot+"sum/2", `{"why":"test"}`); err != nil {
+	polltest.Until(t, testTimeout, "the node waiter's marker", func() bool { return etcdtest.KeysUnder(t, c, schema.NodeWaitRoot) == 1 })
+	if _, err := c.Put(t.Context(), schema.PauseRoot+"sum/2", `{"why":"test"}`); err != nil {
 		t.Fatal(err)
 	}
 	l, err := snapshot(t.Context(), c, "sum")
@@ -74,7 +75,7 @@ func TestFollowCoalescesAndEnds(t *testing.T) {
 	<-got // the first listing
 	began := time.Now()
 	for i := range 200 {
-		if _, err := c.Put(t.Context(), fmt.Sprintf("%sk%03d", sema.Prefix("fo", 1), i), "{}"); err != nil {
+		if _, err := c.Put(t.Context(), fmt.Sprintf("%sk%03d", schema.Prefix("fo", 1), i), "{}"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // summary is one semaphore (name, max) at a Listing's revision, in the
@@ -23,10 +23,10 @@ type summary struct {
 	// ended (Entry.HeldAfter, D13).
 	HeldAfter int
 	// Expiring counts the holders whose lease is not being kept alive
-	// (sema.LeaseTTL.Expiring; only when the caller read the TTLs), slots held
+	// (schema.LeaseTTL.Expiring; only when the caller read the TTLs), slots held
 	// after a run left out: nobody keeps their lease alive by design (D13).
 	Expiring int
-	// Paused is set when the semaphore's pause key exists (sema.PauseKey),
+	// Paused is set when the semaphore's pause key exists (schema.PauseKey),
 	// whatever its record holds: an unreadable one still pauses (D16).
 	Paused bool
 	// OldestHolder is when the longest-running holder got its slot
@@ -38,7 +38,7 @@ type summary struct {
 
 // summarize returns one summary per (name, max) that has a counted key, a
 // node waiter or a pause, sorted by name then max. Foreign keys, and pause
-// keys whose name does not parse (sema.Pause.Max 0: they pause nothing, D16),
+// keys whose name does not parse (schema.Pause.Max 0: they pause nothing, D16),
 // are in no semaphore and are left out (foreignKeys counts them, and also the
 // unexpected keys and those bound to no lease, which are counted here too).
 // It does no I/O.
@@ -118,7 +118,7 @@ func foreignKeys(l Listing) map[string]int {
 // (conch binds every key it writes to one). foreignKeys counts such keys, and the listing's warning
 // names them.
 func (e Entry) NotConchs() bool {
-	return !sema.ConchWrote(e.Info.Kind, e.Lease)
+	return !schema.ConchWrote(e.Info.Kind, e.Lease)
 }
 
 type semKey struct {

@@ -3,7 +3,7 @@ package who
 import (
 	"slices"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // WarningKind says what is wrong in a listing that a person should be told
@@ -39,7 +39,7 @@ type Warning struct {
 	LeaseKeys int    // MixedKeys
 	NodeKeys  int    // MixedKeys
 	Count     int    // NotConchs
-	Pause     sema.Pause
+	Pause     schema.Pause
 }
 
 // Warnings returns what is wrong in l: EntryWarnings then PauseWarnings.
@@ -64,12 +64,12 @@ func EntryWarnings(all []Entry) []Warning {
 		}
 		switch {
 		case e.NodeWait && e.Info.Kind.Counted(): // no key in the queue yet
-		case e.Info.Kind == sema.KeyForeign:
+		case e.Info.Kind == schema.KeyForeign:
 			continue // in no capacity's queue
 		case e.NotConchs(): // unexpected, or bound to no lease: says nothing of how jobs run
 		default: // conch's lease and node keys
 			k := kinds[capKey{e.Name, e.Max}]
-			if e.Info.Kind == sema.KeySpread {
+			if e.Info.Kind == schema.KeySpread {
 				k[1]++
 			} else {
 				k[0]++
@@ -99,7 +99,7 @@ func EntryWarnings(all []Entry) []Warning {
 
 // PauseWarnings returns one warning per pause key that is not as a pause
 // is written (D16): PauseNamesNothing or PauseUnreadable.
-func PauseWarnings(pauses []sema.Pause) []Warning {
+func PauseWarnings(pauses []schema.Pause) []Warning {
 	var out []Warning
 	for _, p := range pauses {
 		switch {

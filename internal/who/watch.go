@@ -12,9 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // Change is one line of Watch's JSON form less its "time" (RFC 3339 UTC,
@@ -225,11 +224,11 @@ func (w *watcher) warn(ws []Warning) {
 // newPauses returns the pauses of ps not seen by an earlier listing (by
 // key and create revision), so that a bad pause key (PauseWarnings) is
 // said once, when it appears, however many listings show it.
-func (w *watcher) newPauses(ps []sema.Pause) []sema.Pause {
+func (w *watcher) newPauses(ps []schema.Pause) []schema.Pause {
 	if w.paused == nil {
 		w.paused = map[string]int64{}
 	}
-	var fresh []sema.Pause
+	var fresh []schema.Pause
 	seen := make(map[string]int64, len(ps))
 	for _, p := range ps {
 		if rev, ok := w.paused[p.Key]; !ok || rev != p.Rev {

@@ -6,12 +6,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // Format is a listing's form.
@@ -113,8 +112,8 @@ func Filter(l Listing, max int) Listing {
 	l.Entries = slices.DeleteFunc(slices.Clone(l.Entries), func(e Entry) bool {
 		return e.Info.Kind.Counted() && e.Max != max
 	})
-	l.Pauses = slices.DeleteFunc(slices.Clone(l.Pauses), func(p sema.Pause) bool { return p.Max != 0 && p.Max != max })
-	l.Once = slices.DeleteFunc(slices.Clone(l.Once), func(m sema.Marker) bool { return m.Max != 0 && m.Max != max })
+	l.Pauses = slices.DeleteFunc(slices.Clone(l.Pauses), func(p schema.Pause) bool { return p.Max != 0 && p.Max != max })
+	l.Once = slices.DeleteFunc(slices.Clone(l.Once), func(m schema.Marker) bool { return m.Max != 0 && m.Max != max })
 	return l
 }
 

@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/systemdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // The multi-node harness: 3 nodes (systemd-nspawn machines), each in a network namespace of
@@ -85,7 +85,7 @@ func newCluster(t *testing.T) *cluster {
 		}
 		c.ids = append(c.ids, st.Header.MemberId)
 	}
-	c.obs = newObserver(c.members, sema.KeyRoot, resp.Header.Revision+1)
+	c.obs = newObserver(c.members, schema.KeyRoot, resp.Header.Revision+1)
 	t.Cleanup(c.obs.close)
 	t.Logf("setup: built in %v, network and %d nodes in %v, etcd cluster in %v", ms(built.Sub(began)),
 		clusterSize, ms(booted.Sub(built)), ms(time.Since(booted)))
@@ -231,7 +231,7 @@ func (s *scenario) keys() int {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	resp, err := s.cli.Get(ctx, sema.Prefix(s.name, s.max), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := s.cli.Get(ctx, schema.Prefix(s.name, s.max), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func (s *scenario) verifyWith(spec checkSpec, extra []childRec) report {
 	if spec.Slop == 0 {
 		spec.Slop = time.Second
 	}
-	prefix := sema.Prefix(s.name, s.max)
+	prefix := schema.Prefix(s.name, s.max)
 	s.waitFor("no key of "+s.name+" left, as etcd and the host's watch see it", func() bool {
 		return s.keys() == 0 && !slices.ContainsFunc(replay(s.obs.history(prefix), s.max), func(k *keyLife) bool { return k.deleted == 1<<63-1 })
 	})

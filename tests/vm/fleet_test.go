@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/conch-project/conch/internal/systemdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Scenario 11: the same HA job on three nodes, fired 20 times at once on all three with
@@ -86,7 +86,7 @@ func testOncePerHA(t *testing.T, c *cluster) {
 // onceMarkers counts the scenario's period markers in etcd now.
 func (s *scenario) onceMarkers() int {
 	s.t.Helper()
-	resp, err := s.cli.Get(s.ctx, sema.OnceKey(s.name, s.max))
+	resp, err := s.cli.Get(s.ctx, schema.OnceKey(s.name, s.max))
 	if err != nil {
 		s.t.Fatal(err)
 	}

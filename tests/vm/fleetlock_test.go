@@ -18,7 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/systemdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Scenario 15: a FleetLock rolling reboot (D19) on the three nodes. `conch fleetlock` runs on
@@ -97,7 +97,7 @@ func testFleetLockReboot(t *testing.T, c *cluster) {
 			}
 		}
 		hs := s.holders()
-		if len(hs) != 1 || hs[0].rec.Host != ids[down] || hs[0].rec.Via != sema.ViaFleetLock || hs[0].rec.State != sema.StateHeldAfter {
+		if len(hs) != 1 || hs[0].rec.Host != ids[down] || hs[0].rec.Via != schema.ViaFleetLock || hs[0].rec.State != schema.StateHeldAfter {
 			t.Fatalf("round %d: %s is down; keys %+v, want its reboot slot only (id %s, via fleetlock, held after)", round, c.nodes[down].Name(), hs, ids[down])
 		}
 		sl.key = hs[0]
@@ -302,14 +302,14 @@ func filterEvents(evs []fleetEvent, keep func(fleetEvent) bool) []fleetEvent {
 // holders returns the scenario's keys as etcd has them now, oldest first.
 func (s *scenario) holders() []holder {
 	s.t.Helper()
-	resp, err := s.cli.Get(s.ctx, sema.Prefix(s.name, s.max), clientv3.WithPrefix(),
+	resp, err := s.cli.Get(s.ctx, schema.Prefix(s.name, s.max), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	var out []holder
 	for _, kv := range resp.Kvs {
-		out = append(out, holder{key: string(kv.Key), rev: kv.CreateRevision, lease: kv.Lease, rec: sema.DecodeRecord(kv.Value).Record})
+		out = append(out, holder{key: string(kv.Key), rev: kv.CreateRevision, lease: kv.Lease, rec: schema.DecodeRecord(kv.Value).Record})
 	}
 	return out
 }

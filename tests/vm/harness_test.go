@@ -25,7 +25,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/systemdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Bounds of the harness. A healthy scenario takes seconds; the margins are for a shared 2-core
@@ -249,7 +249,7 @@ type holder struct {
 	key   string
 	rev   int64
 	lease int64
-	rec   sema.Record
+	rec   schema.Record
 }
 
 // holders returns the keys under name[max] in revision order.
@@ -257,7 +257,7 @@ func (e *env) holders(t *testing.T, name string, max int) []holder {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := e.cli.Get(ctx, sema.Prefix(name, max), clientv3.WithPrefix(),
+	resp, err := e.cli.Get(ctx, schema.Prefix(name, max), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func (e *env) deleteKeys(t *testing.T, name string, max int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := e.cli.Delete(ctx, sema.Prefix(name, max), clientv3.WithPrefix()); err != nil {
+	if _, err := e.cli.Delete(ctx, schema.Prefix(name, max), clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Scenario 9: 200 jobs queued across the nodes (max 3), holders releasing in random order
@@ -24,7 +24,7 @@ import (
 func testQueue(t *testing.T, c *cluster) {
 	s := c.newScenario(t, "s9-queue", 3)
 	const jobs = 200
-	prefix := sema.Prefix(s.name, s.max)
+	prefix := schema.Prefix(s.name, s.max)
 	var mu sync.Mutex
 	var samples []sample
 	ctx, stop := context.WithCancel(s.ctx)

@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/systemdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // The randomized fault suite (the nemesis): 3 systemd nodes with an etcd member each, many
@@ -180,7 +180,7 @@ func runNemesis(t *testing.T, c *cluster, obs *observer, seed uint64, kinds []st
 	worst, release := map[string]time.Duration{}, map[string]time.Duration{}
 	for _, r := range runs {
 		h := nemHistory{Phase: r.phase, Nodes: c.names(), Children: c.rec.children(r.phase.Name),
-			Keys: obs.history(sema.Prefix(r.phase.Name, r.phase.Max)), Marker: obs.history(sema.OnceKey(r.phase.Name, r.phase.Max)),
+			Keys: obs.history(schema.Prefix(r.phase.Name, r.phase.Max)), Marker: obs.history(schema.OnceKey(r.phase.Name, r.phase.Max)),
 			Jobs: r.records(), Faults: faults, Base: base, Now: now}
 		v := judge(h, strict)
 		t.Logf("seed %d, %s", seed, v.summary(r.phase, len(h.Jobs)))

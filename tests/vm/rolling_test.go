@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/systemdtest"
-	"github.com/conch-project/conch/sema"
+	"github.com/conch-project/conch/sema/schema"
 )
 
 // Scenario 13: a rolling reboot of the three nodes with the contrib units
@@ -179,7 +179,7 @@ func (s *scenario) neverBack(i int, d time.Duration) {
 func (s *scenario) holdLease() (granted, left time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	resp, err := s.cli.Get(ctx, sema.Prefix(s.name, s.max), clientv3.WithPrefix())
+	resp, err := s.cli.Get(ctx, schema.Prefix(s.name, s.max), clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 1 {
 		return 0, 0, fmt.Errorf("the held-after key: %v (%d keys)", err, len(resp.Kvs))
 	}

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/conch-project/conch/sema"
 )
 
 // Scenario 2: a node loses power while it holds (--ttl 2s): its slot frees within TTL + 1 s,
@@ -62,7 +61,7 @@ func (s *scenario) keyDeleted(c childRec) int64 {
 	s.t.Helper()
 	var at int64
 	s.waitFor("the DELETE of the key of "+c.ID, func() bool {
-		for _, k := range replay(s.obs.history(sema.Prefix(s.name, s.max)), s.max) {
+		for _, k := range replay(s.obs.history(schema.Prefix(s.name, s.max)), s.max) {
 			if k.createRev == c.rev() && k.deleted < 1<<63-1 {
 				at = k.deleted
 				return true
@@ -172,7 +171,7 @@ func testLeaderLoss(t *testing.T, c *cluster) {
 		byRev[ch.rev()] = ch
 	}
 	h := s.child(holder.ID)
-	keys := replay(s.obs.history(sema.Prefix(s.name, s.max)), s.max)
+	keys := replay(s.obs.history(schema.Prefix(s.name, s.max)), s.max)
 	if len(keys) != 3 || len(chs) != 3 || h.How != "done" {
 		t.Fatalf("%d keys and %d children in the history, holder's child ended %q; want 3, 3 and done (nobody re-enqueued)", len(keys), len(chs), h.How)
 	}

@@ -1,6 +1,6 @@
 // The period markers (D15) as the listings read them.
 
-package sema
+package schema
 
 import (
 	"encoding/json"

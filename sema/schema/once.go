@@ -1,7 +1,7 @@
 // One successful run per period (D15): the period's marker's key and record, which the
 // layer that reads and writes it (internal/fleet) and every listing share.
 
-package sema
+package schema
 
 import (
 	"strconv"

@@ -1,7 +1,7 @@
 // The pause key and its record (D16), as the layer that writes it (internal/fleet) and every
 // reader decode it.
 
-package sema
+package schema
 
 import (
 	"encoding/json"

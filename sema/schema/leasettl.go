@@ -1,4 +1,4 @@
-package sema
+package schema
 
 // LeaseTTL is a lease's time to live as etcd reported it, in whole
 // seconds.
