@@ -158,3 +158,34 @@ func TestRunWaitAndDeadline(t *testing.T) {
 	}
 }
 
+// A run under a hold-after rule keeps its slot once the child exits (D13): the key stays,
+// rewritten as held after the run, and its record no longer names a scope, since no process
+// is left behind the slot (a listing must not look for one).
+func TestRunHoldAfterDropsScope(t *testing.T) {
+	srv := etcdtest.Start(t)
+	rep := &recorder{pid: make(chan int, 1)}
+	cfg := config(srv, "kept", "exit 0")
+	cfg.Record.Scope = true // the record the holder wrote names its scope
+	cfg.Rules.HoldAfter = time.Minute
+	o, err := Run(context.Background(), cfg, rep)
+	if err != nil || o.End != Ran || o.Result.ExitStatus != 0 {
+		t.Fatalf("Run = %+v, %v; want Ran with status 0\n%s", o, err, rep.all())
+	}
+	if s := rep.all(); !strings.HasSuffix(s, "held after 0") {
+		t.Errorf("told:\n%s\nwant the slot held after the run with status 0 last", s)
+	}
+	c := srv.Client(t)
+	resp, err := c.Get(context.Background(), schema.NamePrefix("kept"), clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("keys after the run: %v, %v; want the one slot kept", resp, err)
+	}
+	kv := resp.Kvs[0]
+	rec := schema.DecodeRecord(kv.Value)
+	if rec.Err != nil || !rec.IsHeldAfter() || rec.Scope || rec.Host != "test" {
+		t.Errorf("kept slot's record = %+v; want held after the run, host kept, no scope", rec)
+	}
+	ttl, err := c.TimeToLive(context.Background(), clientv3.LeaseID(kv.Lease))
+	if err != nil || ttl.GrantedTTL != 60 {
+		t.Errorf("kept slot's lease: %+v, %v; want granted for the hold's 60 s", ttl, err)
+	}
+}
