@@ -26,12 +26,7 @@ func TestEtcdRewindKillsAtOnce(t *testing.T) {
 	srv := startEtcdProc(t)
 	e := srv.env(t)
 	pre := schema.Prefix("rw", 1)
-	pidFile := e.path("child")
-	p := e.start("sema", "rw", "--max", "1", "--ttl", "30s", "--kill-after", "5s", "--scope=never", "--",
-		"sh", "-c", `echo $$ > "$0"; trap "" TERM; exec sleep 600`, pidFile)
-	child := readPID(t, pidFile)
-	waiter := e.start("sema", "rw", "--max", "1", "--ttl", "10s", "--wait", "50s", "--scope=never", "--", "true")
-	waitFor(t, "the waiter's key", func() bool { return e.keys(pre) == 2 })
+	p, child, waiter, _ := e.deafHolderAndWaiter(t, "rw", "--", "true")
 	holderLease := firstLease(createRevs(t, e, pre))
 
 	bk := srv.backup() // etcd down for a moment: both ride it out (the holder's fence is 24 s away)
@@ -86,13 +81,8 @@ func TestEtcdNewClusterWaiterReenters(t *testing.T) {
 	srv := startEtcdProc(t)
 	e := srv.env(t)
 	pre := schema.Prefix("nc", 1)
-	pidFile, ran := e.path("child"), e.path("ran")
-	p := e.start("sema", "nc", "--max", "1", "--ttl", "30s", "--kill-after", "5s", "--scope=never", "--",
-		"sh", "-c", `echo $$ > "$0"; trap "" TERM; exec sleep 600`, pidFile)
-	child := readPID(t, pidFile)
-	waiter := e.start("sema", "nc", "--max", "1", "--ttl", "10s", "--wait", "50s", "--scope=never", "-v", "--",
-		"sh", "-c", `echo "$CONCH_CLUSTER_ID $CONCH_LEASE" > "$0"`, ran)
-	waitFor(t, "the waiter's key", func() bool { return e.keys(pre) == 2 })
+	ran := e.path("ran")
+	p, child, waiter, _ := e.deafHolderAndWaiter(t, "nc", "-v", "--", "sh", "-c", `echo "$CONCH_CLUSTER_ID $CONCH_LEASE" > "$0"`, ran)
 	old := createRevs(t, e, pre)
 	cluster, _ := header(t, e)
 

@@ -21,12 +21,7 @@ func TestEtcdStateLossKillsAtOnce(t *testing.T) {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}
 	e := newEnv(t)
-	pidFile, idFile := e.path("child"), e.path("cluster")
-	p := e.start("sema", "sl", "--max", "1", "--ttl", "30s", "--kill-after", "5s", "--scope=never", "--",
-		"sh", "-c", `echo "$CONCH_CLUSTER_ID" > "$1"; echo $$ > "$0"; trap "" TERM; exec sleep 600`, pidFile, idFile)
-	child := readPID(t, pidFile)
-	waiter := e.start("sema", "sl", "--max", "1", "--ttl", "10s", "--wait", "50s", "--scope=never", "--", "true")
-	waitFor(t, "the waiter's key", func() bool { return e.keys(schema.NamePrefix("sl")) == 2 })
+	p, child, waiter, idFile := e.deafHolderAndWaiter(t, "sl", "--", "true")
 	if id, _ := os.ReadFile(idFile); strings.TrimSpace(string(id)) != schema.FormatClusterID(e.srv.ClusterID()) {
 		t.Errorf("the child's CONCH_CLUSTER_ID = %q, want %s", id, schema.FormatClusterID(e.srv.ClusterID()))
 	}
@@ -47,4 +42,20 @@ func TestEtcdStateLossKillsAtOnce(t *testing.T) {
 	if w := waiter.wait(t); w.status != 0 {
 		t.Errorf("waiter: %v\nwant 0: it re-enters on the new store and runs", w)
 	}
+}
+
+// deafHolderAndWaiter starts, on name[1], a holder whose child ignores SIGTERM (--ttl 30s
+// --kill-after 5s: the grace that D18 skips) and a waiter behind it (--ttl 10s --wait 50s,
+// then waiterArgs: more flags, "--" and its command), and returns once both keys are there:
+// the holder, its child's PID, the waiter, and the file where the child wrote the
+// CONCH_CLUSTER_ID it was given.
+func (e *env) deafHolderAndWaiter(t *testing.T, name string, waiterArgs ...string) (holder *proc, child int, waiter *proc, clusterFile string) {
+	t.Helper()
+	pidFile, clusterFile := e.path(name+"-child"), e.path(name+"-cluster")
+	holder = e.start("sema", name, "--max", "1", "--ttl", "30s", "--kill-after", "5s", "--scope=never", "--",
+		"sh", "-c", `echo "$CONCH_CLUSTER_ID" > "$1"; echo $$ > "$0"; trap "" TERM; exec sleep 600`, pidFile, clusterFile)
+	child = readPID(t, pidFile)
+	waiter = e.start(append([]string{"sema", name, "--max", "1", "--ttl", "10s", "--wait", "50s", "--scope=never"}, waiterArgs...)...)
+	waitFor(t, "the waiter's key", func() bool { return e.keys(schema.NamePrefix(name)) == 2 })
+	return holder, child, waiter, clusterFile
 }

@@ -50,10 +50,10 @@ func TestCheckHeldReasons(t *testing.T) {
 	}
 	checkReason(t, c, Slot{Name: "ckq", Max: 1, Lease: resp.Kvs[1].Lease, Rev: resp.Kvs[1].CreateRevision}, errHeldNotWithin)
 	release(t, h)
-	if a := <-w; a.err != nil {
-		t.Fatal(a.err)
+	if a := <-w; a.Err != nil {
+		t.Fatal(a.Err)
 	} else {
-		release(t, a.h)
+		release(t, a.H)
 	}
 }
 

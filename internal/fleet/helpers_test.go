@@ -1,13 +1,11 @@
 package fleet
 
 import (
-	"context"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/sematest"
-	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 )
 
@@ -19,6 +17,8 @@ var (
 	newSem      = sematest.NewSem
 	mustAcquire = sematest.MustAcquire
 	release     = sematest.Release
+	// acquireAsync starts Acquire on a goroutine; the result arrives on the channel.
+	acquireAsync = sematest.AcquireAsync
 )
 
 // heldKV reads key: its value decoded, create revision and lease; ok false when it is gone.
@@ -33,19 +33,4 @@ func heldKV(t *testing.T, c *clientv3.Client, key string) (r schema.ReadRecord, 
 	}
 	kv := resp.Kvs[0]
 	return schema.DecodeRecord(kv.Value), kv.CreateRevision, kv.Lease, true
-}
-
-type acquired struct {
-	h   *sema.Holder
-	err error
-}
-
-// acquireAsync starts Acquire in a goroutine; the result arrives on the channel.
-func acquireAsync(ctx context.Context, s *sema.Semaphore) <-chan acquired {
-	ch := make(chan acquired, 1)
-	go func() {
-		h, err := s.Acquire(ctx)
-		ch <- acquired{h, err}
-	}()
-	return ch
 }

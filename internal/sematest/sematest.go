@@ -1,7 +1,7 @@
 // Package sematest holds what the tests of the layers over sema (the listing, the fleet
 // rules) need to run the recipe against a real etcd: a semaphore with the tests' short TTL,
-// and an acquire and a release that fail the test on error. sema's own tests keep theirs:
-// they are inside the package and cannot import this one.
+// an acquire and a release that fail the test on error, and an acquire on a goroutine of its
+// own. sema's own tests keep theirs: they are inside the package and cannot import this one.
 package sematest
 
 import (
@@ -64,4 +64,21 @@ func Release(t *testing.T, h *sema.Holder) {
 	if err := h.Release(t.Context()); err != nil {
 		t.Fatalf("release: %v", err)
 	}
+}
+
+// Acquired is what an Acquire started by AcquireAsync returned.
+type Acquired struct {
+	H   *sema.Holder
+	Err error
+}
+
+// AcquireAsync starts s.Acquire(ctx) on a goroutine of its own; its result arrives on the
+// channel (buffered: it never blocks the goroutine).
+func AcquireAsync(ctx context.Context, s *sema.Semaphore) <-chan Acquired {
+	ch := make(chan Acquired, 1)
+	go func() {
+		h, err := s.Acquire(ctx)
+		ch <- Acquired{h, err}
+	}()
+	return ch
 }

@@ -159,20 +159,20 @@ func TestListCapacities(t *testing.T) { // D6
 	}
 	release(t, a)
 	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
 	// the HELD rewrite runs beside the holder's work: poll for it
 	polltest.Until(t, testTimeout, "the promoted waiter's held_since", func() bool {
 		for _, e := range list(t, c, "who") {
-			if e.Key == r.h.Key() && e.Held && e.Record.HeldSince != nil {
+			if e.Key == r.H.Key() && e.Held && e.Record.HeldSince != nil {
 				return true
 			}
 		}
 		return false
 	})
 	release(t, b)
-	release(t, r.h)
+	release(t, r.H)
 	release(t, o)
 	if es := list(t, c, "who"); len(es) != 0 {
 		t.Fatalf("keys left: %+v", es)

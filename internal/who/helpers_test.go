@@ -1,13 +1,11 @@
 package who
 
 import (
-	"context"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/sematest"
-	"github.com/conch-project/conch/sema"
 )
 
 // The recipe's test helpers, shared with the other layers' tests (sematest).
@@ -18,22 +16,9 @@ var (
 	newSem      = sematest.NewSem
 	mustAcquire = sematest.MustAcquire
 	release     = sematest.Release
+	// acquireAsync starts Acquire on a goroutine; the result arrives on the channel.
+	acquireAsync = sematest.AcquireAsync
 )
-
-type acquired struct {
-	h   *sema.Holder
-	err error
-}
-
-// acquireAsync starts Acquire in a goroutine; the result arrives on the channel.
-func acquireAsync(ctx context.Context, s *sema.Semaphore) <-chan acquired {
-	ch := make(chan acquired, 1)
-	go func() {
-		h, err := s.Acquire(ctx)
-		ch <- acquired{h, err}
-	}()
-	return ch
-}
 
 // list is the entries of the semaphore name (every one when name is ""), as the one read
 // behind every listing (snapshot) gives them.

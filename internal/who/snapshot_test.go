@@ -9,6 +9,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 )
@@ -52,9 +53,9 @@ func TestSnapshotSummary(t *testing.T) {
 		}
 	}
 	cancel()
-	for _, ch := range []<-chan acquired{waiter, spWaiter} {
-		if a := <-ch; a.err == nil {
-			a.h.Release(t.Context())
+	for _, ch := range []<-chan sematest.Acquired{waiter, spWaiter} {
+		if a := <-ch; a.Err == nil {
+			a.H.Release(t.Context())
 		}
 	}
 	for _, h := range []*sema.Holder{h1, h2, hs} {
