@@ -85,7 +85,7 @@ type Plan struct {
 // in scopes when systemd is the init system, its manager answers within 5 s (and before ctx
 // ends) and, when the caller runs in a service, that service's slice and limits can be read
 // (systemd.FindCallerService: read now, not between a slot and the command). Else ScopeAuto
-// runs directly and Fallback says why, and ScopeAlways has that reason as Wait's error
+// runs directly and Wait says why (its fallback), and ScopeAlways has that reason as Wait's error
 // (wrapping systemd.ErrNoSystemd, systemd.ErrBusUnavailable, the service's read error or
 // ctx's cause).
 //
@@ -165,21 +165,13 @@ func (p *Plan) Decided() bool {
 	}
 }
 
-// Wait blocks until where commands run is decided and returns nil, or the error of
-// ScopeAlways without a scope (see StartPlan): no command can run then. It may be called any
-// number of times, from any goroutine.
-func (p *Plan) Wait() error {
+// Wait blocks until where commands run is decided and returns why a ScopeAuto plan runs
+// them directly (fallback; nil when they run in scopes, or were never meant to), and err, the
+// error of ScopeAlways without a scope (see StartPlan): no command can run then. It may be
+// called any number of times, from any goroutine.
+func (p *Plan) Wait() (fallback, err error) {
 	<-p.done
-	return p.err
-}
-
-// Fallback returns why a ScopeAuto Plan runs commands directly, nil when it does not or is
-// not decided yet.
-func (p *Plan) Fallback() error {
-	if !p.Decided() {
-		return nil
-	}
-	return p.fallback
+	return p.fallback, p.err
 }
 
 // inScope reports whether commands are meant to run in a scope (decided).
@@ -282,14 +274,14 @@ func (p *Plan) scoped(spec Spec, unit ScopeUnit) Spec {
 // Run starts two goroutines per call, the guardian's locked forking thread (it waits for the
 // guardian) and the status-pipe reader, and in scope mode one more for StopScope; all have
 // ended when Run returns. Calls must not overlap: a Plan is not safe for concurrent use, but
-// for Timing, Intent, Decided, Wait and Fallback.
+// for Timing, Intent, Decided and Wait.
 func (p *Plan) Run(ctx context.Context, spec Spec, unit ScopeUnit, warn func(error)) (Result, error) {
 	return p.run(ctx, nil, spec, unit, warn)
 }
 
 // run is Run with the prepared guardian g (nil: run starts one), which the caller closes.
 func (p *Plan) run(ctx context.Context, g *prepared, spec Spec, unit ScopeUnit, warn func(error)) (Result, error) {
-	if err := p.Wait(); err != nil {
+	if _, err := p.Wait(); err != nil {
 		return Result{}, err
 	}
 	direct := spec

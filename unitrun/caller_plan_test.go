@@ -17,8 +17,8 @@ func TestStartPlanNever(t *testing.T) {
 	if !p.Decided() || p.Intent() {
 		t.Fatalf("ScopeNever: decided %v, intent %v; want decided at once, no scope", p.Decided(), p.Intent())
 	}
-	if err := p.Wait(); err != nil || p.inScope() || p.Fallback() != nil {
-		t.Fatalf("ScopeNever: plan in scope %v, fallback %v, error %v; want direct mode, no fallback", p.inScope(), p.Fallback(), err)
+	if fallback, err := p.Wait(); err != nil || p.inScope() || fallback != nil {
+		t.Fatalf("ScopeNever: plan in scope %v, fallback %v, error %v; want direct mode, no fallback", p.inScope(), fallback, err)
 	}
 	spec := Spec{Path: "/bin/true"}
 	if got := p.scoped(spec, ScopeUnit{Name: "x.scope"}); got.scope != nil {

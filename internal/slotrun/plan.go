@@ -27,10 +27,11 @@ func startPlanning(ctx context.Context, opts unitrun.Options) *planning {
 // for a scope required and not made, and tells rep, once, why unitrun.ScopeAuto runs the child
 // directly (NoScope).
 func (p *planning) wait(rep Reporter) error {
-	if err := p.Wait(); err != nil {
+	why, err := p.Wait()
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoScope, err)
 	}
-	if why := p.Fallback(); why != nil {
+	if why != nil {
 		p.reported.Do(func() { rep.Note(Note{Kind: NoScope, Err: why}) })
 	}
 	return nil

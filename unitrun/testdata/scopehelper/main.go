@@ -209,7 +209,7 @@ func run(args []string) error {
 	plan := unitrun.StartPlan(ctx, unitrun.Options{Mode: unitrun.ScopeAlways, Properties: userProps,
 		KillAfter: *killAfter, RuntimeMax: *runtimeMax})
 	defer plan.Close()
-	if err := plan.Wait(); err != nil {
+	if _, err := plan.Wait(); err != nil {
 		return err
 	}
 	res, err := plan.Run(ctx, unitrun.Spec{Path: path, Args: argv, Stdout: os.Stdout, Stderr: os.Stderr},
