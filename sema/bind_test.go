@@ -45,6 +45,7 @@ func TestBindCause(t *testing.T) {
 
 // WaitError matches the sentinel of its verdict, so errors.Is callers keep working (D3).
 func TestWaitErrorIs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		v    *WaitError
 		want error

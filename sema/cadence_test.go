@@ -10,6 +10,7 @@ import (
 )
 
 func TestWaitKeepAliveBounds(t *testing.T) {
+	t.Parallel()
 	ttl := 10 * time.Second
 	for _, tc := range []struct {
 		d, want time.Duration

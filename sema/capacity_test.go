@@ -15,6 +15,7 @@ import (
 // D17: Acquire under a capacity other than the live one is refused with a *CapacityError
 // naming the live capacities, and writes nothing; AllowOtherCapacity enqueues beside them.
 func TestAcquireOtherCapacityRefused(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	h := mustAcquire(t, newSem(t, c, "oc", 2, Options{}))
 	_, err := newSem(t, c, "oc", 3, Options{}).Acquire(t.Context())
@@ -34,6 +35,7 @@ func TestAcquireOtherCapacityRefused(t *testing.T) {
 // D17's check is in the enqueue's Txn: two capacities racing on an empty name never both
 // get keys, whichever comes first.
 func TestCapacityRaceOneWins(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	for i := range 20 {
 		name := fmt.Sprintf("race%d", i)
@@ -69,6 +71,7 @@ func TestCapacityRaceOneWins(t *testing.T) {
 // a run beside them is not refused and hears of no other capacity. Before D6g was applied
 // here, the key bound to no lease under max=4 made max=4 live and refused the run.
 func TestCapacityForeignKeyNotRefused(t *testing.T) {
+	t.Parallel()
 	_, c := startEtcd(t)
 	g, err := c.Grant(t.Context(), 60)
 	if err != nil {

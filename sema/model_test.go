@@ -329,6 +329,7 @@ func runModel(rule modelRule, n, w int) (int, int, error) {
 // TestModelWakeUpRule: D1 and D1a hold every invariant for every
 // interleaving, N <= 3, W <= 4.
 func TestModelWakeUpRule(t *testing.T) {
+	t.Parallel()
 	for _, rule := range []modelRule{modelD1, modelD1a} {
 		for n := 1; n <= 3; n++ {
 			for w := 0; w <= 4; w++ {
@@ -348,6 +349,7 @@ func TestModelWakeUpRule(t *testing.T) {
 // spec's step 4 (N=2: the younger holder leaves, a slot stays idle), and
 // finds that D1a without its re-read loses a wake-up.
 func TestModelCatchesBrokenRules(t *testing.T) {
+	t.Parallel()
 	_, _, err := runModel(modelStep4, 2, 2)
 	if err == nil || !strings.Contains(err.Error(), "a slot is idle") {
 		t.Fatalf("step 4 with N=2, W=2: %v, want an idle slot (D1's counter-example)", err)

@@ -54,6 +54,7 @@ func ranges(t *testing.T, srv *etcdtest.Server) int {
 // check, D18, on a starved machine) shows too: of three hand-offs one must read nothing,
 // which a hand-off path that reads every time never does.
 func TestHeadFollowsPauseNoRead(t *testing.T) {
+	t.Parallel()
 	srv, c := startEtcd(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()

@@ -32,6 +32,7 @@ func queueOf(t *testing.T, c *clientv3.Client, s *Semaphore, n int) (keys []stri
 // the first max+1 keys alone, a waiter behind the head also gets its predecessor, and a gone
 // key is ErrKeyDeleted.
 func TestRerankPaths(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t).Client(t)
 	s := newSem(t, c, "rerank", 2, Options{})
 	keys, revs := queueOf(t, c, s, 5) // two holders, the head, two behind it
@@ -65,6 +66,7 @@ func TestRerankPaths(t *testing.T) {
 // predecessor: nothing changed is turnNone, a rewritten or deleted predecessor is acted on
 // with a fresh ranking, and our own key gone is turnKeyDeleted.
 func TestRecheckBehindHead(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t).Client(t)
 	s := newSem(t, c, "recheck", 1, Options{})
 	keys, revs := queueOf(t, c, s, 4) // holder, head, then waiters 2 and 3
