@@ -86,7 +86,7 @@ test-deps:
 # fuzz-coordinator deadline race. A crash writes its input under testdata/fuzz: commit it, it
 # is then a regular test case.
 FUZZTIME ?= 10s
-FUZZPKGS ?= ./cmd/conch ./internal/etcdconn ./sema ./unitrun ./internal/systemd
+FUZZPKGS ?= ./cmd/conch ./internal/etcdconn ./sema/schema ./internal/who ./unitrun ./internal/systemd
 .PHONY: fuzz
 fuzz:
 	GO=$(GO) scripts/fuzz.sh $(FUZZTIME) $(FUZZPKGS)
