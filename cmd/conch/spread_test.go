@@ -45,6 +45,14 @@ func TestSpreadOneSlotPerNode(t *testing.T) {
 	}
 	b1 := e.start("sema", "sp", "--max", "2", "--spread", "--node", "node-b", "--", "sh", "-c", e.gated("b1"))
 	waitFor(t, "b1 holds beside a1", func() bool { return e.held("b1") })
+	// a job that waits for its node's key was answered by etcd and is in line (its node-wait
+	// marker): a signal then ends a wait, not a connection
+	term := e.start("sema", "sp", "--max", "2", "--spread", "--node", "node-a", "--", "true")
+	waitFor(t, "the job waits for node-a's key", func() bool { return strings.Contains(term.stderr.String(), "this node already holds") })
+	term.cmd.Process.Signal(syscall.SIGTERM)
+	if r := term.wait(t); !strings.Contains(r.stderr, "SIGTERM while waiting: left the queue") {
+		t.Errorf("SIGTERM to a job waiting for its node's key: %v\nwant it to say it left the queue", r)
+	}
 	a2 := e.start("sema", "sp", "--max", "2", "--spread", "--node", "node-a", "--", "sh", "-c", e.gated("a2"))
 	waitFor(t, "a2 waits for node-a's key", func() bool { return strings.Contains(a2.stderr.String(), "this node already holds") })
 	e.open("a1")

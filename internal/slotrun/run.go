@@ -50,7 +50,8 @@ type run struct {
 	client   *clientv3.Client // the semaphore's, for the period's marker (D15)
 	sigCtx   context.Context  // the caller's context: its cause with a signal stops the run (D3)
 	waitCtx  context.Context  // sigCtx bounded by the wait
-	// enqueued: etcd answered our enqueue (sema.EventEnqueued), so a key of ours was written
+	// enqueued: etcd answered our enqueue (sema.Enqueued, or Waiting with NodeBusy), so a key
+	// of ours was written (with NodeBusy, the node-wait marker)
 	enqueued atomic.Bool
 	// cluster: the etcd cluster ID of the last queue event that named one (D18), for the
 	// preloaded spec's CONCH_CLUSTER_ID
@@ -162,8 +163,8 @@ func (r *run) connect() error {
 // onEvent is sema's report of the run's progress: the run notes that etcd answered its
 // enqueue, then hands the event to the reporter and the prestarter.
 func (r *run) onEvent(e sema.Event) {
-	if e.Kind == sema.Enqueued || e.Kind == sema.Held {
-		r.enqueued.Store(true)
+	if e.Kind == sema.Enqueued || e.Kind == sema.Held || e.Kind == sema.Waiting && e.NodeBusy {
+		r.enqueued.Store(true) // with NodeBusy (D11): no key in the queue, but a node-wait marker
 	}
 	if e.Cluster != 0 {
 		r.cluster.Store(e.Cluster)
