@@ -11,8 +11,10 @@
 // transitions: the package never logs.
 //
 // The key schema and the records, with the decoding every reader needs, are the leaf
-// package sema/schema, which the recipe writes through and the layers read with. Two hooks carry the layers above: the pause gate the ranking Txn reads and
-// the head follows (pause.go, D16, D16b), and Holder.HoldAfter, the lease rebind that keeps a
-// slot after the run (D13); Holder.UntilDeadline bounds a layer's write while holding. The
-// fleet rules are internal/fleet's, the listings internal/who's; sema imports neither.
+// package sema/schema, which the recipe writes through and the layers read with. Two hooks
+// carry the layers above: the pause gate the ranking Txn reads and the head follows
+// (pause.go, D16, D16b), and Holder.HoldAfter, the lease rebind that keeps a slot after the
+// run (D13); Holder.UntilDeadline bounds a layer's write while holding. The fleet rules are
+// internal/fleet's, the listings internal/who's; sema imports neither. docs/design.md
+// ("Where things live") gives the order in which to read the recipe's five steps.
 package sema
