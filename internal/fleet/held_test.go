@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 )
@@ -16,11 +17,11 @@ import (
 // CheckHeld's answer and reasons, for a lease key and a --spread key.
 func TestCheckHeldReasons(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	for _, opts := range []sema.Options{{}, {Spread: true, Node: "n1"}} {
 		name := fmt.Sprintf("ck%v", opts.Spread)
-		s := newSem(t, c, name, 1, opts)
-		h := mustAcquire(t, s)
+		s := sematest.NewSem(t, c, name, 1, opts)
+		h := sematest.MustAcquire(t, s)
 		slot := Slot{Name: name, Max: 1, Lease: int64(h.Lease()), Rev: h.Rev()}
 		if got, err := CheckHeld(t.Context(), c, slot); err != nil || got.Rank != 0 || got.Key != h.Key() || !got.TTL.Known {
 			t.Fatalf("held: %+v %v", got, err)
@@ -38,22 +39,22 @@ func TestCheckHeldReasons(t *testing.T) {
 		checkReason(t, c, slot, errHeldLeaseGone)
 		h.Release(t.Context())
 	}
-	s := newSem(t, c, "ckq", 1, sema.Options{})
-	h := mustAcquire(t, s)
+	s := sematest.NewSem(t, c, "ckq", 1, sema.Options{})
+	h := sematest.MustAcquire(t, s)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	w := acquireAsync(ctx, s)
-	etcdtest.WaitKeys(t, c, schema.Prefix("ckq", 1), 2, testTimeout)
+	w := sematest.AcquireAsync(ctx, s)
+	etcdtest.WaitKeys(t, c, schema.Prefix("ckq", 1), 2, sematest.Timeout)
 	resp, err := c.Get(t.Context(), schema.Prefix("ckq", 1), clientv3.WithPrefix(), byCreateAsc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkReason(t, c, Slot{Name: "ckq", Max: 1, Lease: resp.Kvs[1].Lease, Rev: resp.Kvs[1].CreateRevision}, errHeldNotWithin)
-	release(t, h)
+	sematest.Release(t, h)
 	if a := <-w; a.Err != nil {
 		t.Fatal(a.Err)
 	} else {
-		release(t, a.H)
+		sematest.Release(t, a.H)
 	}
 }
 

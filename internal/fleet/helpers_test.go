@@ -5,20 +5,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema/schema"
-)
-
-// The recipe's test helpers, shared with the other layers' tests (sematest).
-const testTimeout = sematest.Timeout
-
-var (
-	startEtcd   = sematest.StartEtcd
-	newSem      = sematest.NewSem
-	mustAcquire = sematest.MustAcquire
-	release     = sematest.Release
-	// acquireAsync starts Acquire on a goroutine; the result arrives on the channel.
-	acquireAsync = sematest.AcquireAsync
 )
 
 // heldKV reads key: its value decoded, create revision and lease; ok false when it is gone.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 )
@@ -11,9 +12,9 @@ import (
 // D17 for SetPause: refused (nothing written) while another capacity is live, in the
 // write's own Txn; SetPauseAnyCapacity writes it.
 func TestSetPauseOtherCapacityRefused(t *testing.T) {
-	_, c := startEtcd(t)
-	h := mustAcquire(t, newSem(t, c, "po", 2, sema.Options{}))
-	defer release(t, h)
+	_, c := sematest.StartEtcd(t)
+	h := sematest.MustAcquire(t, sematest.NewSem(t, c, "po", 2, sema.Options{}))
+	defer sematest.Release(t, h)
 	_, _, err := SetPause(t.Context(), c, "po", 3, "me@n", "")
 	if !errors.Is(err, sema.ErrOtherCapacity) {
 		t.Fatalf("SetPause max=3 beside max=2: %v", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 )
@@ -16,10 +17,10 @@ import (
 // whose key is gone writes none.
 func TestOnceMarker(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
-	s := newSem(t, c, "once", 1, sema.Options{})
+	_, c := sematest.StartEtcd(t)
+	s := sematest.NewSem(t, c, "once", 1, sema.Options{})
 	job := Job{Client: c, Name: "once", Max: 1, Rules: RunRules{OncePer: 2 * time.Second}}
-	h := mustAcquire(t, s)
+	h := sematest.MustAcquire(t, s)
 	if m, err := job.PeriodDone(t.Context(), h); err != nil || m != nil {
 		t.Fatalf("PeriodDone before any run: %+v %v", m, err)
 	}
@@ -28,13 +29,13 @@ func TestOnceMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	rev := h.Rev()
-	release(t, h)
-	h = mustAcquire(t, s)
+	sematest.Release(t, h)
+	h = sematest.MustAcquire(t, s)
 	m, err := job.PeriodDone(t.Context(), h)
 	if err != nil || m == nil || m.Node != "n1" || m.Rev != rev || m.Left <= 0 || m.Left > 2*time.Second || m.Err != nil {
 		t.Fatalf("PeriodDone in the period: %+v %v", m, err)
 	}
-	polltest.Until(t, testTimeout, "the marker to end with its period", func() bool {
+	polltest.Until(t, sematest.Timeout, "the marker to end with its period", func() bool {
 		m, err = job.PeriodDone(t.Context(), h)
 		return err == nil && m == nil
 	})
@@ -54,13 +55,13 @@ func TestOnceMarker(t *testing.T) {
 // what it is; one without a lease has Left -1.
 func TestOnceMarkerGarbage(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	if _, err := c.Put(t.Context(), schema.OnceKey("onceg", 1), "garbage"); err != nil {
 		t.Fatal(err)
 	}
-	h := mustAcquire(t, newSem(t, c, "onceg", 1, sema.Options{}))
+	h := sematest.MustAcquire(t, sematest.NewSem(t, c, "onceg", 1, sema.Options{}))
 	job := Job{Client: c, Name: "onceg", Max: 1, Rules: RunRules{OncePer: time.Hour}}
-	defer release(t, h)
+	defer sematest.Release(t, h)
 	m, err := job.PeriodDone(t.Context(), h)
 	if err != nil || m == nil || m.Err == nil || m.Raw != "garbage" || m.Left != -1 {
 		t.Fatalf("PeriodDone of a garbage marker: %+v %v", m, err)
@@ -72,12 +73,12 @@ func TestOnceMarkerGarbage(t *testing.T) {
 // finds the period done.
 func TestOnceRunRules(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
-	s := newSem(t, c, "once-rules", 1, sema.Options{Record: schema.Record{Host: "node-r", PID: 1}})
+	_, c := sematest.StartEtcd(t)
+	s := sematest.NewSem(t, c, "once-rules", 1, sema.Options{Record: schema.Record{Host: "node-r", PID: 1}})
 	job := Job{Client: c, Name: "once-rules", Max: 1, Rules: RunRules{OncePer: time.Minute}, Node: "node-r"}
 	none := job
 	none.Rules = RunRules{}
-	h := mustAcquire(t, s)
+	h := sematest.MustAcquire(t, s)
 	if m, err := none.PeriodDone(t.Context(), h); m != nil || err != nil {
 		t.Fatalf("PeriodDone without a period: %+v %v", m, err)
 	}
@@ -95,9 +96,9 @@ func TestOnceRunRules(t *testing.T) {
 		t.Fatalf("ClosePeriod after a successful run: %v %v", marked, err)
 	}
 	rev := h.Rev()
-	release(t, h)
-	h = mustAcquire(t, s)
-	defer release(t, h)
+	sematest.Release(t, h)
+	h = sematest.MustAcquire(t, s)
+	defer sematest.Release(t, h)
 	m, err := job.PeriodDone(t.Context(), h)
 	if err != nil || m == nil || m.Node != "node-r" || m.Rev != rev || !m.Start.Equal(heldAt.UTC().Truncate(time.Second)) || m.Left <= 0 {
 		t.Fatalf("PeriodDone after a successful run: %+v %v", m, err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 )
@@ -14,18 +15,18 @@ import (
 // touched, and a second call frees none (idempotent).
 func TestReleaseHeld(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	rec := schema.Record{Host: "node-a", PID: 1}
-	a := mustAcquire(t, newSem(t, c, "rel", 3, sema.Options{Record: rec}))
+	a := sematest.MustAcquire(t, sematest.NewSem(t, c, "rel", 3, sema.Options{Record: rec}))
 	if _, err := a.HoldAfter(t.Context(), time.Hour, rec); err != nil {
 		t.Fatal(err)
 	}
-	b := mustAcquire(t, newSem(t, c, "rel", 3, sema.Options{Record: schema.Record{Host: "node-b"}}))
+	b := sematest.MustAcquire(t, sematest.NewSem(t, c, "rel", 3, sema.Options{Record: schema.Record{Host: "node-b"}}))
 	if _, err := b.HoldAfter(t.Context(), time.Hour, schema.Record{Host: "node-b"}); err != nil {
 		t.Fatal(err)
 	}
-	running := mustAcquire(t, newSem(t, c, "rel", 3, sema.Options{Record: rec}))
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	running := sematest.MustAcquire(t, sematest.NewSem(t, c, "rel", 3, sema.Options{Record: rec}))
+	ctx, cancel := context.WithTimeout(t.Context(), sematest.Timeout)
 	defer cancel()
 	if rel, err := ReleaseHeld(ctx, c, "rel", 3, "node-c"); err != nil || len(rel.Freed) != 0 {
 		t.Fatalf("release as node-c: %v %v, want none", rel, err)
@@ -46,5 +47,5 @@ func TestReleaseHeld(t *testing.T) {
 	if running.Context().Err() != nil {
 		t.Fatalf("the supervised holder was disturbed: %v", context.Cause(running.Context()))
 	}
-	release(t, running)
+	sematest.Release(t, running)
 }

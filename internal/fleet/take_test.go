@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -16,7 +17,7 @@ import (
 // semaphore full, naming the holder; a pause refuses before the count; ReleaseHeld frees
 // it at once (D14).
 func TestTakeHeld(t *testing.T) {
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	ctx := t.Context()
 	rec := schema.Record{PID: 4242}
 	t1, err := TakeHeld(ctx, c, "reboot", 1, "node-a", time.Hour, rec)
@@ -66,7 +67,7 @@ func TestTakeHeld(t *testing.T) {
 // Concurrent takes by many nodes never exceed the capacity, nor give one node two slots;
 // no lease is left without a key (each lost write revokes its own).
 func TestTakeHeldConcurrent(t *testing.T) {
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	ctx := t.Context()
 	before, err := c.Leases(ctx)
 	if err != nil {

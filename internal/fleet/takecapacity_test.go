@@ -13,15 +13,16 @@ import (
 	"github.com/conch-project/conch/sema/schema"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/sematest"
 )
 
 // D17 for a slot a lock server takes (TakeHeld, TakeHeldQueued): refused, nothing written,
 // while a run of another capacity holds under the name, naming that capacity; a node that
 // already holds here keeps its answer; a foreign key (D6g) refuses nothing.
 func TestTakeHeldOtherCapacity(t *testing.T) {
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	ctx := t.Context()
-	job := mustAcquire(t, newSem(t, c, "oc", 2, sema.Options{}))
+	job := sematest.MustAcquire(t, sematest.NewSem(t, c, "oc", 2, sema.Options{}))
 	for _, take := range []struct {
 		what string
 		f    func() (Take, error)
@@ -39,19 +40,19 @@ func TestTakeHeldOtherCapacity(t *testing.T) {
 			t.Errorf("%s: %d keys under max=1 after the refusal", take.what, n)
 		}
 	}
-	release(t, job)
+	sematest.Release(t, job)
 	held, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, schema.Record{})
 	if err != nil || held.Result != TakeGranted {
 		t.Fatalf("TakeHeld once max=2 drained: %+v %v", held, err)
 	}
-	other := mustAcquire(t, newSem(t, c, "oc", 3, sema.Options{AllowOtherCapacity: true}))
+	other := sematest.MustAcquire(t, sematest.NewSem(t, c, "oc", 3, sema.Options{AllowOtherCapacity: true}))
 	if again, err := TakeHeld(ctx, c, "oc", 1, "node-b", time.Hour, schema.Record{}); err != nil || again.Result != TakeAlreadyHeld {
 		t.Errorf("the holder asking again beside a max=3 run: %+v %v, want TakeAlreadyHeld", again, err)
 	}
 	if tk, err := TakeHeld(ctx, c, "oc", 1, "node-c", time.Hour, schema.Record{}); err != nil || tk.Result != TakeOtherCapacity || !slices.Equal(tk.Capacities, []int{3}) {
 		t.Errorf("another node beside max=1 and max=3 keys: %+v %v, want TakeOtherCapacity naming [3] only", tk, err)
 	}
-	release(t, other)
+	sematest.Release(t, other)
 
 	if _, err := c.Put(ctx, schema.NamePrefix("fk")+"01/x", "junk"); err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestTakeHeldOtherCapacity(t *testing.T) {
 // hold: either the run's enqueue counts the slot's key (refused), or the slot's write finds
 // the run's key (its Txn fails on a key written since its read) and decides again.
 func TestTakeHeldCapacityRace(t *testing.T) {
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	for i := range 20 {
 		name := fmt.Sprintf("race%d", i)
 		var wg sync.WaitGroup
@@ -74,9 +75,9 @@ func TestTakeHeldCapacityRace(t *testing.T) {
 		var h *sema.Holder
 		wg.Go(func() { tk, tkErr = TakeHeld(t.Context(), c, name, 1, "node-a", time.Hour, schema.Record{}) })
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			ctx, cancel := context.WithTimeout(t.Context(), sematest.Timeout)
 			defer cancel()
-			h, runErr = newSem(t, c, name, 2, sema.Options{}).Acquire(ctx)
+			h, runErr = sematest.NewSem(t, c, name, 2, sema.Options{}).Acquire(ctx)
 		})
 		wg.Wait()
 		if tkErr != nil || (runErr != nil && !errors.Is(runErr, sema.ErrOtherCapacity)) {
@@ -89,7 +90,7 @@ func TestTakeHeldCapacityRace(t *testing.T) {
 			t.Errorf("round %d: neither holds (TakeHeld %+v, Acquire %v)", i, tk, runErr)
 		}
 		if h != nil {
-			release(t, h)
+			sematest.Release(t, h)
 		}
 	}
 }

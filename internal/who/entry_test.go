@@ -8,6 +8,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema/schema"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,7 +22,7 @@ import (
 // the key with its real key, its real lease and its flags.
 func TestListAgreesWithAcquisition(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	grant, err := c.Grant(t.Context(), 60)
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +69,11 @@ func TestListAgreesWithAcquisition(t *testing.T) {
 		if e.Key != key || e.Info.Kind != k.kind || e.Lease != wantLease || !slices.Equal(e.Flags(), k.flags) {
 			t.Errorf("%q: entry kind %v lease %x flags %q; want %v %x %q", key, e.Info.Kind, e.Lease, e.Flags(), k.kind, wantLease, k.flags)
 		}
-		s := newSem(t, c, name, 1, sema.Options{Nonblock: true})
+		s := sematest.NewSem(t, c, name, 1, sema.Options{Nonblock: true})
 		h, err := s.Acquire(t.Context())
 		acquired := err == nil
 		if acquired {
-			release(t, h)
+			sematest.Release(t, h)
 		} else if !errors.Is(err, sema.ErrNoSlot) {
 			t.Fatalf("%q: acquire: %v", key, err)
 		}
@@ -85,17 +86,17 @@ func TestListAgreesWithAcquisition(t *testing.T) {
 // snapshot shows every semaphore, and keys with no valid name as foreign.
 func TestListAll(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
-	b := mustAcquire(t, newSem(t, c, "b", 2, sema.Options{Record: schema.Record{Host: "n1", PID: 1}}))
-	defer release(t, b)
-	a := mustAcquire(t, newSem(t, c, "a", 1, sema.Options{}))
-	defer release(t, a)
+	_, c := sematest.StartEtcd(t)
+	b := sematest.MustAcquire(t, sematest.NewSem(t, c, "b", 2, sema.Options{Record: schema.Record{Host: "n1", PID: 1}}))
+	defer sematest.Release(t, b)
+	a := sematest.MustAcquire(t, sematest.NewSem(t, c, "a", 1, sema.Options{}))
+	defer sematest.Release(t, a)
 	for _, k := range []string{schema.KeyRoot + "bad name/1/x", schema.KeyRoot + "lonely"} {
 		if _, err := c.Put(t.Context(), k, "{}"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), sematest.Timeout)
 	defer cancel()
 	l, err := snapshot(ctx, c, "")
 	es := l.Entries
@@ -118,20 +119,20 @@ func TestListAll(t *testing.T) {
 // The listing of a name with two capacities: ranks and states per capacity, as
 // acquisition counts them (D6), the record as written, the holder's revision and lease.
 func TestListCapacities(t *testing.T) { // D6
-	_, c := startEtcd(t)
-	s2 := newSem(t, c, "who", 2, sema.Options{Record: schema.Record{Host: "n1", PID: 42}})
-	a, b := mustAcquire(t, s2), mustAcquire(t, s2)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	_, c := sematest.StartEtcd(t)
+	s2 := sematest.NewSem(t, c, "who", 2, sema.Options{Record: schema.Record{Host: "n1", PID: 42}})
+	a, b := sematest.MustAcquire(t, s2), sematest.MustAcquire(t, s2)
+	ctx, cancel := context.WithTimeout(t.Context(), sematest.Timeout)
 	defer cancel()
-	ch := acquireAsync(ctx, newSem(t, c, "who", 2, sema.Options{Record: schema.Record{Host: "n2", PID: 7}}))
-	etcdtest.WaitKeys(t, c, schema.Prefix("who", 2), 3, testTimeout)
+	ch := sematest.AcquireAsync(ctx, sematest.NewSem(t, c, "who", 2, sema.Options{Record: schema.Record{Host: "n2", PID: 7}}))
+	etcdtest.WaitKeys(t, c, schema.Prefix("who", 2), 3, sematest.Timeout)
 	var others int64
-	s1 := newSem(t, c, "who", 1, sema.Options{AllowOtherCapacity: true, OnEvent: func(e sema.Event) { // D17: on purpose
+	s1 := sematest.NewSem(t, c, "who", 1, sema.Options{AllowOtherCapacity: true, OnEvent: func(e sema.Event) { // D17: on purpose
 		if e.Kind == sema.Enqueued {
 			others = e.OtherCapacities
 		}
 	}})
-	o := mustAcquire(t, s1)
+	o := sematest.MustAcquire(t, s1)
 	if others != 3 {
 		t.Fatalf("OtherCapacities = %d, want 3", others)
 	}
@@ -157,13 +158,13 @@ func TestListCapacities(t *testing.T) { // D6
 	if es[1].Rev != a.Rev() || es[1].Lease != int64(a.Lease()) || es[1].Record.PID != 42 {
 		t.Fatalf("entry %+v does not match holder rev %d lease %x", es[1], a.Rev(), a.Lease())
 	}
-	release(t, a)
+	sematest.Release(t, a)
 	r := <-ch
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	// the HELD rewrite runs beside the holder's work: poll for it
-	polltest.Until(t, testTimeout, "the promoted waiter's held_since", func() bool {
+	polltest.Until(t, sematest.Timeout, "the promoted waiter's held_since", func() bool {
 		for _, e := range list(t, c, "who") {
 			if e.Key == r.H.Key() && e.Held && e.Record.HeldSince != nil {
 				return true
@@ -171,9 +172,9 @@ func TestListCapacities(t *testing.T) { // D6
 		}
 		return false
 	})
-	release(t, b)
-	release(t, r.H)
-	release(t, o)
+	sematest.Release(t, b)
+	sematest.Release(t, r.H)
+	sematest.Release(t, o)
 	if es := list(t, c, "who"); len(es) != 0 {
 		t.Fatalf("keys left: %+v", es)
 	}

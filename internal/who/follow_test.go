@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema/schema"
 )
 
@@ -48,7 +49,7 @@ func TestFollowLeavesSilentMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(2 * testTimeout)
+	deadline := time.After(2 * sematest.Timeout)
 	for {
 		select {
 		case s := <-listings:
@@ -77,7 +78,7 @@ func TestFollowLeavesSilentMember(t *testing.T) {
 // name names no semaphore is in none (D6g).
 func TestSummarizePauses(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	if _, err := c.Put(t.Context(), schema.PauseKey("pg", 1), "\x00garbage{"); err != nil {
 		t.Fatal(err)
 	}

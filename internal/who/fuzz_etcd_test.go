@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema/schema"
 
 	"github.com/conch-project/conch/sema"
@@ -46,7 +47,7 @@ func FuzzAcquireBesideHostileKey(f *testing.F) {
 		if err != nil || len(es) != 1 || es[0].Key != key || es[0].Lease != int64(g.ID) {
 			t.Fatalf("snapshot after putting %q = %+v, %v", key, es, err)
 		}
-		s, err := sema.New(c, name, 1, sema.Options{Nonblock: true, TTL: sema.DefaultTTL, ConnectTimeout: testTimeout})
+		s, err := sema.New(c, name, 1, sema.Options{Nonblock: true, TTL: sema.DefaultTTL, ConnectTimeout: sematest.Timeout})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema/schema"
 )
 
 // LiveNames lists each name with keys or a pause once, skips foreign keys, and reads past a
 // long queue and more names than one page holds.
 func TestLiveNames(t *testing.T) {
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	put := func(k string) {
 		t.Helper()
 		if _, err := c.Put(t.Context(), k, "{}"); err != nil {
@@ -50,7 +51,7 @@ func TestLiveNames(t *testing.T) {
 // A run asks whether its name is in use beside its own enqueue: its own key (its record names
 // the same host and process) does not count, whichever landed first; anyone else's does.
 func TestNameSurveySkipsOwnKey(t *testing.T) {
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	self := schema.Record{Version: 1, Host: "node-a", PID: 4242, Since: time.Now()}
 	other := self
 	other.PID++

@@ -3,6 +3,7 @@ package who
 import (
 	"testing"
 
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema/schema"
 )
 
@@ -12,7 +13,7 @@ import (
 // guess hides a holder).
 func TestMarkPausedHeads(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	put := func(k, v string) int64 {
 		resp, err := c.Put(t.Context(), k, v)
 		if err != nil {

@@ -18,16 +18,16 @@ import (
 // --spread node waiter and a pause key.
 func TestSnapshotSummary(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
-	s := newSem(t, c, "sum", 2, sema.Options{})
-	h1, h2 := mustAcquire(t, s), mustAcquire(t, s)
+	_, c := sematest.StartEtcd(t)
+	s := sematest.NewSem(t, c, "sum", 2, sema.Options{})
+	h1, h2 := sematest.MustAcquire(t, s), sematest.MustAcquire(t, s)
 	ctx, cancel := context.WithCancel(t.Context())
-	waiter := acquireAsync(ctx, s)
-	etcdtest.WaitKeys(t, c, schema.Prefix("sum", 2), 3, testTimeout)
-	sp := newSem(t, c, "sum", 3, sema.Options{Spread: true, Node: "n1", AllowOtherCapacity: true}) // D17: two capacities on purpose
-	hs := mustAcquire(t, sp)
-	spWaiter := acquireAsync(ctx, sp)
-	polltest.Until(t, testTimeout, "the node waiter's marker", func() bool { return etcdtest.KeysUnder(t, c, schema.NodeWaitRoot) == 1 })
+	waiter := sematest.AcquireAsync(ctx, s)
+	etcdtest.WaitKeys(t, c, schema.Prefix("sum", 2), 3, sematest.Timeout)
+	sp := sematest.NewSem(t, c, "sum", 3, sema.Options{Spread: true, Node: "n1", AllowOtherCapacity: true}) // D17: two capacities on purpose
+	hs := sematest.MustAcquire(t, sp)
+	spWaiter := sematest.AcquireAsync(ctx, sp)
+	polltest.Until(t, sematest.Timeout, "the node waiter's marker", func() bool { return etcdtest.KeysUnder(t, c, schema.NodeWaitRoot) == 1 })
 	if _, err := c.Put(t.Context(), schema.PauseRoot+"sum/2", `{"why":"test"}`); err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +59,14 @@ func TestSnapshotSummary(t *testing.T) {
 		}
 	}
 	for _, h := range []*sema.Holder{h1, h2, hs} {
-		release(t, h)
+		sematest.Release(t, h)
 	}
 }
 
 // followListing: one call per change or burst, a bounded number for a burst of
 // 200, and it ends with ctx, its goroutines joined (goleak in TestMain).
 func TestFollowCoalescesAndEnds(t *testing.T) {
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	got := make(chan Listing, 1000)
 	done := make(chan error, 1)
