@@ -74,11 +74,14 @@ func (r *run) holdOnce() (o Outcome, again bool, err error) {
 		}
 		return o, false, nil
 	}
+	// The slot first: the reporter's end line may wait for the child's last output to reach
+	// the journal (its guardian's exit), which must not keep the next holder waiting.
+	relErr := h.Release(context.Background())
 	if o.End == Ran {
 		r.rep.Released(o.Result.ExitStatus, time.Since(heldAt))
 	}
-	if err := h.Release(context.Background()); err != nil {
-		r.rep.Note(Note{Kind: ReleaseFailed, Err: err, TTL: h.TTL()})
+	if relErr != nil {
+		r.rep.Note(Note{Kind: ReleaseFailed, Err: relErr, TTL: h.TTL()})
 	}
 	return o, false, nil
 }

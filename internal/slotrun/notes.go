@@ -21,7 +21,7 @@ type Reporter interface {
 	// Stopping: the slot is being lost (cause, D7), so the child is being stopped.
 	Stopping(cause error)
 	// Released: the child exited with status after holding the slot for held, and the slot
-	// is given back now.
+	// was given back (a ReleaseFailed note follows when that failed: it frees at expiry).
 	Released(status int, held time.Duration)
 	// HeldAfter: the slot is kept after the run (D13), whose child exited with status.
 	HeldAfter(ha sema.HeldAfter, status int)
