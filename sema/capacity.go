@@ -80,7 +80,7 @@ func LiveCapacities(ctx context.Context, c *clientv3.Client, name string) ([]int
 		}
 		resp, err := c.Get(ctx, from, opts...)
 		if err != nil {
-			return nil, 0, etcdFailure("cannot list "+schema.NamePrefix(name), err)
+			return nil, 0, EtcdFailure("cannot list "+schema.NamePrefix(name), err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision

@@ -52,9 +52,11 @@ var (
 	ErrReleased = errors.New("released")
 )
 
-// etcdFailure wraps err, a failed request doing what, as ErrRefused when
-// etcd rejected it for good (Refused), else ErrUnavailable.
-func etcdFailure(what string, err error) error {
+// EtcdFailure wraps err, a failed request doing what ("cannot list the names in use"), as
+// ErrRefused when etcd rejected it for good (etcderr.Refused: permissions, credentials, an
+// invalid argument), else as ErrUnavailable; the layers over the recipe classify their own
+// requests' failures with it, so every caller maps them to the same exits.
+func EtcdFailure(what string, err error) error {
 	if etcderr.Refused(err) {
 		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
 	}

@@ -1,7 +1,6 @@
 package sema
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/conch-project/conch/sema/schema"
@@ -91,11 +90,8 @@ type Semaphore struct {
 // Spread (D11), and makes no request: errors wrap ErrBadName, ErrBadMax or
 // ErrBadNode.
 func New(c *clientv3.Client, name string, max int, opts Options) (*Semaphore, error) {
-	if err := schema.ValidateName(name); err != nil {
+	if err := schema.ValidateSemaphore(name, max); err != nil {
 		return nil, err
-	}
-	if max < 1 || max > schema.MaxCapacity {
-		return nil, fmt.Errorf("%w %d: must be 1..%d", schema.ErrBadMax, max, schema.MaxCapacity)
 	}
 	if opts.Spread {
 		if err := schema.ValidateNode(opts.Node); err != nil {

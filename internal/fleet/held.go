@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -58,11 +59,8 @@ type HeldSlot struct {
 // keys); sema.ErrRefused or
 // sema.ErrUnavailable when etcd refuses or fails a request.
 func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error) {
-	if err := schema.ValidateName(s.Name); err != nil {
+	if err := schema.ValidateSemaphore(s.Name, s.Max); err != nil {
 		return HeldSlot{}, err
-	}
-	if s.Max < 1 || s.Max > schema.MaxCapacity {
-		return HeldSlot{}, fmt.Errorf("%w %d", schema.ErrBadMax, s.Max)
 	}
 	prefix := schema.Prefix(s.Name, s.Max)
 	resp, err := c.Txn(ctx).Then(
@@ -70,12 +68,12 @@ func CheckHeld(ctx context.Context, c *clientv3.Client, s Slot) (HeldSlot, error
 		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), byCreateAsc, clientv3.WithLimit(int64(s.Max))),
 	).Commit()
 	if err != nil {
-		return HeldSlot{}, etcdFailure("cannot read "+prefix, err)
+		return HeldSlot{}, sema.EtcdFailure("cannot read "+prefix, err)
 	}
 	h := HeldSlot{Rank: -1, ReadRev: resp.Header.Revision}
 	ttl, err := c.TimeToLive(ctx, clientv3.LeaseID(s.Lease), clientv3.WithAttachedKeys())
 	if err != nil {
-		return h, etcdFailure("cannot read lease "+schema.FormatLeaseID(s.Lease), err)
+		return h, sema.EtcdFailure("cannot read lease "+schema.FormatLeaseID(s.Lease), err)
 	}
 	h.TTL = schema.LeaseTTL{Known: true, Left: ttl.TTL, Granted: ttl.GrantedTTL}
 	at := resp.Responses[0].GetResponseRange().Kvs

@@ -5,6 +5,7 @@ package fleet
 import (
 	"context"
 
+	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -14,13 +15,13 @@ import (
 // (false: the period was open, nothing done). Errors wrap schema.ErrBadName or schema.ErrBadMax,
 // sema.ErrRefused when etcd rejects the delete, else sema.ErrUnavailable.
 func ResetOnce(ctx context.Context, c *clientv3.Client, name string, max int) (schema.Marker, bool, error) {
-	if err := validate(name, max); err != nil {
+	if err := schema.ValidateSemaphore(name, max); err != nil {
 		return schema.Marker{}, false, err
 	}
 	key := schema.OnceKey(name, max)
 	resp, err := c.Delete(ctx, key, clientv3.WithPrevKV())
 	if err != nil {
-		return schema.Marker{}, false, etcdFailure("cannot delete "+key, err)
+		return schema.Marker{}, false, sema.EtcdFailure("cannot delete "+key, err)
 	}
 	if len(resp.PrevKvs) == 0 {
 		return schema.Marker{}, false, nil

@@ -34,7 +34,7 @@ func SetPauseAnyCapacity(ctx context.Context, c *clientv3.Client, name string, m
 
 // setPause is SetPause, with D17's compares when guard is set.
 func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who, reason string, guard bool) (schema.Pause, bool, error) {
-	if err := validate(name, max); err != nil {
+	if err := schema.ValidateSemaphore(name, max); err != nil {
 		return schema.Pause{}, false, err
 	}
 	key := schema.PauseKey(name, max)
@@ -50,7 +50,7 @@ func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who
 		}
 		resp, err := c.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key)).Commit()
 		if err != nil {
-			return schema.Pause{}, false, etcdFailure("cannot write "+key, err)
+			return schema.Pause{}, false, sema.EtcdFailure("cannot write "+key, err)
 		}
 		if resp.Succeeded {
 			p.Rev = resp.Header.Revision
@@ -72,13 +72,13 @@ func setPause(ctx context.Context, c *clientv3.Client, name string, max int, who
 // paused, nothing done: idempotent). Waiters that the pause kept wake,
 // at most max of them (D1). Errors as SetPause's.
 func Resume(ctx context.Context, c *clientv3.Client, name string, max int) (schema.Pause, bool, error) {
-	if err := validate(name, max); err != nil {
+	if err := schema.ValidateSemaphore(name, max); err != nil {
 		return schema.Pause{}, false, err
 	}
 	key := schema.PauseKey(name, max)
 	resp, err := c.Delete(ctx, key, clientv3.WithPrevKV())
 	if err != nil {
-		return schema.Pause{}, false, etcdFailure("cannot delete "+key, err)
+		return schema.Pause{}, false, sema.EtcdFailure("cannot delete "+key, err)
 	}
 	if len(resp.PrevKvs) == 0 {
 		return schema.Pause{}, false, nil

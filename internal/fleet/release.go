@@ -33,12 +33,12 @@ type HeldRelease struct {
 // etcd rejects a request, else sema.ErrUnavailable.
 func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string) (HeldRelease, error) {
 	var rel HeldRelease
-	if err := validate(name, max); err != nil {
+	if err := schema.ValidateSemaphore(name, max); err != nil {
 		return rel, err
 	}
 	resp, err := c.Get(ctx, schema.Prefix(name, max), clientv3.WithPrefix(), byCreateAsc)
 	if err != nil {
-		return rel, etcdFailure("cannot list "+schema.Prefix(name, max), err)
+		return rel, sema.EtcdFailure("cannot list "+schema.Prefix(name, max), err)
 	}
 	for _, kv := range resp.Kvs {
 		r := schema.DecodeRecord(kv.Value)
@@ -52,7 +52,7 @@ func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, 
 		resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(string(kv.Key))).Commit()
 		if err != nil {
-			return rel, etcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
+			return rel, sema.EtcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
 		}
 		if resp.Succeeded {
 			rel.Freed = append(rel.Freed, heldAfterOf(kv, r))

@@ -101,7 +101,7 @@ const takeTries = 16
 // schema.ErrBadNode for bad arguments (D4, D11a), sema.ErrRefused when etcd rejects a request for
 // good, else sema.ErrUnavailable.
 func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold time.Duration, rec schema.Record) (Take, error) {
-	if err := validate(name, max); err != nil {
+	if err := schema.ValidateSemaphore(name, max); err != nil {
 		return Take{}, err
 	}
 	if err := schema.ValidateNode(node); err != nil {
@@ -110,7 +110,7 @@ func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, nod
 	tk := taker{c: c, name: name, max: max, node: node, prefix: schema.Prefix(name, max)}
 	resp, err := c.Txn(ctx).Then(tk.reads()...).Commit()
 	if err != nil {
-		return Take{}, etcdFailure("cannot read "+tk.prefix, err)
+		return Take{}, sema.EtcdFailure("cannot read "+tk.prefix, err)
 	}
 	t, err := tk.capacity(ctx, tk.decide(resp.Responses))
 	if err != nil || t.Result != 0 {
@@ -118,7 +118,7 @@ func TakeHeld(ctx context.Context, c *clientv3.Client, name string, max int, nod
 	}
 	g, err := c.Grant(ctx, int64(sema.RoundTTL(hold)/time.Second))
 	if err != nil {
-		return Take{}, etcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
+		return Take{}, sema.EtcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
 	}
 	rev := resp.Header.Revision
 	for range takeTries {
@@ -239,7 +239,7 @@ func (tk taker) write(ctx context.Context, g *clientv3.LeaseGrantResponse, rec s
 		clientv3.Compare(clientv3.ModRevision(above[0]).WithRange(above[1]), "<", rev+1),
 	).Then(clientv3.OpPut(key, rec.Encode(), clientv3.WithLease(g.ID))).Else(tk.reads()...).Commit()
 	if err != nil {
-		return Take{}, false, 0, etcdFailure("cannot write a slot of "+tk.prefix+" for "+tk.node, err)
+		return Take{}, false, 0, sema.EtcdFailure("cannot write a slot of "+tk.prefix+" for "+tk.node, err)
 	}
 	if resp.Succeeded {
 		slot := sema.HeldAfter{Key: key, Rev: resp.Header.Revision, Lease: g.ID, TTL: ttl, Node: tk.node, Ended: now, Until: until}
@@ -255,7 +255,7 @@ func (tk taker) revoke(ctx context.Context, id clientv3.LeaseID, err *error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if _, rerr := tk.c.Revoke(rctx, id); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) && *err == nil {
-		*err = etcdFailure("cannot revoke an unused lease of "+tk.prefix, rerr)
+		*err = sema.EtcdFailure("cannot revoke an unused lease of "+tk.prefix, rerr)
 	}
 }
 

@@ -36,7 +36,7 @@ const stateQueued = "queued"
 // on a lease of TTL wait, written by a Txn conditional on the queue as read. Blocking and
 // errors as TakeHeld's.
 func TakeHeldQueued(ctx context.Context, c *clientv3.Client, name string, max int, node string, hold, wait time.Duration, rec schema.Record) (Take, error) {
-	if err := validate(name, max); err != nil {
+	if err := schema.ValidateSemaphore(name, max); err != nil {
 		return Take{}, err
 	}
 	if err := schema.ValidateNode(node); err != nil {
@@ -63,7 +63,7 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec s
 		clientv3.OpGet(above[0], clientv3.WithRange(above[1]), clientv3.WithCountOnly()),
 	).Commit()
 	if err != nil {
-		return Take{}, false, etcdFailure("cannot read "+tk.prefix, err)
+		return Take{}, false, sema.EtcdFailure("cannot read "+tk.prefix, err)
 	}
 	all := resp.Responses[0].GetResponseRange().Kvs
 	mine := -1
@@ -104,7 +104,7 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec s
 	case len(all) < tk.max && pause == nil:
 		g, err := tk.c.Grant(ctx, int64(sema.RoundTTL(hold)/time.Second))
 		if err != nil {
-			return Take{}, false, etcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
+			return Take{}, false, sema.EtcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
 		}
 		t, won, _, err := tk.write(ctx, g, rec, resp.Header.Revision)
 		if !won {
@@ -119,7 +119,7 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec s
 // refresh starts the TTL of a place's lease again (the node asked again).
 func (tk taker) refresh(ctx context.Context, kv *mvccpb.KeyValue) error {
 	if _, err := tk.c.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return etcdFailure(fmt.Sprintf("cannot refresh the place %s", kv.Key), err)
+		return sema.EtcdFailure(fmt.Sprintf("cannot refresh the place %s", kv.Key), err)
 	}
 	return nil
 }
@@ -129,7 +129,7 @@ func (tk taker) refresh(ctx context.Context, kv *mvccpb.KeyValue) error {
 func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec schema.Record, rev int64) (won bool, err error) {
 	g, err := tk.c.Grant(ctx, int64(sema.RoundTTL(wait)/time.Second))
 	if err != nil {
-		return false, etcdFailure("cannot grant a place's lease in "+tk.prefix, err)
+		return false, sema.EtcdFailure("cannot grant a place's lease in "+tk.prefix, err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	rec.Version, rec.Host, rec.State, rec.Since, rec.Ended, rec.HeldUntil = schema.RecordVersion, tk.node, stateQueued, now, nil, nil
@@ -140,7 +140,7 @@ func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec schema.Reco
 		return true, nil
 	}
 	if err != nil {
-		err = etcdFailure("cannot write a place in "+tk.prefix+" for "+tk.node, err)
+		err = sema.EtcdFailure("cannot write a place in "+tk.prefix+" for "+tk.node, err)
 	}
 	tk.revoke(ctx, g.ID, &err)
 	return false, err
@@ -153,7 +153,7 @@ func (tk taker) enqueue(ctx context.Context, wait time.Duration, rec schema.Reco
 func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold time.Duration, rec schema.Record) (Take, bool, error) {
 	g, err := tk.c.Grant(ctx, int64(sema.RoundTTL(hold)/time.Second))
 	if err != nil {
-		return Take{}, false, etcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
+		return Take{}, false, sema.EtcdFailure("cannot grant the hold's lease for "+tk.prefix, err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	ttl := time.Duration(g.TTL) * time.Second
@@ -167,7 +167,7 @@ func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold tim
 	).Then(clientv3.OpPut(key, rec.Encode(), clientv3.WithLease(g.ID))).Commit()
 	if err != nil || !resp.Succeeded {
 		if err != nil {
-			err = etcdFailure("cannot turn the place "+key+" into a slot", err)
+			err = sema.EtcdFailure("cannot turn the place "+key+" into a slot", err)
 		}
 		tk.revoke(ctx, g.ID, &err)
 		return Take{}, false, err
@@ -183,12 +183,12 @@ func (tk taker) promoteQueued(ctx context.Context, kv *mvccpb.KeyValue, hold tim
 // returns how many it deleted. Errors wrap schema.ErrBadName or schema.ErrBadMax for bad
 // arguments, sema.ErrRefused when etcd rejects a request, else sema.ErrUnavailable.
 func DropQueued(ctx context.Context, c *clientv3.Client, name string, max int, node string) (int, error) {
-	if err := validate(name, max); err != nil {
+	if err := schema.ValidateSemaphore(name, max); err != nil {
 		return 0, err
 	}
 	resp, err := c.Get(ctx, schema.Prefix(name, max), clientv3.WithPrefix())
 	if err != nil {
-		return 0, etcdFailure("cannot list "+schema.Prefix(name, max), err)
+		return 0, sema.EtcdFailure("cannot list "+schema.Prefix(name, max), err)
 	}
 	n := 0
 	for _, kv := range resp.Kvs {
@@ -199,7 +199,7 @@ func DropQueued(ctx context.Context, c *clientv3.Client, name string, max int, n
 		dr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(string(kv.Key))).Commit()
 		if err != nil {
-			return n, etcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
+			return n, sema.EtcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
 		}
 		if dr.Succeeded {
 			n++

@@ -4,11 +4,9 @@ package who
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/conch-project/conch/internal/etcderr"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -51,7 +49,7 @@ func NameSurvey(ctx context.Context, c *clientv3.Client, name string, self schem
 	}
 	resp, err := c.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return false, nil, readFailure("cannot list the names in use", err)
+		return false, nil, sema.EtcdFailure("cannot list the names in use", err)
 	}
 	for i, r := range resp.Responses[len(roots):] {
 		page := r.GetResponseRange()
@@ -96,7 +94,7 @@ func namesUnder(ctx context.Context, c *clientv3.Client, root string, page *etcd
 		}
 		resp, err := c.Do(ctx, namesPageOp(root, from))
 		if err != nil {
-			return nil, readFailure("cannot list "+root, err)
+			return nil, sema.EtcdFailure("cannot list "+root, err)
 		}
 		page = (*etcdserverpb.RangeResponse)(resp.Get())
 	}
@@ -117,13 +115,4 @@ func inUseOps(name string) []clientv3.Op {
 func isSelf(value []byte, self schema.Record) bool {
 	r := schema.DecodeRecord(value)
 	return self.PID != 0 && r.Err == nil && r.PID == self.PID && r.Host == self.Host
-}
-
-// readFailure wraps err, a failed read of what, as sema.ErrRefused when etcd rejected it
-// (permissions, credentials), else as sema.ErrUnavailable.
-func readFailure(what string, err error) error {
-	if etcderr.Refused(err) {
-		return fmt.Errorf("%w: %s: %w", sema.ErrRefused, what, err)
-	}
-	return fmt.Errorf("%w: %s: %w", sema.ErrUnavailable, what, err)
 }

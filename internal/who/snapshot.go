@@ -5,6 +5,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 )
 
@@ -34,7 +35,7 @@ func snapshot(ctx context.Context, c *clientv3.Client, name string) (Listing, er
 	}
 	resp, err := c.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return Listing{}, readFailure("cannot list "+roots[0], err)
+		return Listing{}, sema.EtcdFailure("cannot list "+roots[0], err)
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	waits := resp.Responses[1].GetResponseRange().Kvs

@@ -44,6 +44,18 @@ func ParseMax(s string) (int, error) {
 	return n, nil
 }
 
+// ValidateSemaphore checks a semaphore's name (ValidateName) and capacity, 1..MaxCapacity
+// (D4): errors wrap ErrBadName or ErrBadMax.
+func ValidateSemaphore(name string, max int) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if max < 1 || max > MaxCapacity {
+		return fmt.Errorf("%w %d: must be 1..%d", ErrBadMax, max, MaxCapacity)
+	}
+	return nil
+}
+
 // NamePrefix is the prefix of every key of the semaphore name, all capacities
 // included; it ends with "/" so that "a" never matches "ab" (D4).
 func NamePrefix(name string) string { return KeyRoot + name + "/" }
