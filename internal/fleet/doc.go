@@ -12,7 +12,7 @@
 // ranking reads and its head follows (the pause key written here), and Holder.HoldAfter, the
 // lease rebind that keeps a slot after the run (D13). Where a rule needs more of a holder it
 // takes it through Holder's exported hooks (UntilDeadline, CleanupTimeout), never sema's
-// internals; it decodes keys and records with sema's decoders, so every reader agrees.
+// internals; it decodes keys and records with sema/schema's decoders, so every reader agrees.
 //
 // It is a package of its own, not part of internal/slotrun, because most of it runs without
 // a child: the CLI's administration commands and the FleetLock server (internal/fleetlock)

@@ -63,12 +63,8 @@ func (j Job) PeriodDone(ctx context.Context, h *sema.Holder) (*OnceMarker, error
 		return nil, nil
 	}
 	kv := resp.Kvs[0]
-	m := &OnceMarker{Key: key, Left: -1}
-	if err := json.Unmarshal(kv.Value, &m.OnceRecord); err != nil || m.Node == "" || m.End.IsZero() {
-		m.OnceRecord = schema.OnceRecord{}
-		m.Err = errors.New("not a marker record (JSON object with node and end)")
-		m.Raw = string(kv.Value[:min(len(kv.Value), 64)])
-	}
+	read := schema.DecodeMarker(kv) // as the listing reads it: the same verdict on a bad record
+	m := &OnceMarker{OnceRecord: read.OnceRecord, Key: key, Left: -1, Err: read.Err, Raw: read.Raw}
 	if kv.Lease == 0 {
 		return m, nil
 	}
