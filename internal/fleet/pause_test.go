@@ -29,3 +29,24 @@ func TestSetPauseOtherCapacityRefused(t *testing.T) {
 		t.Fatalf("SetPause of the live capacity: %v %v", wrote, err)
 	}
 }
+
+// D16: a second pause changes nothing and says so (the first pause's author and reason stay),
+// and a second resume finds nothing to remove.
+func TestPauseResumeIdempotent(t *testing.T) {
+	_, c := sematest.StartEtcd(t)
+	ctx := t.Context()
+	p, wrote, err := SetPause(ctx, c, "pi", 2, "root@node-a", "freeze")
+	if err != nil || !wrote || p.Who != "root@node-a" {
+		t.Fatalf("SetPause: %+v %v %v", p, wrote, err)
+	}
+	p, again, err := SetPause(ctx, c, "pi", 2, "other@b", "x")
+	if err != nil || again || p.Who != "root@node-a" || p.Reason != "freeze" {
+		t.Fatalf("second SetPause: %+v wrote %v %v; want the first pause kept, nothing written", p, again, err)
+	}
+	if _, had, err := Resume(ctx, c, "pi", 2); err != nil || !had {
+		t.Fatalf("Resume: %v %v, want the pause removed", had, err)
+	}
+	if _, had, err := Resume(ctx, c, "pi", 2); err != nil || had {
+		t.Fatalf("second Resume: %v %v, want none", had, err)
+	}
+}

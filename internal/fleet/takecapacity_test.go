@@ -73,11 +73,12 @@ func TestTakeHeldCapacityRace(t *testing.T) {
 		var tk Take
 		var tkErr, runErr error
 		var h *sema.Holder
+		run := sematest.NewSem(t, c, name, 2, sema.Options{}) // here: it may fail the test
 		wg.Go(func() { tk, tkErr = TakeHeld(t.Context(), c, name, 1, "node-a", time.Hour, schema.Record{}) })
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(t.Context(), sematest.Timeout)
 			defer cancel()
-			h, runErr = sematest.NewSem(t, c, name, 2, sema.Options{}).Acquire(ctx)
+			h, runErr = run.Acquire(ctx)
 		})
 		wg.Wait()
 		if tkErr != nil || (runErr != nil && !errors.Is(runErr, sema.ErrOtherCapacity)) {
