@@ -14,9 +14,9 @@ import (
 // accepts connections but does not answer (stopped, frozen, cut off without a reset, or
 // a member being replaced that has not joined yet) is given up after it and sent again, on
 // the next connection of the client's round robin, instead of being waited on until ctx
-// ends: at start that was the whole ConnectTimeout, and conch gave up on etcd (D3: 69)
-// while the other members answered. It is generous for a grant (one raft proposal) on a
-// loaded etcd, so a slow but live member is not given up every time.
+// ends: at start that was the whole ConnectTimeout, and the run gave up on etcd as
+// unreachable while the other members answered. It is generous for a grant (one raft
+// proposal) on a loaded etcd, so a slow but live member is not given up every time.
 const grantTry = 2 * time.Second
 
 // grantTried grants the semaphore's lease (grantLease) in tries of at most grantTry each

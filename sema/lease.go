@@ -420,7 +420,7 @@ func (l *lease) revokeRetrying(ctx context.Context, within, total time.Duration)
 
 // retryUntil calls try with the bound of that try (within, cut to what is left before end,
 // but at least floor), again every releaseRetry while it fails for want of an answer and end
-// has not come; a refusal (Refused) is not tried again. It returns the last try's error. It is
+// has not come; a refusal (etcderr.Refused) is not tried again. It returns the last try's error. It is
 // the one retry policy of the requests that end a holding (revoke, the move of D13).
 func retryUntil(end time.Time, within, floor time.Duration, try func(bound time.Duration) error) error {
 	for {

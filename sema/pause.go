@@ -1,4 +1,4 @@
-// The pause gate (D16, D16b): the ranking Txn reads the pause key (pause_record.go), a
+// The pause gate (D16, D16b): the ranking Txn reads the pause key (schema.PauseKey), a
 // waiter that would hold stays queued in its place while it exists, and the head follows it
 // (pausewatch.go). The layer above (internal/fleet) writes and deletes the key.
 

@@ -24,12 +24,12 @@ type TimingSource int
 
 const (
 	// FromDefault: the package's default (defaultStopSignal, DefaultKillAfter, no runtime
-	// limit), Spec leaving the field at its zero value.
+	// limit), Options leaving the field at its zero value.
 	FromDefault TimingSource = iota
 	// FromOptions: the caller's Options (KillAfter, RuntimeMax).
 	FromOptions
 	// FromProperty: a scope property among the scopeSpec.Properties (KillSignal=,
-	// TimeoutStopSec=, RuntimeMaxSec=), which wins over Spec's field in scope mode (D8).
+	// TimeoutStopSec=, RuntimeMaxSec=), which wins over Options' field, in scope mode and directly alike (D8).
 	FromProperty
 )
 

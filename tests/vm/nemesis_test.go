@@ -35,8 +35,8 @@ import (
 var (
 	// nemesisSeeds are CI's seeds: fixed, so a failure in CI replays by hand.
 	nemesisSeeds = []uint64{1, 2, 3}
-	// nemesisMinutes is CI's length per seed: three seeds and the cluster's setup in about
-	// 3 minutes.
+	// nemesisMinutes is CI's length per seed: these three, the etcd seed (nemesisEtcd) and the
+	// cluster's setup take about 3.5 minutes.
 	nemesisMinutes = 0.6
 	// nemesisEtcd is CI's run of etcd's own failures: a seed whose faults are drawn from
 	// those of the members alone (a member wiped and replaced, killed, stalled), so that each
