@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -161,13 +160,7 @@ func (e *env) run(args ...string) result {
 // keys counts the keys under a prefix.
 func (e *env) keys(prefix string) int {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := e.c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return int(resp.Count)
+	return int(etcdtest.KeysUnder(e.t, e.c, prefix))
 }
 
 // waitFor polls cond until it holds or testTimeout passes (polltest.Until, the tests' one

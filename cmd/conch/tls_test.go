@@ -38,16 +38,13 @@ func (e *env) nothingHalfWritten(what string) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	keys, err := e.c.Get(ctx, "/conch/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	keys := e.keys("/conch/")
 	leases, err := e.c.Leases(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if keys.Count != 0 || len(leases.Leases) != 0 {
-		e.t.Errorf("%s: %d keys under /conch/ and %d leases left", what, keys.Count, len(leases.Leases))
+	if keys != 0 || len(leases.Leases) != 0 {
+		e.t.Errorf("%s: %d keys under /conch/ and %d leases left", what, keys, len(leases.Leases))
 	}
 }
 

@@ -1,6 +1,7 @@
 package etcdtest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,10 +11,12 @@ import (
 )
 
 // KeysUnder returns the number of keys under prefix now, read with c in one count-only
-// read. A failed read fails t (from the test's goroutine only).
+// read bounded by 10 s. A failed read fails t (from the test's goroutine only).
 func KeysUnder(t testing.TB, c *clientv3.Client, prefix string) int64 {
 	t.Helper()
-	resp, err := c.Get(t.Context(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
