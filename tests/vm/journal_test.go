@@ -142,16 +142,12 @@ func (e journalEntry) get(field string) string {
 	return s
 }
 
-// journal returns the node's journal entries whose MESSAGE starts with tag, oldest first.
+// journal returns the node's journal entries that match (journalAll) and whose MESSAGE
+// starts with tag, oldest first.
 func (n *node) journal(tag string, match ...string) []journalEntry {
 	n.t.Helper()
-	out := n.sh("journalctl --no-pager -q -b -o json " + strings.Join(match, " "))
 	var entries []journalEntry
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var e journalEntry
-		if line == "" || json.Unmarshal([]byte(line), &e) != nil {
-			continue
-		}
+	for _, e := range n.journalAll(match...) {
 		if strings.HasPrefix(e.get("MESSAGE"), tag+" ") {
 			entries = append(entries, e)
 		}
