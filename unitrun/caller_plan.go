@@ -195,11 +195,10 @@ func (p *Plan) Close() {
 // package's run, or preload ahead of the slot, is given.
 func (p *Plan) scoped(spec Spec, unit ScopeUnit) Spec {
 	<-p.done
-	spec.stop = p.timing
 	if p.conn == nil {
-		spec.scope = nil
-		return spec
+		return p.direct(spec)
 	}
+	spec.stop = p.timing
 	if unit.Started != nil {
 		spec.Started = unit.Started
 	}
@@ -279,13 +278,18 @@ func (p *Plan) Run(ctx context.Context, spec Spec, unit ScopeUnit, warn func(err
 	return p.run(ctx, nil, spec, unit, warn)
 }
 
+// direct returns spec with the plan's stop timing, to run with no scope.
+func (p *Plan) direct(spec Spec) Spec {
+	spec.stop, spec.scope = p.timing, nil
+	return spec
+}
+
 // run is Run with the prepared guardian g (nil: run starts one), which the caller closes.
 func (p *Plan) run(ctx context.Context, g *prepared, spec Spec, unit ScopeUnit, warn func(error)) (Result, error) {
 	if _, err := p.Wait(); err != nil {
 		return Result{}, err
 	}
-	direct := spec
-	direct.stop, direct.scope = p.timing, nil
+	direct := p.direct(spec)
 	if p.conn == nil {
 		return runWith(ctx, g, direct)
 	}
