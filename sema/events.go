@@ -14,7 +14,9 @@ type EventKind int
 
 // Event kinds, in the order they usually happen.
 const (
-	// Enqueued: our key is written; Rank is exact; OtherCapacities counts
+	// Enqueued: our key is written; Ahead is the number of keys ranked before
+	// ours (holders and waiters), -1 when there are more than the enqueue's
+	// read returns (it is O(max), D2); OtherCapacities counts
 	// keys under the same name outside our capacity while another capacity
 	// is live (Options.AllowOtherCapacity, D17; 0 when they are only keys
 	// that are not conch's, D6g); OtherKind counts conch's keys of the other
@@ -38,7 +40,7 @@ const (
 // Event describes one queue transition.
 type Event struct {
 	Kind            EventKind
-	Ahead           int // Waiting: waiters ahead of us (0: next in line)
+	Ahead           int // Enqueued: keys before ours; Waiting: waiters ahead of us (0: next in line)
 	Rev             int64
 	Lease           clientv3.LeaseID
 	TTL             time.Duration // granted lease TTL

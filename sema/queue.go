@@ -24,7 +24,7 @@ func (s *Semaphore) enqueueAndWait(enqCtx, ctx context.Context, l *lease) (*Hold
 	if err != nil {
 		return nil, err
 	}
-	s.emit(Event{Kind: Enqueued, Rev: myRev, Lease: l.id, TTL: l.ttl, Cluster: l.clusterID(), OtherCapacities: r.others, OtherKind: r.mixed})
+	s.emit(Event{Kind: Enqueued, Ahead: r.rank, Rev: myRev, Lease: l.id, TTL: l.ttl, Cluster: l.clusterID(), OtherCapacities: r.others, OtherKind: r.mixed})
 	if r.held { // held at once: no rewrite, D2's three requests
 		return s.newHolder(enqCtx, l, heldKey{key: key, rev: myRev, seen: r.rev})
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/conch-project/conch/internal/who"
+	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -24,15 +26,30 @@ const maxHinted = 3
 
 // nearNames returns the names of live within one edit (insertion, deletion or substitution of
 // one byte, or two neighbours swapped: typoDistance) of name, name itself excluded, in
-// live's order, at most maxHinted.
+// live's order, at most maxHinted. An edit of a digit does not count (numberedSiblings):
+// shard-1 beside shard-2, or job beside job2, are names given on purpose, not typos.
 func nearNames(name string, live []string) []string {
 	var near []string
 	for _, l := range live {
-		if l != name && typoDistance(name, l) == 1 && len(near) < maxHinted {
+		if l != name && typoDistance(name, l) == 1 && !numberedSiblings(name, l) && len(near) < maxHinted {
 			near = append(near, l)
 		}
 	}
 	return near
+}
+
+// numberedSiblings reports whether a and b differ only in digits: past their common prefix
+// and common suffix, what is left of either holds a digit (db1 and db2, ha-job and ha-job2).
+func numberedSiblings(a, b string) bool {
+	p := 0
+	for p < len(a) && p < len(b) && a[p] == b[p] {
+		p++
+	}
+	q := 0
+	for q < len(a)-p && q < len(b)-p && a[len(a)-1-q] == b[len(b)-1-q] {
+		q++
+	}
+	return strings.ContainsAny(a[p:len(a)-q]+b[p:len(b)-q], "0123456789")
 }
 
 // typoDistance is the optimal string alignment distance of a and b (bytes): Levenshtein's,
@@ -92,39 +109,69 @@ func hintNote(ctx context.Context, cl *clientv3.Client, name string) string {
 	return ""
 }
 
-// runNameHint gives nameHint for a run, beside it: the reads start as soon as the run has its
-// etcd client (wrap), on a goroutine of their own that writes the hint as a warning, so they
-// cost the run no time and the hint comes as the run starts. join waits for that goroutine
-// (bounded by nameHintTimeout): call it before the run's last line (the client is still open
-// then) and after the run. The run's own key does not make its name in use, whether its
-// enqueue lands before the reads or after: its record names this host and process (self).
+// runNameHint gives nameHint for a run, beside it: once the run's enqueue is answered
+// (enqueued), and only when that enqueue saw no other key under the name (a name in use needs
+// no hint, and a contended run pays no read for it), the reads run on a goroutine of their own
+// that writes the hint as a warning, so they cost the run no time. join waits for that
+// goroutine (bounded by nameHintTimeout): call it before the run's last line (the client is
+// still open then) and after the run. The run's own key does not make its name in use: its
+// record names this host and process (self).
 type runNameHint struct {
 	rep  *reporter
 	name string
 	self schema.Record // the run's own record: its key is not the name in use
-	done chan struct{} // closed when the goroutine is over; nil until the client is there
+
+	mu      sync.Mutex
+	ctx     context.Context  // the connection's, without its cancellation
+	cl      *clientv3.Client // the run's client, once connected
+	decided bool             // the first enqueue was answered: the reads started or were not needed
+	done    chan struct{}    // closed when the goroutine is over; nil when it never started
 }
 
-// wrap returns connect, starting the hint's goroutine once it has a client.
+// wrap returns connect, keeping the client for the hint's reads.
 func (h *runNameHint) wrap(connect func(context.Context) (*clientv3.Client, error)) func(context.Context) (*clientv3.Client, error) {
 	return func(ctx context.Context) (*clientv3.Client, error) {
 		cl, err := connect(ctx)
-		if err == nil && h.done == nil {
-			h.done = make(chan struct{})
-			go func() {
-				defer close(h.done)
-				if hint := nameHint(context.WithoutCancel(ctx), cl, h.name, h.self); hint != "" {
-					h.rep.warnf("WARNING: nothing is queued under %q and no pause names it: %s (running it as named)", h.name, hint)
-				}
-			}()
+		if err == nil {
+			h.mu.Lock()
+			h.ctx, h.cl = context.WithoutCancel(ctx), cl
+			h.mu.Unlock()
 		}
 		return cl, err
 	}
 }
 
+// enqueued starts the hint's reads after the run's first answered enqueue e, when it saw no
+// other key under the name: none ranked before ours (e.Ahead 0) and none under another
+// capacity.
+func (h *runNameHint) enqueued(e sema.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.decided || h.cl == nil {
+		return
+	}
+	h.decided = true
+	if e.Ahead != 0 || e.OtherCapacities != 0 {
+		return
+	}
+	h.done = make(chan struct{})
+	go func(ctx context.Context, cl *clientv3.Client) {
+		defer close(h.done)
+		if hint := nameHint(ctx, cl, h.name, h.self); hint != "" {
+			h.rep.warnf("WARNING: nothing is queued under %q and no pause names it: %s (running it as named)", h.name, hint)
+		}
+	}(h.ctx, h.cl)
+}
+
 // join waits for the hint's goroutine, if it started.
 func (h *runNameHint) join() {
-	if h != nil && h.done != nil {
-		<-h.done
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	done := h.done
+	h.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 }

@@ -63,4 +63,13 @@ func TestNearNames(t *testing.T) {
 	if got := nearNames("x", []string{"a", "b", "c", "d"}); len(got) != maxHinted {
 		t.Errorf("nearNames of 4 one-letter names = %v, want %d", got, maxHinted)
 	}
+	// numbered siblings are names given on purpose: an edit of a digit is no typo
+	for _, pair := range [][2]string{{"shard-1", "shard-2"}, {"db1", "db2"}, {"ha-job", "ha-job2"}, {"n10", "n1"}, {"r12", "r21"}} {
+		if got := nearNames(pair[0], []string{pair[1]}); len(got) != 0 {
+			t.Errorf("nearNames(%q, %q) = %v, want none: they differ in a digit", pair[0], pair[1], got)
+		}
+	}
+	if got := nearNames("shard-a1", []string{"shard-b1"}); len(got) != 1 {
+		t.Errorf("nearNames(shard-a1, shard-b1) = %v, want it: a letter differs", got)
+	}
 }

@@ -33,7 +33,12 @@ func (e *runEvents) flushChild() {
 }
 
 // Event is sema's queue transitions (reporter.onEvent).
-func (e *runEvents) Event(ev sema.Event) { e.rep.onEvent(ev) }
+func (e *runEvents) Event(ev sema.Event) {
+	if ev.Kind == sema.Enqueued {
+		e.hint.enqueued(ev)
+	}
+	e.rep.onEvent(ev)
+}
 
 // Started says the command runs, in scope when it is one (D8, D10: READY=1).
 func (e *runEvents) Started(pid int, scope string) {
