@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/sema/schema"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -24,10 +25,10 @@ type HeldAfter struct {
 	Until time.Time        // Ended + TTL by the writer's clock (zero when unknown)
 }
 
-// heldAfterOf is the HeldAfter that the key created at rev, on lease, with
-// record r describes.
-func heldAfterOf(key string, rev, lease int64, r schema.ReadRecord) HeldAfter {
-	ha := HeldAfter{Key: key, Rev: rev, Lease: clientv3.LeaseID(lease), Node: r.Host}
+// HeldAfterOf is the HeldAfter that kv, a slot's key read from etcd, with its record r as
+// decoded (schema.DecodeRecord), describes; TTL is left 0 (kv does not carry it).
+func HeldAfterOf(kv *mvccpb.KeyValue, r schema.ReadRecord) HeldAfter {
+	ha := HeldAfter{Key: string(kv.Key), Rev: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), Node: r.Host}
 	if r.Ended != nil {
 		ha.Ended = *r.Ended
 	}

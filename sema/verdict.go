@@ -116,7 +116,7 @@ func (s *Semaphore) heldAfterHolders(ctx context.Context, v *WaitError) []HeldAf
 	var held []HeldAfter
 	for _, kv := range resp.Kvs {
 		if r := schema.DecodeRecord(kv.Value); heldAfterRecord(r) {
-			held = append(held, heldAfterOf(string(kv.Key), kv.CreateRevision, kv.Lease, r))
+			held = append(held, HeldAfterOf(kv, r))
 		}
 	}
 	return held

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/conch-project/conch/sema"
@@ -46,7 +45,7 @@ func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, 
 		case !(r.Err == nil && r.IsHeldAfter()) || r.Host != node:
 			continue
 		case r.Newer: // D14a: not ours to judge
-			rel.Left = append(rel.Left, heldAfterOf(kv, r))
+			rel.Left = append(rel.Left, sema.HeldAfterOf(kv, r))
 			continue
 		}
 		resp, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
@@ -55,20 +54,8 @@ func ReleaseHeld(ctx context.Context, c *clientv3.Client, name string, max int, 
 			return rel, sema.EtcdFailure(fmt.Sprintf("cannot delete %s", kv.Key), err)
 		}
 		if resp.Succeeded {
-			rel.Freed = append(rel.Freed, heldAfterOf(kv, r))
+			rel.Freed = append(rel.Freed, sema.HeldAfterOf(kv, r))
 		}
 	}
 	return rel, nil
-}
-
-// heldAfterOf is the sema.HeldAfter that kv, with its record r as decoded, describes.
-func heldAfterOf(kv *mvccpb.KeyValue, r schema.ReadRecord) sema.HeldAfter {
-	ha := sema.HeldAfter{Key: string(kv.Key), Rev: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease), Node: r.Host}
-	if r.Ended != nil {
-		ha.Ended = *r.Ended
-	}
-	if r.HeldUntil != nil {
-		ha.Until = *r.HeldUntil
-	}
-	return ha
 }

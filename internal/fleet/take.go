@@ -204,7 +204,7 @@ func (tk taker) decideQueue(rs []*etcdserverpb.ResponseOp) Take {
 	for _, kv := range first.Kvs {
 		h, r := holdingOf(kv)
 		if h.HeldAfter && h.Node == tk.node && !r.Newer {
-			return Take{Result: TakeAlreadyHeld, Slot: heldAfterOf(kv, r)}
+			return Take{Result: TakeAlreadyHeld, Slot: sema.HeldAfterOf(kv, r)}
 		}
 		holders = append(holders, h)
 	}

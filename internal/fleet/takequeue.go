@@ -71,7 +71,7 @@ func (tk taker) queuedRound(ctx context.Context, hold, wait time.Duration, rec s
 	for i, kv := range all {
 		h, r := holdingOf(kv)
 		if h.HeldAfter && h.Node == tk.node && !r.Newer {
-			return Take{Result: TakeAlreadyHeld, Slot: heldAfterOf(kv, r)}, true, nil
+			return Take{Result: TakeAlreadyHeld, Slot: sema.HeldAfterOf(kv, r)}, true, nil
 		}
 		if r.Err == nil && r.State == stateQueued && r.Host == tk.node && mine < 0 {
 			mine = i
