@@ -7,7 +7,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -172,19 +171,19 @@ func (tk taker) outside() (below, above [2]string) {
 }
 
 // capacity applies D17 to t, decided from a read that found t.others keys outside the
-// capacity's prefix: when some are conch's keys of other capacities (sema.LiveCapacities), a
+// capacity's prefix: when some are conch's keys of other capacities (sema.CheckCapacity), a
 // Take of TakeOtherCapacity; else t. A node that already holds here keeps its answer.
-// Errors as sema.LiveCapacities'.
+// Errors as sema.CheckCapacity's.
 func (tk taker) capacity(ctx context.Context, t Take) (Take, error) {
 	if t.others == 0 || t.Result == TakeAlreadyHeld {
 		return t, nil
 	}
-	caps, _, err := sema.LiveCapacities(ctx, tk.c, tk.name)
-	if err != nil {
+	var ce *sema.CapacityError
+	switch err := sema.CheckCapacity(ctx, tk.c, tk.name, tk.max); {
+	case errors.As(err, &ce):
+		return Take{Result: TakeOtherCapacity, Capacities: ce.Live}, nil
+	case err != nil:
 		return Take{}, err
-	}
-	if others := otherThan(caps, tk.max); len(others) > 0 {
-		return Take{Result: TakeOtherCapacity, Capacities: others}, nil
 	}
 	return t, nil
 }
@@ -279,8 +278,3 @@ var byCreateAsc = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.Sort
 // cleanupTimeout bounds the revoke of a lease granted for a write that did not happen, as
 // sema bounds its own clean-up requests.
 const cleanupTimeout = 5 * time.Second
-
-// otherThan is caps without max.
-func otherThan(caps []int, max int) []int {
-	return slices.DeleteFunc(slices.Clone(caps), func(c int) bool { return c == max })
-}
