@@ -162,10 +162,13 @@ func (r *reporter) onEvent(e sema.Event) {
 		first := !r.waiting
 		r.waiting = true
 		paused := pausedText(e.Paused)
-		changed := e.Ahead != r.ahead || e.NodeBusy != r.nodeBusy || paused != r.paused || e.Unreachable != r.unreachable
+		// the place moving in the queue is told with -v; etcd going silent or answering again,
+		// and a pause set or lifted, are told always: they change what the operator waits for
+		news := paused != r.paused || e.Unreachable != r.unreachable
+		changed := news || e.Ahead != r.ahead || e.NodeBusy != r.nodeBusy
 		r.ahead, r.nodeBusy, r.paused, r.unreachable = e.Ahead, e.NodeBusy, paused, e.Unreachable
 		if first || changed {
-			r.emit(stateWait, journal.PriNotice, !first, map[string]string{"CONCH_AHEAD": strconv.Itoa(e.Ahead)}, r.waitText())
+			r.emit(stateWait, journal.PriNotice, !first && !news, map[string]string{"CONCH_AHEAD": strconv.Itoa(e.Ahead)}, r.waitText())
 			r.sendNotify("STATUS=" + r.waitText())
 		}
 	case sema.Held:
