@@ -183,6 +183,10 @@ func TestExitSlotLostOnOperatorDelete(t *testing.T) {
 	if r.status != 70 || !strings.Contains(r.stderr, "slot lost") {
 		t.Fatalf("after del: %v", r)
 	}
+	// said as the stop begins (no -v), before the line that ends the run
+	if i := strings.Index(r.stderr, "the slot is being lost (key deleted"); i < 0 || i > strings.LastIndex(r.stderr, "slot lost") {
+		t.Errorf("after del: %v\nwant the stop announced with its cause before the last line", r)
+	}
 	if pidAlive(pid) {
 		t.Fatalf("child %d still alive after conch exited 70", pid)
 	}

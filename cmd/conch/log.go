@@ -212,9 +212,12 @@ func (r *reporter) started(pid int) {
 	r.sendNotify(fmt.Sprintf("READY=1\nSTATUS=holding %s, rev %d: command running (PID %d%s)", r.prefix(), r.rev, pid, where))
 }
 
-// stopping tells the service manager conch has begun to stop the command
+// stopping says, and tells the service manager, that conch has begun to stop the command
 // because of why (the slot is being lost: D7). Safe from any goroutine.
 func (r *reporter) stopping(why error) {
+	// told at once, without -v too: the line that ends the run may come only once the release
+	// gives up, seconds after the command was stopped
+	r.warnf("the slot is being lost (%v): stopping the command", why)
 	r.sendNotify(fmt.Sprintf("STOPPING=1\nSTATUS=%s: stopping the command: %v", r.prefix(), why))
 }
 
