@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/fleet"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema/schema"
 )
 
@@ -25,7 +26,7 @@ const (
 // is not served.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	s := serve(t, c, map[string]int{"default": 2, "solo": 1}, time.Hour)
 	hc := newClient(s.base, zincati, "", "").hc
 	post := func(path, body string) func() (reply, error) {

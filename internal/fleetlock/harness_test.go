@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/fleet"
 	"github.com/conch-project/conch/internal/polltest"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -200,26 +200,11 @@ func nodes(hs []fleet.Holding) []string {
 // lease; the caller releases it.
 func holdJob(t *testing.T, c *clientv3.Client, name string, max int) *sema.Holder {
 	t.Helper()
-	job, err := sema.New(c, name, max, sema.Options{TTL: 5 * time.Second, Record: schema.Record{Host: "db-vacuum-node"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := job.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return sematest.MustAcquire(t, sematest.NewSem(t, c, name, max, sema.Options{Record: schema.Record{Host: "db-vacuum-node"}}))
 }
 
 // eventually polls cond (polltest.Until) until it holds or within passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	polltest.Until(t, within, what, cond)
-}
-
-// startEtcd starts a real etcd for one test and returns a client to it.
-func startEtcd(t *testing.T) (*etcdtest.Server, *clientv3.Client) {
-	t.Helper()
-	srv := etcdtest.Start(t)
-	return srv, srv.Client(t)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conch-project/conch/internal/etcdtest"
 	"github.com/conch-project/conch/internal/fleet"
+	"github.com/conch-project/conch/internal/sematest"
 	"github.com/conch-project/conch/internal/who"
 	"github.com/conch-project/conch/sema"
 	"github.com/conch-project/conch/sema/schema"
@@ -155,7 +156,7 @@ func TestTwentyClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	s := serve(t, c, map[string]int{"default": 2}, time.Hour)
 	stop := maxHolders(t, c, "default", 2)
 	waits, grants := rebootRounds(t, []string{s.base}, "default", 20, 20*time.Millisecond, 50*time.Millisecond, soak(t))
@@ -173,7 +174,7 @@ func TestTwentyClients(t *testing.T) {
 // etcd; the grant's Txn is conditional on the queue as read).
 func TestTwoInstances(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	srv2 := serve(t, c, map[string]int{"default": 2}, time.Hour)
 	srv1 := serve(t, c, map[string]int{"default": 2}, time.Hour)
 	stop := maxHolders(t, c, "default", 2)
@@ -192,7 +193,7 @@ func TestTwoInstances(t *testing.T) {
 // One id locking concurrently on two servers gets one slot, never two.
 func TestConcurrentLocksOfOneID(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	a := serve(t, c, map[string]int{"default": 5}, time.Hour)
 	b := serve(t, c, map[string]int{"default": 5}, time.Hour)
 	var wg sync.WaitGroup
@@ -228,7 +229,7 @@ func longest(ds []time.Duration) time.Duration {
 // once.
 func TestExpiryAndOperatorRelease(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	const hold = 2 * time.Second
 	s := serve(t, c, map[string]int{"default": 1}, hold)
 	a, b := newClient(s.base, zincati, idA, "default"), newClient(s.base, flatcar, idB, "default")
@@ -267,7 +268,7 @@ func TestExpiryAndOperatorRelease(t *testing.T) {
 // and its until.
 func TestListingShowsRebootSlot(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	s := serve(t, c, map[string]int{"default": 1}, time.Hour)
 	if r, err := newClient(s.base, zincati, idA, "default").lock(); err != nil || !r.ok() {
 		t.Fatalf("lock: %v %+v", err, r)
@@ -298,7 +299,7 @@ func TestListingShowsRebootSlot(t *testing.T) {
 // it; once it ends, granted; while the reboot holds, a job finds no slot.
 func TestSharedQueueWithJobs(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	s := serve(t, c, map[string]int{"maint": 1}, time.Hour)
 	f := newClient(s.base, zincati, idA, "maint")
 	h := holdJob(t, c, "maint", 1)
@@ -326,7 +327,7 @@ func TestEtcdOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}
-	srv, c := startEtcd(t)
+	srv, c := sematest.StartEtcd(t)
 	s := serve(t, c, map[string]int{"default": 1}, time.Hour)
 	f := newClient(s.base, zincati, idA, "default")
 	srv.Kill()
@@ -390,7 +391,7 @@ func TestEtcdRefuses(t *testing.T) {
 // writes nothing; once that job ends, the reboot is granted.
 func TestOtherCapacityRefused(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	s := serve(t, c, map[string]int{"maint": 1}, time.Hour)
 	f := newClient(s.base, zincati, idA, "maint")
 	h := holdJob(t, c, "maint", 2)

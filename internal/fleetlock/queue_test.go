@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/sematest"
 )
 
 // With --queue, grants follow the order of the nodes' first refused requests, whoever
@@ -18,7 +20,7 @@ import (
 // Not parallel: a node that polls every 20 ms keeps its place only while it is not starved
 // for the queue's D (2 s); beside the other tests under -race one was.
 func TestQueueFIFO(t *testing.T) {
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	s := serveQueue(t, c, map[string]int{"default": 1}, time.Hour, 2*time.Second)
 	holder := newClient(s.base, zincati, "holder", "default")
 	if r, err := holder.lock(); err != nil || !r.ok() {
@@ -92,7 +94,7 @@ func containsAll(s string, parts ...string) bool {
 // and asks again at once. It returns every wait, the grants, and the most grants to other
 // nodes seen during one node's wait (overtakes).
 func fairness(t *testing.T, queue, period, down, d time.Duration) ([]time.Duration, int, int64) {
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	s := serveQueue(t, c, map[string]int{"default": 1}, time.Hour, queue)
 	stop := maxHolders(t, c, "default", 1)
 	var mu sync.Mutex

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/conch-project/conch/internal/sematest"
 )
 
 // A client that trickles its headers (slowloris) holds only its own connection: others
@@ -20,7 +22,7 @@ func TestSlowloris(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	s := serve(t, c, map[string]int{"default": 1}, time.Hour)
 	var slow []net.Conn
 	for range 20 {
@@ -109,7 +111,7 @@ func TestLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (chaos or long timers): not in the -short tier")
 	}
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	s := serve(t, c, map[string]int{"default": 5}, time.Hour)
 	rate, d, loadClients := loadRate(t), soak(t), loadClientsFor(t)
 	// one token per request, spread over each millisecond tick; a token no worker is free

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/conch-project/conch/internal/etcdtest"
+	"github.com/conch-project/conch/internal/sematest"
 )
 
 // With a certificate the server speaks HTTPS only (TLS 1.2 or later); with a client CA it
 // requires client certificates signed by it; files it cannot use are refused at start.
 func TestTLS(t *testing.T) {
 	t.Parallel()
-	_, c := startEtcd(t)
+	_, c := sematest.StartEtcd(t)
 	dir := t.TempDir()
 	ca := etcdtest.NewCA(t, dir, "ca")
 	valid := etcdtest.Cert{NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPs: []net.IP{net.ParseIP("127.0.0.1")}}
