@@ -15,16 +15,31 @@ import (
 func (h *Holder) goneErr() error { return h.l.goneErr(h.key) }
 
 // goneErr is why key, bound to l, is gone: ErrLeaseLost when l's deadline has passed (etcd
-// expired l and deleted key with it, D7d), else ErrKeyDeleted. A waiter's key is judged so
+// expired l and deleted key with it, D7d), or when etcd answered again only after leaving
+// the keep-alives unanswered for the TTL or more (a stopped etcd expires such a lease at its
+// thaw, though it answered a keep-alive sent during the stall: D7h), else ErrKeyDeleted. A waiter's key is judged so
 // too: a waiter stopped past its lease lost its place to the expiry, not to an operator.
 func (l *lease) goneErr(key string) error {
-	if l.expiredAt(time.Now()) {
-		if silent := l.etcdSilent(); silent > 0 { // D7h: conch sent on time, etcd did not answer
-			return fmt.Errorf("%w: the lease expired (etcd stopped answering: none of the keep-alives conch sent for %v was answered within its %v TTL; a stopped or frozen etcd expires such leases when it resumes), and etcd deleted %s with it", ErrLeaseLost, silent.Round(time.Second), l.ttl, key)
-		}
+	expired, outlived := l.expiredAt(time.Now()), l.outlivedTTL()
+	silent := outlived // etcd answered again after a silence past the TTL, and expired the lease
+	if expired {
+		silent = l.etcdSilent()
+	}
+	if silent > 0 { // D7h: conch sent on time, etcd did not answer
+		return fmt.Errorf("%w: the lease expired (etcd stopped answering: none of the keep-alives conch sent for %v was answered within its %v TTL; a stopped or frozen etcd expires such leases when it resumes), and etcd deleted %s with it", ErrLeaseLost, silent.Round(time.Second), l.ttl, key)
+	}
+	if expired {
 		return fmt.Errorf("%w: the lease expired (no keep-alive confirmed within its %v TTL: conch was stalled or cut off from etcd), and etcd deleted %s with it", ErrLeaseLost, l.ttl, key)
 	}
 	return fmt.Errorf("%w: %s", ErrKeyDeleted, key)
+}
+
+// outlivedTTL is how long etcd left the keep-alives unanswered before its last answer, when
+// that was the TTL or more while conch sent on time (lease.outlived), else 0.
+func (l *lease) outlivedTTL() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.outlived
 }
 
 // expiredAt reports whether the lease's deadline (last confirmation + TTL) is at or before
@@ -45,9 +60,9 @@ func (l *lease) deadline() time.Time {
 
 // lostPlace is err, why a waiter's key bound to l is no longer in the queue, with the loss
 // judged as goneErr does when it is the key's deletion or the lease's loss (D7d): past l's
-// deadline, the lease's expiry, said as such.
+// deadline, or after a silence of etcd past the TTL, the lease's expiry, said as such.
 func (l *lease) lostPlace(key string, err error) error {
-	if errors.Is(err, ErrKeyDeleted) || errors.Is(err, ErrLeaseLost) && l.expiredAt(time.Now()) {
+	if errors.Is(err, ErrKeyDeleted) || errors.Is(err, ErrLeaseLost) && (l.expiredAt(time.Now()) || l.outlivedTTL() > 0) {
 		return l.goneErr(key)
 	}
 	return err

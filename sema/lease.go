@@ -42,6 +42,11 @@ type lease struct {
 	failSince time.Time                       // keep-alives failing since then (zero: answered)
 	lastSend  time.Time                       // when the last keep-alive was sent (noteSend)
 	sendGap   time.Duration                   // the longest gap between two sends since the last confirmation
+	// outlived: the last confirmation came this long after the one before, a TTL or more,
+	// while conch sent on time (etcd was silent past the TTL, D7h: a stopped etcd may expire
+	// the lease at its thaw though a keep-alive sent during the stall was answered); 0 once a
+	// confirmation comes within the TTL again
+	outlived time.Duration
 
 	done   chan struct{} // closed when the lease is lost or stopped
 	cause  error
@@ -294,8 +299,13 @@ func (l *lease) lateCause(err error) error {
 // confirm records that the keep-alive sent at sent was answered: the lease lives at least
 // until sent + TTL (D7: the deadline counts from the send, on our own clock).
 func (l *lease) confirm(sent time.Time) {
+	iv := l.interval()
 	l.mu.Lock()
 	if sent.After(l.confirmed) {
+		l.outlived = 0
+		if gap := sent.Sub(l.confirmed); gap >= l.ttl && l.sendGap <= iv+sendSlack {
+			l.outlived = gap
+		}
 		l.confirmed = sent
 		l.sendGap = 0
 	}
