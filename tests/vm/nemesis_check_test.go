@@ -191,7 +191,10 @@ func (h nemHistory) windows(v *verdict) []childRec {
 			for _, f := range h.Faults {
 				if f.Kind == fFreeze && f.Node == node && f.From <= d && d <= f.To+int64(thawBound) && c.until() <= f.To+int64(thawBound) {
 					v.Excused[fmt.Sprintf("ran past its key while its node was frozen, gone by the thaw + %v (D7b)", thawBound)]++
-					c.End, c.Gone = d, 0
+					// counted until its key's deletion, as the host's watch saw it: that watch may
+					// see it up to startSlop after the waiter it woke, whose child then starts
+					// before d: an overlap that never was
+					c.End, c.Gone = max(c.Start, d-int64(startSlop)), 0
 					break
 				}
 			}
